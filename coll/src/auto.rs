@@ -1,0 +1,119 @@
+//! Picks an algorithm and a flit count from the cost model.
+//!
+//! [`choose`] prices candidates with the closed form of [`crate::model`] (the α/β stage
+//! model with pipelining of [`crate::sim`]; exact for one flit, within a few percent of
+//! the simulator for more) and keeps the cheapest. Nothing about message sizes is
+//! hard-coded: the crossovers (hierarchy for small messages, pipelines for large ones,
+//! and the best flit count) come from the topology's level costs.
+//!
+//! Cost: algorithms that build the same tree (on a contiguous power-of-two grid the flat
+//! binomial tree is hierarchical) are priced once. For each algorithm, flit counts 1, 2,
+//! 4, … up to [`MAX_AUTO_FLITS`] (at most one flit per element) are tried; the doubling
+//! stops once two successive counts are slower than the best so far. That is at most
+//! 4 × 7 evaluations of O(P log P) each, well under a millisecond for a few hundred
+//! ranks. No cache: the caller may keep the answer per (operation, size).
+
+use crate::model;
+use crate::schedule::schedule;
+use crate::sim::estimate;
+use crate::step::{Algorithm, Collective, Op, ScheduleError};
+use crate::topology::Topology;
+use crate::tree;
+
+/// Largest flit count [`choose`] considers.
+pub const MAX_AUTO_FLITS: usize = 64;
+
+/// The answer of [`choose`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Choice {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// The flit count.
+    pub flits: usize,
+    /// The modelled time in seconds ([`crate::model::time`]).
+    pub time: f64,
+}
+
+/// The simulator's estimated time of `coll` on `topo` with `alg` and `flits` (builds and
+/// runs every rank's schedule: for checking the model, not for every call).
+pub fn estimate_time(
+    coll: &Collective,
+    topo: &Topology,
+    alg: Algorithm,
+    flits: usize,
+) -> Result<f64, ScheduleError> {
+    let s = schedule(coll, topo, alg, flits)?;
+    // Schedules from `schedule` always simulate; an error here is a bug, priced out.
+    Ok(estimate(&s, topo).map_or(f64::INFINITY, |r| r.time))
+}
+
+/// The fastest (algorithm, flit count) for `coll` on `topo` according to the model, among
+/// `algorithms` (all of them when empty).
+pub fn choose_among(
+    coll: &Collective,
+    topo: &Topology,
+    algorithms: &[Algorithm],
+) -> Result<Choice, ScheduleError> {
+    let algs: &[Algorithm] = if algorithms.is_empty() {
+        &Algorithm::ALL
+    } else {
+        algorithms
+    };
+    let elems = coll.bytes / coll.elem_size.max(1);
+    let max_k = if coll.op == Op::Barrier {
+        1
+    } else {
+        elems.clamp(1, MAX_AUTO_FLITS)
+    };
+    let mut best: Option<Choice> = None;
+    let mut last_err = None;
+    let mut trees = Vec::new();
+    for &alg in algs {
+        // Two algorithms with the same tree have the same schedules: price one.
+        if coll.op != Op::Alltoall && coll.root < topo.size() {
+            let root = if coll.op.is_rooted() { coll.root } else { 0 };
+            let t = tree::build(topo, alg, root, coll.ordered());
+            if trees.contains(&t) {
+                continue;
+            }
+            trees.push(t);
+        }
+        let mut best_here = f64::INFINITY;
+        let mut worse = 0;
+        let mut k = 1;
+        while k <= max_k && worse < 2 {
+            match model::time(coll, topo, alg, k) {
+                Ok(time) => {
+                    if time < best_here {
+                        best_here = time;
+                        worse = 0;
+                    } else {
+                        worse += 1;
+                    }
+                    if best.is_none_or(|b| time < b.time) {
+                        best = Some(Choice {
+                            algorithm: alg,
+                            flits: k,
+                            time,
+                        });
+                    }
+                }
+                Err(e) => {
+                    last_err = Some(e);
+                    break;
+                }
+            }
+            k *= 2;
+        }
+    }
+    match (best, last_err) {
+        (Some(b), _) => Ok(b),
+        (None, Some(e)) => Err(e),
+        (None, None) => Err(ScheduleError::Unsupported(coll.op, Algorithm::Hierarchical)),
+    }
+}
+
+/// The fastest (algorithm, flit count) for `coll` on `topo` according to the model.
+pub fn choose(coll: &Collective, topo: &Topology) -> Result<Choice, ScheduleError> {
+    choose_among(coll, topo, &[])
+}

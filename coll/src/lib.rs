@@ -1,0 +1,91 @@
+//! Topology-aware collective schedules, after QCG-OMPI (Sect. 3.3 and 4.3) and MagPIe.
+//!
+//! A collective is a *schedule*: for every rank, an ordered list of [`Step`]s over a few
+//! byte buffers. [`schedule`] (all ranks) and [`schedule_for`] (one rank) make them;
+//! [`sim`] runs them in memory; [`auto`] picks an algorithm and a flit count from the
+//! cost model of the [`Topology`]. This crate does no I/O: an executor runs the steps.
+//!
+//! # Buffers
+//! A [`RankSchedule`] names three kinds of buffers, all byte arrays owned by the rank:
+//! * [`Buf::Input`], `input_len` bytes: the caller's data. Steps only read it.
+//! * [`Buf::Output`], `output_len` bytes: the result. Zero-filled before the first step
+//!   (the schedule writes every byte of it that is part of the result).
+//! * [`Buf::Temp`]`(i)`, `temps[i]` bytes: scratch, zero-filled before the first step.
+//!
+//! `Input` and `Output` are distinct (for an in-place MPI call the executor copies).
+//! Sizes per operation, with P ranks and `n = Collective::bytes`:
+//!
+//! | op | input | output |
+//! |---|---|---|
+//! | Bcast | n at the root, 0 elsewhere | n |
+//! | Reduce | n | n at the root, 0 elsewhere |
+//! | Allreduce | n | n |
+//! | Gather | n | P·n at the root (block r at r·n), 0 elsewhere |
+//! | Scatter | P·n at the root (block r for rank r), 0 elsewhere | n |
+//! | Allgather | n | P·n |
+//! | Alltoall | P·n (block j for rank j) | P·n (block i from rank i) |
+//! | Barrier | 0 | 0 |
+//!
+//! # Steps
+//! A rank executes its steps strictly in order; each completes before the next starts.
+//! * `Send { to, tag, buf, range }`: sends the bytes `buf[range]` *as they are when the
+//!   step runs* to rank `to` with `tag`. A send is eager: it must not wait for the
+//!   matching receive (queue or copy the bytes; later steps may overwrite `buf[range]`).
+//!   Zero-byte messages are real messages and must be delivered.
+//! * `Recv { from, tag, buf, range }`: waits for the oldest undelivered message from
+//!   `from` with `tag` (messages match on (source, tag), FIFO per pair) and stores it in
+//!   `buf[range]`. The message has exactly `range.len()` bytes; anything else is an error.
+//! * `Copy { dst, dst_range, src, src_range }`: `dst[dst_range] = src[src_range]`.
+//! * `Reduce { dst, dst_range, src, src_range, order }`: elementwise over elements of
+//!   `Collective::elem_size` bytes (both ranges are whole elements), element by element
+//!   `d = d ∘ s` for [`Order::DstFirst`] or `d = s ∘ d` for [`Order::SrcFirst`].
+//!
+//! Ranges of a local step have equal lengths and never overlap when in the same buffer;
+//! `dst` is never `Input`. All ranges are within their buffers.
+//!
+//! # Tags
+//! `tag = phase << 16 | flit` with phase [`PHASE_UP`] (towards the root), [`PHASE_DOWN`]
+//! (away from it) or [`PHASE_PAIRWISE`] (alltoall). Within one collective call each
+//! (sender, receiver, tag) triple occurs at most once, so tags stay below 2^18 and an
+//! executor may add a per-call sequence number above bit 18 to keep consecutive
+//! collectives apart.
+//!
+//! # Flits and pipelining
+//! The per-rank vector (or block) of `n` bytes is cut into `k = min(flits, n / elem_size)`
+//! (at least 1) nearly equal pieces on element boundaries ([`pieces`]). Every tree
+//! schedule handles piece i completely (receive, combine, forward) before it receives
+//! piece i+1, so piece i travels on while piece i+1 is still upstream. A message carries
+//! one flit: for a gather it carries flit i of every block of the sender's subtree.
+//! Allreduce, allgather and barrier go all the way up (every flit), then down; the down
+//! half of allgather cuts the whole `P·n` result into `min(flits, P·n / elem_size)`
+//! pieces. Alltoall cuts each block into flits.
+//!
+//! # Deadlock freedom
+//! With eager sends every schedule completes: receives wait only on messages sent
+//! earlier along a tree edge or a pairwise round. A rendezvous (synchronous) send is not
+//! supported. [`sim::run`] proves this for every tested case.
+//!
+//! # Non-commutative reductions
+//! The result is always `x_0 ∘ x_1 ∘ … ∘ x_{P−1}` when [`Collective::commutative`] is
+//! false. Every subtree sends up one partial result per *run* (maximal interval of
+//! consecutive ranks) of its ranks, in rank order, each flit of all runs in one message.
+//! A rank merges its own value and its children's runs, combining only neighbouring
+//! intervals (`DstFirst` for the interval to the right, `SrcFirst` for the one to the
+//! left). The flat binomial tree and the ordered chain have contiguous subtrees (one run
+//! each). A hierarchical subtree (a site) whose ranks are not contiguous sends one
+//! message per flit with one partial per run: still one message per cluster, but more
+//! bytes. With `commutative: true`, every subtree folds into one partial.
+
+pub mod auto;
+pub mod model;
+pub mod schedule;
+pub mod sim;
+mod step;
+pub mod topology;
+mod tree;
+
+pub use schedule::{
+    pieces, schedule, schedule_for, tag, MAX_FLITS, PHASE_DOWN, PHASE_PAIRWISE, PHASE_UP,
+};
+pub use step::{Algorithm, Buf, Collective, Op, Order, RankSchedule, ScheduleError, Step};
+pub use topology::{LinkCost, Topology, TopologyError};

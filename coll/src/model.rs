@@ -1,0 +1,167 @@
+//! Closed-form time of a schedule, cheap enough to run on every call.
+//!
+//! It prices the same α/β stage model as [`crate::sim`] without building step lists:
+//! one pass over the tree computes the time `T₁` of one flit going through (exactly what
+//! the simulator finds for a one-flit schedule) and the per-flit load `B` of the busiest
+//! port (a sending port is busy `α + β·b` per message, a receiving port `β·b`). With `k`
+//! flits a tree pass costs `T₁ + (k − 1)·B`: the pipelining model of the references. Two
+//! phase operations (allreduce, allgather, barrier) add an up pass and a down pass.
+//! Alltoall is priced by the load of its busiest port.
+//!
+//! Cost: one tree construction (O(P log P); O(P·depth) for the hierarchy) and O(P) per
+//! pass.
+
+use std::collections::HashMap;
+
+use crate::schedule::{pieces, validate};
+use crate::step::{Algorithm, Collective, Op, ScheduleError};
+use crate::topology::Topology;
+use crate::tree::{self, Tree};
+
+/// First-flit time and busiest-port load of one pass over a tree.
+#[derive(Clone, Copy, Debug)]
+struct Pass {
+    first: f64,
+    busy: f64,
+}
+
+impl Pass {
+    fn total(self, k: usize) -> f64 {
+        self.first + k.saturating_sub(1) as f64 * self.busy
+    }
+}
+
+/// Per-port loads, `levels` ports per rank and direction.
+struct Load {
+    levels: usize,
+    out: Vec<f64>,
+    inn: Vec<f64>,
+}
+
+impl Load {
+    fn new(p: usize, levels: usize) -> Self {
+        Load {
+            levels,
+            out: vec![0.0; p * levels],
+            inn: vec![0.0; p * levels],
+        }
+    }
+
+    fn max(&self) -> f64 {
+        self.out
+            .iter()
+            .chain(&self.inn)
+            .copied()
+            .fold(0.0, f64::max)
+    }
+}
+
+/// One flit going from the root to the leaves; `bytes(c)` is the message to child `c`.
+fn down(topo: &Topology, t: &Tree, bytes: impl Fn(usize) -> usize) -> Pass {
+    let (p, levels) = (topo.size(), topo.depth() + 1);
+    let costs = topo.costs();
+    let mut load = Load::new(p, levels);
+    let mut at = vec![0.0f64; p];
+    let mut free = vec![0.0f64; levels];
+    for &v in &t.preorder {
+        free.fill(at[v]);
+        for &c in &t.children[v] {
+            let (l, b) = (topo.level(v, c), bytes(c));
+            let arrival = free[l] + costs[l].time(b);
+            free[l] = arrival;
+            at[c] = arrival;
+            load.out[v * levels + l] += costs[l].time(b);
+            load.inn[c * levels + l] += costs[l].beta * b as f64;
+        }
+    }
+    Pass {
+        first: at.iter().copied().fold(0.0, f64::max),
+        busy: load.max(),
+    }
+}
+
+/// One flit going from the leaves to the root; `bytes(c)` is the message from child `c`.
+fn up(topo: &Topology, t: &Tree, bytes: impl Fn(usize) -> usize) -> Pass {
+    let (p, levels) = (topo.size(), topo.depth() + 1);
+    let costs = topo.costs();
+    let mut load = Load::new(p, levels);
+    let mut done = vec![0.0f64; p];
+    let mut in_free = vec![0.0f64; levels];
+    for &v in t.preorder.iter().rev() {
+        in_free.fill(0.0);
+        let mut clock = 0.0f64;
+        for &c in t.children[v].iter().rev() {
+            let (l, b) = (topo.level(v, c), bytes(c));
+            let beta_b = costs[l].beta * b as f64;
+            let arrival = done[c] + costs[l].time(b);
+            in_free[l] = arrival.max(in_free[l] + beta_b);
+            clock = clock.max(in_free[l]);
+            load.inn[v * load.levels + l] += beta_b;
+            load.out[c * load.levels + l] += costs[l].time(b);
+        }
+        done[v] = clock;
+    }
+    Pass {
+        first: done[t.root],
+        busy: load.max(),
+    }
+}
+
+/// Load of the busiest port of the pairwise alltoall.
+fn alltoall(topo: &Topology, n: usize, k: usize) -> f64 {
+    let (p, d) = (topo.size(), topo.depth());
+    let mut count: Vec<HashMap<u32, usize>> = vec![HashMap::new(); d];
+    for r in 0..p {
+        for (l, c) in count.iter_mut().enumerate() {
+            *c.entry(topo.group(l, r)).or_default() += 1;
+        }
+    }
+    let mut worst = 0.0f64;
+    for r in 0..p {
+        // prefix[l]: ranks sharing the first l path components with r (prefix[0] = P).
+        let mut prefix = vec![p];
+        prefix.extend((0..d).map(|l| count[l][&topo.group(l, r)]));
+        prefix.push(1);
+        for (l, c) in topo.costs().iter().enumerate() {
+            let peers = prefix[l] - prefix[l + 1];
+            let t = peers as f64 * (k as f64 * c.alpha + c.beta * n as f64);
+            worst = worst.max(t);
+        }
+    }
+    worst
+}
+
+/// The modelled time of `coll` on `topo` with `alg` and `flits`, in seconds.
+pub fn time(
+    coll: &Collective,
+    topo: &Topology,
+    alg: Algorithm,
+    flits: usize,
+) -> Result<f64, ScheduleError> {
+    let n = validate(coll, topo, alg, flits)?;
+    let cut = pieces(n, coll.elem_size, flits);
+    let (k, s) = (cut.len(), cut.iter().map(|r| r.len()).max().unwrap_or(0));
+    if coll.op == Op::Alltoall {
+        return Ok(alltoall(topo, n, k));
+    }
+    let root = if coll.op.is_rooted() { coll.root } else { 0 };
+    let t = tree::build(topo, alg, root, coll.ordered());
+    let segs: Option<Vec<usize>> = coll
+        .ordered()
+        .then(|| t.runs().iter().map(Vec::len).collect());
+    let seg = |c: usize| segs.as_ref().map_or(1, |v| v[c]);
+    Ok(match coll.op {
+        Op::Bcast => down(topo, &t, |_| s).total(k),
+        Op::Reduce => up(topo, &t, |c| seg(c) * s).total(k),
+        Op::Allreduce => up(topo, &t, |c| seg(c) * s).total(k) + down(topo, &t, |_| s).total(k),
+        Op::Gather => up(topo, &t, |c| t.size[c] * s).total(k),
+        Op::Scatter => down(topo, &t, |c| t.size[c] * s).total(k),
+        Op::Allgather => {
+            let cut2 = pieces(topo.size() * n, coll.elem_size, flits);
+            let s2 = cut2.iter().map(|r| r.len()).max().unwrap_or(0);
+            up(topo, &t, |c| t.size[c] * s).total(k) + down(topo, &t, |_| s2).total(cut2.len())
+        }
+        Op::Barrier => up(topo, &t, |_| 0).total(1) + down(topo, &t, |_| 0).total(1),
+        Op::Alltoall => unreachable!("priced above"),
+    })
+}

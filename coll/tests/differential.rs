@@ -1,0 +1,220 @@
+//! Every operation and algorithm against a sequential reference on random grids.
+
+#![allow(clippy::unwrap_used)] // test crate: helpers outside #[test] unwrap too
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::{perm_bytes, random_topology, reference, Rng, REDS};
+use qcg_coll::{schedule, schedule_for, sim, Algorithm, Collective, Op, ScheduleError, Topology};
+
+struct Case {
+    seed: u64,
+    topo: Topology,
+    coll: Collective,
+    alg: Algorithm,
+    flits: usize,
+    red: usize,
+}
+
+fn random_case(seed: u64, big: bool) -> Case {
+    let mut rng = Rng(seed);
+    let (mut topo, _) = random_topology(&mut rng, 6);
+    if big {
+        // At most 8 ranks, picked at random: also exercises `subset`.
+        let mut ranks: Vec<usize> = (0..topo.size()).collect();
+        rng.shuffle(&mut ranks);
+        ranks.truncate(rng.range(1, 8));
+        topo = topo.subset(&ranks).unwrap();
+    }
+    let op = Op::ALL[rng.range(0, Op::ALL.len() - 1)];
+    let alg = Algorithm::ALL[rng.range(0, 3)];
+    let red = if op.is_reduction() {
+        rng.range(0, REDS.len() - 1)
+    } else {
+        1 // sum_u8: unused
+    };
+    let elem = if op.is_reduction() {
+        REDS[red].elem
+    } else {
+        [1, 1, 2, 4, 8][rng.range(0, 4)]
+    };
+    let block_op = !matches!(op, Op::Bcast | Op::Reduce | Op::Allreduce | Op::Barrier);
+    let elems = match (big, rng.range(0, 19)) {
+        (false, 14..=18) if block_op => rng.range(65, 300),
+        (false, 14..=18) if elem > 4 => rng.range(65, 500),
+        (true, _) => rng.range(1 << 16, (4 << 20) / elem),
+        (false, 0..=13) => rng.range(0, 64),
+        (false, 14..=18) => rng.range(65, 2000),
+        _ => [0, 1, 2, 3, 5, 7, 11, 13, 251, 509, 1021][rng.range(0, 10)],
+    };
+    let commutative = if op.is_reduction() {
+        REDS[red].commutative && rng.range(0, 3) != 0
+    } else {
+        rng.range(0, 1) == 0
+    };
+    let coll = Collective::new(op, rng.range(0, topo.size() - 1), elems * elem)
+        .elem_size(elem)
+        .commutative(commutative);
+    Case {
+        seed,
+        topo,
+        coll,
+        alg,
+        flits: rng.range(1, 16),
+        red,
+    }
+}
+
+/// Runs one case; returns false when the combination is unsupported.
+fn check(case: &Case) -> bool {
+    let Case {
+        seed,
+        topo,
+        coll,
+        alg,
+        flits,
+        red,
+    } = case;
+    let ctx = format!(
+        "seed {seed:#x}: {:?} {alg:?} flits {flits} P {} root {} bytes {} elem {} comm {} red {}",
+        coll.op,
+        topo.size(),
+        coll.root,
+        coll.bytes,
+        coll.elem_size,
+        coll.commutative,
+        REDS[*red].name
+    );
+    let scheds = match schedule(coll, topo, *alg, *flits) {
+        Ok(s) => s,
+        Err(ScheduleError::Unsupported(Op::Alltoall, a)) if a != Algorithm::FlatLinear => {
+            return false
+        }
+        Err(e) => panic!("{ctx}: {e}"),
+    };
+    let mut rng = Rng(seed ^ 0xABCD);
+    let inputs: Vec<Vec<u8>> = scheds
+        .iter()
+        .map(|s| {
+            if REDS[*red].name == "perm8" && coll.op.is_reduction() {
+                perm_bytes(&mut rng, s.input_len)
+            } else {
+                rng.bytes(s.input_len)
+            }
+        })
+        .collect();
+    let report = sim::run(&scheds, topo, &inputs, coll.elem_size, &REDS[*red].f)
+        .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+    let root_inputs: Vec<Vec<u8>> = inputs.clone();
+    let want = reference(
+        coll.op,
+        topo.size(),
+        coll.root,
+        coll.bytes,
+        &root_inputs,
+        REDS[*red].f,
+    );
+    for (r, (got, want)) in report.outputs.iter().zip(&want).enumerate() {
+        assert!(got == want, "{ctx}: rank {r} output differs");
+    }
+    let mut seen = HashSet::new();
+    for m in &report.messages {
+        assert!(
+            seen.insert((m.from, m.to, m.tag)),
+            "{ctx}: tag reused {m:?}"
+        );
+        assert!(m.tag < 1 << 18, "{ctx}: tag too large");
+    }
+    let r = rng.range(0, topo.size() - 1);
+    let one = schedule_for(r, coll, topo, *alg, *flits).unwrap();
+    assert_eq!(one, scheds[r], "{ctx}: schedule_for({r}) differs");
+    true
+}
+
+#[test]
+fn random_small_cases_match_reference() {
+    let base: u64 = std::env::var("QCG_COLL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5EED_2026);
+    let cases = 3000;
+    let mut ran = 0;
+    for i in 0..cases {
+        let seed = base.wrapping_mul(1_000_003).wrapping_add(i);
+        if check(&random_case(seed, false)) {
+            ran += 1;
+        }
+    }
+    assert!(ran > cases * 3 / 4, "too many unsupported cases: {ran}");
+}
+
+#[test]
+fn a_few_big_cases_match_reference() {
+    for i in 0..6 {
+        let seed = 0xB16_0000 + i;
+        let mut case = random_case(seed, true);
+        // Keep P·n modest for the block operations.
+        if !matches!(case.coll.op, Op::Bcast | Op::Reduce | Op::Allreduce) {
+            case.coll.op = [Op::Bcast, Op::Reduce, Op::Allreduce][i as usize % 3];
+            case.red = 1;
+            case.coll.elem_size = 1;
+        }
+        check(&case);
+    }
+}
+
+#[test]
+fn prime_sizes_up_to_4_mib() {
+    // 4 MiB − 3 is prime; elem size 1 so every byte count is allowed.
+    let topo = Topology::uniform(3, 2, 2);
+    for (op, alg, flits, bytes) in [
+        (Op::Bcast, Algorithm::Hierarchical, 8, 4_194_301),
+        (Op::Allreduce, Algorithm::Chain, 13, 1_000_003),
+        (Op::Reduce, Algorithm::FlatBinomial, 7, 65_521),
+        (Op::Gather, Algorithm::Hierarchical, 5, 65_521),
+        (Op::Scatter, Algorithm::Chain, 16, 8_191),
+        (Op::Allgather, Algorithm::FlatLinear, 3, 8_191),
+        (Op::Alltoall, Algorithm::FlatLinear, 2, 4_093),
+    ] {
+        let case = Case {
+            seed: bytes as u64,
+            topo: topo.clone(),
+            coll: Collective::new(op, 5, bytes),
+            alg,
+            flits,
+            red: 1,
+        };
+        assert!(check(&case));
+    }
+}
+
+#[test]
+fn every_op_and_algorithm_on_a_noncontiguous_grid() {
+    // Three sites whose ranks interleave: 0,3,6,.. / 1,4,7,.. / 2,5,8,..
+    let paths: Vec<Vec<String>> = (0..18)
+        .map(|r| vec![format!("s{}", r % 3), format!("n{}", r % 2)])
+        .collect();
+    let topo = Topology::from_paths(&paths, Topology::grid5000_costs().to_vec()).unwrap();
+    for op in Op::ALL {
+        for alg in Algorithm::ALL {
+            for red in [0, 6, 7] {
+                for flits in [1, 3, 16] {
+                    let elem = if op.is_reduction() { REDS[red].elem } else { 1 };
+                    let case = Case {
+                        seed: 7,
+                        topo: topo.clone(),
+                        coll: Collective::new(op, 4, 40 * elem)
+                            .elem_size(elem)
+                            .commutative(REDS[red].commutative),
+                        alg,
+                        flits,
+                        red,
+                    };
+                    check(&case);
+                }
+            }
+        }
+    }
+}

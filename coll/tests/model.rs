@@ -1,0 +1,54 @@
+//! The closed-form model against the simulator's estimate.
+
+#![allow(clippy::unwrap_used)] // test crate: helpers outside #[test] unwrap too
+
+mod common;
+
+use common::{random_topology, Rng};
+use qcg_coll::{model, schedule, sim, Algorithm, Collective, Op};
+
+#[test]
+fn one_flit_model_equals_the_simulator() {
+    let mut rng = Rng(0x0DE1);
+    for case in 0..600 {
+        let (topo, _) = random_topology(&mut rng, 6);
+        let op = Op::ALL[case % 7];
+        let alg = Algorithm::ALL[rng.range(0, 3)];
+        let coll = Collective::new(op, rng.range(0, topo.size() - 1), rng.range(0, 5000))
+            .commutative(rng.range(0, 1) == 0);
+        let s = schedule(&coll, &topo, alg, 1).unwrap();
+        let sim = sim::estimate(&s, &topo).unwrap().time;
+        let m = model::time(&coll, &topo, alg, 1).unwrap();
+        assert!(
+            (sim - m).abs() <= 1e-9 * sim.max(1e-3),
+            "case {case} {op:?} {alg:?}: sim {sim} model {m}"
+        );
+    }
+}
+
+#[test]
+fn pipelined_model_is_close_to_the_simulator() {
+    let mut rng = Rng(0x0DE2);
+    let mut worst: f64 = 1.0;
+    for case in 0..400 {
+        let (topo, _) = random_topology(&mut rng, 6);
+        let op = Op::ALL[case % 7];
+        let alg = Algorithm::ALL[rng.range(0, 3)];
+        let coll = Collective::new(op, rng.range(0, topo.size() - 1), rng.range(1000, 200_000))
+            .commutative(rng.range(0, 1) == 0);
+        let k = rng.range(2, 32);
+        let s = schedule(&coll, &topo, alg, k).unwrap();
+        let sim = sim::estimate(&s, &topo).unwrap().time;
+        let m = model::time(&coll, &topo, alg, k).unwrap();
+        let ratio = if sim > 0.0 { m / sim } else { 1.0 };
+        worst = worst.max(ratio.max(1.0 / ratio));
+        if std::env::var("QCG_MODEL").is_ok() {
+            eprintln!("R {ratio:.3} {op:?} {alg:?} P {} k {k}", topo.size());
+        }
+    }
+    // Measured: within 4 %, the model slightly pessimistic (it serializes whole flits).
+    assert!(
+        worst < 1.10,
+        "model and simulator differ by a factor {worst}"
+    );
+}

@@ -1,0 +1,507 @@
+//! The communicator: links to the job's other processes, made on first use.
+
+use crate::control::Control;
+use crate::env::JobEnv;
+use crate::error::{Error, Result};
+use crate::handshake;
+use crate::mailbox::{Mailbox, Message};
+use qcg_proto::{AccessPoint, ClusterConfig, ErrorKind, Policy, ProcName, Request, Response};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Time allowed for one TCP connect of a plan's attempt.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time allowed for the job handshake on a new connection.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a lookup waits for a peer that has not registered yet.
+const LOOKUP_PATIENCE: Duration = Duration::from_secs(60);
+/// Data frame header: tag u32, flags u32, length u64 (big-endian).
+const HEADER: usize = 16;
+/// Messages up to this size go out in one write with their header.
+const COALESCE: usize = 32 * 1024;
+/// Largest message a peer may announce (64 GiB).
+const MAX_MESSAGE: u64 = 1 << 36;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct Link {
+    writer: Mutex<TcpStream>,
+}
+
+struct Inner {
+    env: JobEnv,
+    control: Control,
+    cluster: ClusterConfig,
+    node: String,
+    local: SocketAddr,
+    links: Mutex<HashMap<u32, Arc<Link>>>,
+    dialing: Mutex<()>,
+    streams: Mutex<Vec<TcpStream>>,
+    mail: Mutex<Mailbox>,
+    arrived: Condvar,
+    closed: AtomicBool,
+}
+
+/// A process's view of its job: its rank, the job's size, and messages to and from
+/// every other rank.
+///
+/// Links are made lazily: the first `send` to a rank asks the grid for a plan and
+/// tries its techniques in order. Messages from one rank with one tag are received in
+/// the order they were sent.
+pub struct Comm {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comm")
+            .field("job", &self.inner.env.job)
+            .field("rank", &self.inner.env.rank)
+            .field("size", &self.inner.env.size)
+            .field("local", &self.inner.local)
+            .finish()
+    }
+}
+
+fn bind(addr: IpAddr, policy: &Policy, rank: u32) -> Result<TcpListener> {
+    match *policy {
+        Policy::PortRange { lo, hi } => {
+            let width = u32::from(hi - lo) + 1;
+            // Start at a rank-dependent port so a node's processes do not all race
+            // for the first one.
+            let start = (rank + std::process::id()) % width;
+            for i in 0..width {
+                let port = lo + ((start + i) % width) as u16;
+                if let Ok(l) = TcpListener::bind((addr, port)) {
+                    return Ok(l);
+                }
+            }
+            Err(Error::Bind {
+                addr: format!("{addr}:{lo}-{hi}"),
+                message: "every port of the cluster's open range is in use".into(),
+            })
+        }
+        _ => TcpListener::bind((addr, 0)).map_err(|e| Error::Bind {
+            addr: format!("{addr}:0"),
+            message: e.to_string(),
+        }),
+    }
+}
+
+impl Comm {
+    /// Joins the job described by `env`: asks the node's helper where we are, binds
+    /// our listener (inside the cluster's port range when it has one) and registers
+    /// our access point.
+    pub fn connect(env: JobEnv) -> Result<Comm> {
+        let control = Control::connect(&env.helper)?;
+        let (cluster, node, bind_addr) = match control.request(&Request::NodeInfo)? {
+            Response::Node {
+                cluster,
+                node,
+                bind_addr,
+            } => (cluster, node, bind_addr),
+            other => {
+                return Err(Error::Helper {
+                    socket: env.helper.clone(),
+                    message: format!("unexpected answer to node_info: {other:?}"),
+                })
+            }
+        };
+        let listener = bind(bind_addr, &cluster.policy, env.rank)?;
+        let local = listener.local_addr().map_err(|e| Error::Bind {
+            addr: bind_addr.to_string(),
+            message: e.to_string(),
+        })?;
+        let ap = AccessPoint {
+            process: ProcName::new(&env.job, env.rank),
+            cluster: cluster.name.clone(),
+            node: node.clone(),
+            private_addr: local.ip(),
+            public_addr: if cluster.nat {
+                cluster.public_address
+            } else {
+                None
+            },
+            port: local.port(),
+        };
+        control.request(&Request::Register(ap))?;
+        tracing::debug!(job = %env.job, rank = env.rank, %local, cluster = %cluster.name, "registered");
+        let inner = Arc::new(Inner {
+            env,
+            control,
+            cluster,
+            node,
+            local,
+            links: Default::default(),
+            dialing: Default::default(),
+            streams: Default::default(),
+            mail: Default::default(),
+            arrived: Condvar::new(),
+            closed: AtomicBool::new(false),
+        });
+        let acc = inner.clone();
+        std::thread::Builder::new()
+            .name("qcg-accept".into())
+            .spawn(move || accept_loop(acc, listener))
+            .map_err(|e| Error::Bind {
+                addr: local.to_string(),
+                message: format!("cannot start the acceptor thread: {e}"),
+            })?;
+        Ok(Comm { inner })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> u32 {
+        self.inner.env.rank
+    }
+
+    /// Number of processes in the job.
+    pub fn size(&self) -> u32 {
+        self.inner.env.size
+    }
+
+    /// The job's identifier.
+    pub fn job(&self) -> &str {
+        &self.inner.env.job
+    }
+
+    /// The cluster this process runs in.
+    pub fn cluster(&self) -> &ClusterConfig {
+        &self.inner.cluster
+    }
+
+    /// The node this process runs on.
+    pub fn node(&self) -> &str {
+        &self.inner.node
+    }
+
+    /// The address of this process's listener.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.inner.local
+    }
+
+    fn check_rank(&self, rank: u32) -> Result<()> {
+        if rank >= self.size() {
+            return Err(Error::InvalidRank {
+                rank,
+                size: self.size(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends `data` to rank `dest` with `tag`. Returns once the bytes are handed to
+    /// the operating system.
+    pub fn send(&self, dest: u32, tag: u32, data: &[u8]) -> Result<()> {
+        self.check_rank(dest)?;
+        if dest == self.rank() {
+            let mut mb = lock(&self.inner.mail);
+            mb.push(Message {
+                source: dest,
+                tag,
+                data: data.to_vec(),
+            });
+            self.inner.arrived.notify_all();
+            return Ok(());
+        }
+        let link = self.link(dest)?;
+        let mut w = lock(&link.writer);
+        let mut header = [0u8; HEADER];
+        header[..4].copy_from_slice(&tag.to_be_bytes());
+        header[8..].copy_from_slice(&(data.len() as u64).to_be_bytes());
+        let r = if data.len() <= COALESCE {
+            let mut buf = Vec::with_capacity(HEADER + data.len());
+            buf.extend_from_slice(&header);
+            buf.extend_from_slice(data);
+            w.write_all(&buf)
+        } else {
+            w.write_all(&header).and_then(|_| w.write_all(data))
+        };
+        r.map_err(|source| Error::Send { rank: dest, source })
+    }
+
+    /// Receives the oldest message matching `source` and `tag` (`None` = any),
+    /// waiting as long as needed. Fails if the awaited peer is gone.
+    pub fn recv(&self, source: Option<u32>, tag: Option<u32>) -> Result<Message> {
+        self.recv_deadline(source, tag, None)
+    }
+
+    /// Like [`Comm::recv`], but gives up after `timeout`.
+    pub fn recv_timeout(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+        timeout: Duration,
+    ) -> Result<Message> {
+        self.recv_deadline(source, tag, Some(Instant::now() + timeout))
+    }
+
+    fn recv_deadline(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+        deadline: Option<Instant>,
+    ) -> Result<Message> {
+        if let Some(s) = source {
+            self.check_rank(s)?;
+        }
+        let mut mb = lock(&self.inner.mail);
+        loop {
+            if let Some(m) = mb.take(source, tag) {
+                return Ok(m);
+            }
+            match source {
+                Some(s) => {
+                    if let Some(reason) = mb.lost.get(&s) {
+                        return Err(Error::PeerLost {
+                            rank: s,
+                            reason: reason.clone(),
+                        });
+                    }
+                }
+                None if self.size() > 1 && mb.lost.len() as u32 >= self.size() - 1 => {
+                    return Err(Error::PeerLost {
+                        rank: *mb.lost.keys().next().unwrap_or(&0),
+                        reason: "every other rank is gone".into(),
+                    })
+                }
+                None => {}
+            }
+            mb = match deadline {
+                None => self
+                    .inner
+                    .arrived
+                    .wait(mb)
+                    .unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        let from = source.map_or("any rank".to_string(), |s| format!("rank {s}"));
+                        return Err(Error::Timeout {
+                            what: format!("a message from {from}"),
+                            secs: 0.0,
+                        });
+                    }
+                    self.inner
+                        .arrived
+                        .wait_timeout(mb, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+    }
+
+    fn link(&self, dest: u32) -> Result<Arc<Link>> {
+        if let Some(l) = lock(&self.inner.links).get(&dest) {
+            return Ok(l.clone());
+        }
+        let _dialing = lock(&self.inner.dialing);
+        if let Some(l) = lock(&self.inner.links).get(&dest) {
+            return Ok(l.clone());
+        }
+        let plan = self.lookup(dest)?;
+        let me = ProcName::new(&self.inner.env.job, self.rank());
+        let mut failures = Vec::new();
+        for attempt in &plan.attempts {
+            let r = self.try_attempt(attempt.addr, dest);
+            let ok = r.is_ok();
+            let _ = self.inner.control.request(&Request::Report {
+                from: me.clone(),
+                target: plan.target.clone(),
+                technique: attempt.technique,
+                ok,
+            });
+            match r {
+                Ok(stream) => {
+                    tracing::debug!(dest, technique = %attempt.technique, addr = %attempt.addr, "link made");
+                    return Ok(add_link(&self.inner, dest, stream));
+                }
+                Err(e) => {
+                    tracing::debug!(dest, technique = %attempt.technique, error = %e, "attempt failed");
+                    failures.push(format!("{} to {}: {e}", attempt.technique, attempt.addr));
+                }
+            }
+        }
+        if failures.is_empty() {
+            failures.push("the plan was empty".into());
+        }
+        Err(Error::NoLink {
+            rank: dest,
+            attempts: failures,
+        })
+    }
+
+    fn try_attempt(&self, addr: SocketAddr, dest: u32) -> std::result::Result<TcpStream, String> {
+        let mut s =
+            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+            .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
+            .map_err(|e| e.to_string())?;
+        handshake::initiate(
+            &mut s,
+            &self.inner.env.job,
+            &self.inner.env.secret,
+            self.rank(),
+            dest,
+        )
+        .map_err(|e| format!("handshake: {e}"))?;
+        s.set_read_timeout(None)
+            .and_then(|_| s.set_write_timeout(None))
+            .and_then(|_| s.set_nodelay(true))
+            .map_err(|e| e.to_string())?;
+        Ok(s)
+    }
+
+    fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
+        let req = Request::Lookup {
+            from: ProcName::new(&self.inner.env.job, self.rank()),
+            target: ProcName::new(&self.inner.env.job, dest),
+        };
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match self.inner.control.request(&req) {
+                Ok(Response::Plan(p)) => return Ok(p),
+                Ok(other) => {
+                    return Err(Error::Helper {
+                        socket: self.inner.env.helper.clone(),
+                        message: format!("unexpected answer to lookup: {other:?}"),
+                    })
+                }
+                // The peer may simply not have started yet.
+                Err(Error::Refused { reply, .. })
+                    if reply.kind == ErrorKind::UnknownProcess
+                        && start.elapsed() < LOOKUP_PATIENCE =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        let inner = &self.inner;
+        inner.closed.store(true, Ordering::SeqCst);
+        let _ = inner.control.request(&Request::Unregister {
+            process: ProcName::new(&inner.env.job, inner.env.rank),
+        });
+        for s in lock(&inner.streams).drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        // Wake the acceptor so it sees `closed`.
+        let _ = TcpStream::connect_timeout(&inner.local, Duration::from_millis(100));
+    }
+}
+
+fn add_link(inner: &Arc<Inner>, rank: u32, stream: TcpStream) -> Arc<Link> {
+    let (reader, keep) = match (stream.try_clone(), stream.try_clone()) {
+        (Ok(r), Ok(k)) => (r, k),
+        _ => {
+            // Out of descriptors: the link still works for sending.
+            return Arc::new(Link {
+                writer: Mutex::new(stream),
+            });
+        }
+    };
+    lock(&inner.streams).push(keep);
+    let new = Arc::new(Link {
+        writer: Mutex::new(stream),
+    });
+    // If both ends dialled at once there are two connections; keep sending on the
+    // first one registered, so order per (source, tag) holds. Both are read.
+    let link = lock(&inner.links).entry(rank).or_insert(new).clone();
+    let inn = inner.clone();
+    let _ = std::thread::Builder::new()
+        .name(format!("qcg-recv-{rank}"))
+        .spawn(move || read_loop(inn, rank, reader));
+    link
+}
+
+fn read_loop(inner: Arc<Inner>, rank: u32, mut s: TcpStream) {
+    let reason = loop {
+        let mut header = [0u8; HEADER];
+        if let Err(e) = s.read_exact(&mut header) {
+            break if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "it closed its link".to_string()
+            } else {
+                format!("link error: {e}")
+            };
+        }
+        let tag = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+        let len = u64::from_be_bytes([
+            header[8], header[9], header[10], header[11], header[12], header[13], header[14],
+            header[15],
+        ]);
+        if len > MAX_MESSAGE {
+            break format!(
+                "announced a message of {len} bytes, above the {MAX_MESSAGE}-byte limit"
+            );
+        }
+        let mut data = vec![0u8; len as usize];
+        if let Err(e) = s.read_exact(&mut data) {
+            break format!("link broke inside a message of {len} bytes: {e}");
+        }
+        lock(&inner.mail).push(Message {
+            source: rank,
+            tag,
+            data,
+        });
+        inner.arrived.notify_all();
+    };
+    if !inner.closed.load(Ordering::SeqCst) {
+        tracing::debug!(rank, %reason, "link ended");
+        lock(&inner.mail).lost.insert(rank, reason);
+        inner.arrived.notify_all();
+    }
+}
+
+fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
+    for conn in listener.incoming() {
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(mut s) = conn else { continue };
+        let inn = inner.clone();
+        let _ = std::thread::Builder::new()
+            .name("qcg-handshake".into())
+            .spawn(move || {
+                let peer = s
+                    .peer_addr()
+                    .map_or_else(|_| "?".to_string(), |a| a.to_string());
+                let setup = s
+                    .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+                    .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)));
+                if setup.is_err() {
+                    return;
+                }
+                let env = &inn.env;
+                match handshake::accept(&mut s, &env.job, &env.secret, env.rank, env.size) {
+                    Ok(from) => {
+                        let ok = s
+                            .set_read_timeout(None)
+                            .and_then(|_| s.set_write_timeout(None))
+                            .and_then(|_| s.set_nodelay(true));
+                        if ok.is_ok() {
+                            add_link(&inn, from, s);
+                        }
+                    }
+                    Err(e) => {
+                        if !inn.closed.load(Ordering::SeqCst) {
+                            tracing::warn!(%peer, error = %e, "dropped a connection that is not a link of this job");
+                        }
+                    }
+                }
+            });
+    }
+}

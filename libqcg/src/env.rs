@@ -1,0 +1,94 @@
+//! The job's environment: what `qcg run` (or a frontal) tells each process.
+
+use crate::error::{Error, Result};
+use std::path::PathBuf;
+
+/// Job identifier.
+pub const ENV_JOB: &str = "QCG_JOB";
+/// This process's rank.
+pub const ENV_RANK: &str = "QCG_RANK";
+/// Number of processes in the job.
+pub const ENV_SIZE: &str = "QCG_SIZE";
+/// The node helper's unix socket.
+pub const ENV_HELPER: &str = "QCG_HELPER";
+/// The job's secret, 64 hex digits. Proves on every link that both ends belong to
+/// the job; never sent over the network.
+pub const ENV_SECRET: &str = "QCG_JOB_SECRET";
+
+/// Everything a process needs to join its job.
+#[derive(Clone)]
+pub struct JobEnv {
+    /// Job identifier.
+    pub job: String,
+    /// This process's rank.
+    pub rank: u32,
+    /// Number of processes.
+    pub size: u32,
+    /// The node helper's socket.
+    pub helper: PathBuf,
+    /// The job's secret.
+    pub secret: [u8; 32],
+}
+
+impl std::fmt::Debug for JobEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobEnv")
+            .field("job", &self.job)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("helper", &self.helper)
+            .field("secret", &"<hidden>")
+            .finish()
+    }
+}
+
+fn var(name: &'static str) -> Result<String> {
+    std::env::var(name).map_err(|_| Error::Env {
+        var: name,
+        message: "not set (start the program with `qcg run`)".into(),
+    })
+}
+
+/// Parses a secret written as 64 hex digits.
+pub fn parse_secret(s: &str) -> Option<[u8; 32]> {
+    let bytes = hex::decode(s.trim()).ok()?;
+    bytes.try_into().ok()
+}
+
+impl JobEnv {
+    /// Reads the job's environment variables.
+    pub fn from_env() -> Result<JobEnv> {
+        let job = var(ENV_JOB)?;
+        if job.is_empty() || job.len() > 200 {
+            return Err(Error::Env {
+                var: ENV_JOB,
+                message: "must be 1 to 200 bytes".into(),
+            });
+        }
+        let num = |name: &'static str| -> Result<u32> {
+            let v = var(name)?;
+            v.parse().map_err(|_| Error::Env {
+                var: name,
+                message: format!("`{v}` is not a number"),
+            })
+        };
+        let (rank, size) = (num(ENV_RANK)?, num(ENV_SIZE)?);
+        if rank >= size {
+            return Err(Error::Env {
+                var: ENV_RANK,
+                message: format!("rank {rank} is not below the job size {size}"),
+            });
+        }
+        let secret = parse_secret(&var(ENV_SECRET)?).ok_or(Error::Env {
+            var: ENV_SECRET,
+            message: "must be 64 hex digits".into(),
+        })?;
+        Ok(JobEnv {
+            job,
+            rank,
+            size,
+            helper: var(ENV_HELPER)?.into(),
+            secret,
+        })
+    }
+}

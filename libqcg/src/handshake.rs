@@ -1,0 +1,236 @@
+//! The handshake at the start of every link: both ends prove they hold the job's
+//! secret, without sending it.
+//!
+//! ```text
+//! initiator → acceptor   HELLO   "QCGL" v1 | job len u16 | job | from rank u32 | to rank u32 | nonce_i[32]
+//! acceptor  → initiator  PROOF   "QCGL" | nonce_a[32] | HMAC(secret, "accept"   | transcript)
+//! initiator → acceptor   PROOF   HMAC(secret, "initiate" | transcript)
+//! acceptor  → initiator  1 byte: 1 = link accepted
+//! ```
+//! The transcript binds the job, both ranks and both nonces, so a proof cannot be
+//! replayed on another link. A link is used only after the last byte arrives: a
+//! connection whose handshake did not complete is never taken for a link.
+
+use ring::hmac;
+use std::io::{Read, Write};
+
+const MAGIC: &[u8; 4] = b"QCGL";
+const VERSION: u8 = 1;
+/// Longest job id accepted in a HELLO.
+pub const MAX_JOB: usize = 256;
+
+/// Why a handshake failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandshakeError {
+    /// Not a qcg link (a stranger, a port scanner, another program).
+    #[error("not a qcg link (bad magic or version)")]
+    NotQcg,
+    /// A peer of another job.
+    #[error("peer belongs to job `{0}`")]
+    OtherJob(String),
+    /// The peer asked for another rank than ours.
+    #[error("peer asked for rank {asked}, this is rank {ours}")]
+    WrongRank {
+        /// Rank asked for.
+        asked: u32,
+        /// Our rank.
+        ours: u32,
+    },
+    /// A rank outside the job.
+    #[error("peer claims rank {0}, outside the job")]
+    BadRank(u32),
+    /// The proof does not match: the peer does not hold the job's secret.
+    #[error("peer failed to prove it holds the job's secret")]
+    BadProof,
+    /// The acceptor refused.
+    #[error("peer refused the link")]
+    Refused,
+    /// The connection failed or timed out.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn transcript(job: &str, from: u32, to: u32, ni: &[u8; 32], na: &[u8; 32]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(job.len() + 80);
+    t.extend_from_slice(&(job.len() as u16).to_be_bytes());
+    t.extend_from_slice(job.as_bytes());
+    t.extend_from_slice(&from.to_be_bytes());
+    t.extend_from_slice(&to.to_be_bytes());
+    t.extend_from_slice(ni);
+    t.extend_from_slice(na);
+    t
+}
+
+fn proof(secret: &[u8; 32], label: &[u8], t: &[u8]) -> hmac::Tag {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
+    let mut ctx = hmac::Context::with_key(&key);
+    ctx.update(label);
+    ctx.update(t);
+    ctx.sign()
+}
+
+fn check(secret: &[u8; 32], label: &[u8], t: &[u8], got: &[u8]) -> bool {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
+    let mut msg = label.to_vec();
+    msg.extend_from_slice(t);
+    hmac::verify(&key, &msg, got).is_ok()
+}
+
+fn nonce() -> [u8; 32] {
+    use ring::rand::SecureRandom;
+    let mut n = [0u8; 32];
+    // The system RNG failing is not something a process can recover from.
+    ring::rand::SystemRandom::new()
+        .fill(&mut n)
+        .expect("system random number generator");
+    n
+}
+
+/// Runs the initiator's side: we are `from`, dialling rank `to` of `job`.
+pub fn initiate<S: Read + Write>(
+    s: &mut S,
+    job: &str,
+    secret: &[u8; 32],
+    from: u32,
+    to: u32,
+) -> Result<(), HandshakeError> {
+    let ni = nonce();
+    let mut hello = Vec::with_capacity(64 + job.len());
+    hello.extend_from_slice(MAGIC);
+    hello.push(VERSION);
+    hello.extend_from_slice(&(job.len() as u16).to_be_bytes());
+    hello.extend_from_slice(job.as_bytes());
+    hello.extend_from_slice(&from.to_be_bytes());
+    hello.extend_from_slice(&to.to_be_bytes());
+    hello.extend_from_slice(&ni);
+    s.write_all(&hello)?;
+    let mut reply = [0u8; 4 + 32 + 32];
+    s.read_exact(&mut reply)?;
+    if &reply[..4] != MAGIC {
+        return Err(HandshakeError::NotQcg);
+    }
+    let mut na = [0u8; 32];
+    na.copy_from_slice(&reply[4..36]);
+    let t = transcript(job, from, to, &ni, &na);
+    if !check(secret, b"accept", &t, &reply[36..]) {
+        return Err(HandshakeError::BadProof);
+    }
+    s.write_all(proof(secret, b"initiate", &t).as_ref())?;
+    let mut ok = [0u8; 1];
+    s.read_exact(&mut ok)?;
+    if ok[0] != 1 {
+        return Err(HandshakeError::Refused);
+    }
+    Ok(())
+}
+
+/// Runs the acceptor's side: we are rank `me` of a job of `size` ranks. Returns the
+/// initiator's rank.
+pub fn accept<S: Read + Write>(
+    s: &mut S,
+    job: &str,
+    secret: &[u8; 32],
+    me: u32,
+    size: u32,
+) -> Result<u32, HandshakeError> {
+    let mut head = [0u8; 7];
+    s.read_exact(&mut head)?;
+    if &head[..4] != MAGIC || head[4] != VERSION {
+        return Err(HandshakeError::NotQcg);
+    }
+    let len = u16::from_be_bytes([head[5], head[6]]) as usize;
+    if len > MAX_JOB {
+        return Err(HandshakeError::NotQcg);
+    }
+    let mut rest = vec![0u8; len + 4 + 4 + 32];
+    s.read_exact(&mut rest)?;
+    let their_job = String::from_utf8_lossy(&rest[..len]).into_owned();
+    if their_job != job {
+        return Err(HandshakeError::OtherJob(their_job));
+    }
+    let from = u32::from_be_bytes([rest[len], rest[len + 1], rest[len + 2], rest[len + 3]]);
+    let to = u32::from_be_bytes([rest[len + 4], rest[len + 5], rest[len + 6], rest[len + 7]]);
+    if to != me {
+        return Err(HandshakeError::WrongRank {
+            asked: to,
+            ours: me,
+        });
+    }
+    if from >= size || from == me {
+        return Err(HandshakeError::BadRank(from));
+    }
+    let mut ni = [0u8; 32];
+    ni.copy_from_slice(&rest[len + 8..]);
+    let na = nonce();
+    let t = transcript(job, from, to, &ni, &na);
+    let mut reply = Vec::with_capacity(68);
+    reply.extend_from_slice(MAGIC);
+    reply.extend_from_slice(&na);
+    reply.extend_from_slice(proof(secret, b"accept", &t).as_ref());
+    s.write_all(&reply)?;
+    let mut their = [0u8; 32];
+    s.read_exact(&mut their)?;
+    if !check(secret, b"initiate", &t, &their) {
+        return Err(HandshakeError::BadProof);
+    }
+    s.write_all(&[1])?;
+    Ok(from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (a, b)
+    }
+
+    fn run(
+        job_i: &'static str,
+        secret_i: [u8; 32],
+        to: u32,
+    ) -> (Result<(), HandshakeError>, Result<u32, HandshakeError>) {
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || accept(&mut b, "job", &[7; 32], 1, 4));
+        let r = initiate(&mut a, job_i, &secret_i, 0, to);
+        drop(a);
+        (r, t.join().unwrap())
+    }
+
+    #[test]
+    fn same_job_same_secret_links() {
+        let (i, a) = run("job", [7; 32], 1);
+        i.unwrap();
+        assert_eq!(a.unwrap(), 0);
+    }
+
+    #[test]
+    fn wrong_secret_fails_on_both_sides() {
+        let (i, a) = run("job", [8; 32], 1);
+        assert!(matches!(i, Err(HandshakeError::BadProof)), "{i:?}");
+        assert!(a.is_err());
+    }
+
+    #[test]
+    fn other_job_and_wrong_rank_are_refused() {
+        let (_, a) = run("other", [7; 32], 1);
+        assert!(matches!(a, Err(HandshakeError::OtherJob(j)) if j == "other"));
+        let (_, a) = run("job", [7; 32], 2);
+        assert!(matches!(
+            a,
+            Err(HandshakeError::WrongRank { asked: 2, ours: 1 })
+        ));
+    }
+
+    #[test]
+    fn a_stranger_is_not_qcg() {
+        let (mut a, mut b) = pair();
+        a.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        let r = accept(&mut b, "job", &[7; 32], 1, 4);
+        assert!(matches!(r, Err(HandshakeError::NotQcg)), "{r:?}");
+    }
+}

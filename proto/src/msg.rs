@@ -1,0 +1,374 @@
+//! Control-plane messages, shared by processes, helpers, frontals and the broker.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+
+/// A process's grid-wide name: its job and its rank in the job.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ProcName {
+    /// Job identifier.
+    pub job: String,
+    /// Rank inside the job.
+    pub rank: u32,
+}
+
+impl ProcName {
+    /// Builds a name.
+    pub fn new(job: &str, rank: u32) -> Self {
+        ProcName {
+            job: job.to_string(),
+            rank,
+        }
+    }
+}
+
+impl fmt::Display for ProcName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.job, self.rank)
+    }
+}
+
+/// A cluster's inbound connectivity policy, as its administrators configured the
+/// gateway firewall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Policy {
+    /// Inbound connections are accepted.
+    Open,
+    /// Inbound connections are accepted on ports `lo..=hi` only.
+    PortRange {
+        /// First open port.
+        lo: u16,
+        /// Last open port (inclusive).
+        hi: u16,
+    },
+    /// A stateless firewall that drops inbound SYNs and passes everything else.
+    SynBlock,
+    /// A stateful firewall: only established or related inbound traffic.
+    Closed,
+}
+
+impl Policy {
+    /// All policy shapes, with one representative port range; for exhaustive tests.
+    pub const ALL: [Policy; 4] = [
+        Policy::Open,
+        Policy::PortRange {
+            lo: 20000,
+            hi: 20099,
+        },
+        Policy::SynBlock,
+        Policy::Closed,
+    ];
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Policy::Open => f.write_str("open"),
+            Policy::PortRange { lo, hi } => write!(f, "port-range {lo}-{hi}"),
+            Policy::SynBlock => f.write_str("syn-block"),
+            Policy::Closed => f.write_str("closed"),
+        }
+    }
+}
+
+impl FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        match s {
+            "open" => return Ok(Policy::Open),
+            "syn-block" => return Ok(Policy::SynBlock),
+            "closed" => return Ok(Policy::Closed),
+            _ => {}
+        }
+        let expected =
+            "expected `open`, `port-range LO-HI` (e.g. `port-range 20000-20100`), `syn-block` or `closed`";
+        let Some(range) = s.strip_prefix("port-range") else {
+            return Err(format!("unknown policy `{s}`: {expected}"));
+        };
+        let range = range.trim();
+        let (lo, hi) = range
+            .split_once('-')
+            .ok_or_else(|| format!("bad port range `{range}`: {expected}"))?;
+        let port = |p: &str| {
+            p.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| format!("bad port `{p}` in `{s}`: ports are 1-65535"))
+        };
+        let (lo, hi) = (port(lo)?, port(hi)?);
+        if lo > hi {
+            return Err(format!("empty port range `{s}`: {lo} is above {hi}"));
+        }
+        Ok(Policy::PortRange { lo, hi })
+    }
+}
+
+impl TryFrom<String> for Policy {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Policy> for String {
+    fn from(p: Policy) -> String {
+        p.to_string()
+    }
+}
+
+/// What the broker knows of a cluster: set by its frontal from the frontal's config.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    /// Cluster name, unique in the grid.
+    pub name: String,
+    /// Inbound policy of the cluster's firewall.
+    pub policy: Policy,
+    /// Whether the cluster's nodes sit behind a NAT.
+    pub nat: bool,
+    /// The gateway's public address, when there is a NAT.
+    pub public_address: Option<IpAddr>,
+}
+
+/// Where a process can be reached.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessPoint {
+    /// Whose access point this is.
+    pub process: ProcName,
+    /// Cluster the process runs in.
+    pub cluster: String,
+    /// Node the process runs on.
+    pub node: String,
+    /// Address of the process's listener inside the cluster.
+    pub private_addr: IpAddr,
+    /// Address seen from outside the cluster, when it differs (NAT).
+    pub public_addr: Option<IpAddr>,
+    /// Port of the process's listener.
+    pub port: u16,
+}
+
+impl AccessPoint {
+    /// The address to use from inside the cluster.
+    pub fn private(&self) -> SocketAddr {
+        SocketAddr::new(self.private_addr, self.port)
+    }
+    /// The address to use from outside the cluster.
+    pub fn public(&self) -> SocketAddr {
+        SocketAddr::new(self.public_addr.unwrap_or(self.private_addr), self.port)
+    }
+}
+
+/// A way to link two processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Technique {
+    /// Plain TCP connect to the target's listener.
+    Direct,
+    /// TCP connect to a listener bound inside the target cluster's open port range.
+    PortRange,
+}
+
+impl Technique {
+    /// Every technique this build knows, in plan order.
+    pub const ALL: [Technique; 2] = [Technique::Direct, Technique::PortRange];
+
+    /// The name used in plans, metrics and the HTTP API.
+    pub fn name(self) -> &'static str {
+        match self {
+            Technique::Direct => "direct",
+            Technique::PortRange => "port-range",
+        }
+    }
+}
+
+impl fmt::Display for Technique {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One entry of a plan: a technique and what it needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// The technique to try.
+    pub technique: Technique,
+    /// Address to connect to.
+    pub addr: SocketAddr,
+}
+
+/// The broker's answer to a connection request: techniques to try, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The process to reach.
+    pub target: ProcName,
+    /// Attempts in the order to try them.
+    pub attempts: Vec<Attempt>,
+}
+
+/// A request, on any hop of the control plane.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// process → helper → frontal: what is this cluster's configuration?
+    ClusterInfo,
+    /// process → helper: which node is this, and which address do I bind?
+    NodeInfo,
+    /// frontal → broker: the cluster this frontal speaks for.
+    RegisterCluster(ClusterConfig),
+    /// A process announces its access point.
+    Register(AccessPoint),
+    /// A process has ended.
+    Unregister {
+        /// The process.
+        process: ProcName,
+    },
+    /// `from` wants to reach `target`: answer with a plan.
+    Lookup {
+        /// The asking process.
+        from: ProcName,
+        /// The process to reach.
+        target: ProcName,
+    },
+    /// The outcome of one attempt of a plan.
+    Report {
+        /// The initiating process.
+        from: ProcName,
+        /// The target process.
+        target: ProcName,
+        /// Technique tried.
+        technique: Technique,
+        /// Whether the link was made (handshake completed).
+        ok: bool,
+    },
+    /// A job has ended: forget its processes.
+    JobEnd {
+        /// The job.
+        job: String,
+    },
+    /// broker → frontal: drop cached answers about a job (or one of its ranks).
+    Invalidate {
+        /// The job.
+        job: String,
+        /// One rank, or the whole job when absent.
+        rank: Option<u32>,
+    },
+}
+
+impl Request {
+    /// Short name of the request kind, for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Request::ClusterInfo => "cluster_info",
+            Request::NodeInfo => "node_info",
+            Request::RegisterCluster(_) => "register_cluster",
+            Request::Register(_) => "register",
+            Request::Unregister { .. } => "unregister",
+            Request::Lookup { .. } => "lookup",
+            Request::Report { .. } => "report",
+            Request::JobEnd { .. } => "job_end",
+            Request::Invalidate { .. } => "invalidate",
+        }
+    }
+}
+
+/// What went wrong, as told to the peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The frame could not be parsed.
+    Malformed,
+    /// The frame was larger than allowed.
+    TooLarge,
+    /// The frame's protocol version is not spoken here.
+    Version,
+    /// The named process is not registered.
+    UnknownProcess,
+    /// No technique can link the two clusters.
+    NoRoute,
+    /// The request is not allowed from this peer.
+    Forbidden,
+    /// The next hop cannot be reached.
+    Unavailable,
+    /// A bug on the answering side.
+    Internal,
+}
+
+/// An error answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    /// Machine-readable kind.
+    pub kind: ErrorKind,
+    /// What a person needs to know.
+    pub message: String,
+}
+
+impl fmt::Display for ErrorReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.kind, self.message)
+    }
+}
+
+/// An answer, on any hop.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// Done.
+    Ok,
+    /// The cluster's configuration.
+    Cluster(ClusterConfig),
+    /// The node a helper serves.
+    Node {
+        /// The cluster's configuration.
+        cluster: ClusterConfig,
+        /// Node name.
+        node: String,
+        /// Address processes on this node bind their listeners to.
+        bind_addr: IpAddr,
+    },
+    /// A connection plan.
+    Plan(Plan),
+    /// Something went wrong.
+    Error(ErrorReply),
+}
+
+impl Response {
+    /// Builds an error answer.
+    pub fn error(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Response::Error(ErrorReply {
+            kind,
+            message: message.into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_parse_and_print() {
+        for p in Policy::ALL {
+            assert_eq!(p.to_string().parse::<Policy>().unwrap(), p);
+        }
+        assert_eq!(
+            "port-range 5000-5010".parse::<Policy>().unwrap(),
+            Policy::PortRange { lo: 5000, hi: 5010 }
+        );
+        for bad in [
+            "opn",
+            "port-range",
+            "port-range 10-5",
+            "port-range 0-5",
+            "port-range a-b",
+        ] {
+            let err = bad.parse::<Policy>().unwrap_err();
+            assert!(!err.is_empty(), "{bad}");
+        }
+        assert!("port-range 10-5"
+            .parse::<Policy>()
+            .unwrap_err()
+            .contains("10 is above 5"));
+    }
+}
