@@ -2,8 +2,24 @@
 //!
 //! A collective is a *schedule*: for every rank, an ordered list of [`Step`]s over a few
 //! byte buffers. [`schedule`] (all ranks) and [`schedule_for`] (one rank) make them;
-//! [`sim`] runs them in memory; [`auto`] picks an algorithm and a flit count from the
-//! cost model of the [`Topology`]. This crate does no I/O: an executor runs the steps.
+//! [`sim`] runs them in memory (real bytes, deadlock and size checks, message counts per
+//! level, a time estimate); [`model`] prices a schedule in closed form and [`auto`] uses
+//! it to pick an algorithm and a flit count from the level costs of the [`Topology`].
+//! This crate does no I/O and holds no clocks or threads: an executor runs the steps.
+//!
+//! ```
+//! use qcg_coll::{schedule, sim, Algorithm, Collective, Op, Topology};
+//!
+//! // 2 sites × 2 nodes × 2 processes; broadcast 10 bytes from rank 5 in 3 flits.
+//! let topo = Topology::uniform(2, 2, 2);
+//! let coll = Collective::new(Op::Bcast, 5, 10);
+//! let ranks = schedule(&coll, &topo, Algorithm::Hierarchical, 3)?;
+//! let inputs: Vec<Vec<u8>> = ranks.iter().map(|r| vec![7; r.input_len]).collect();
+//! let report = sim::run(&ranks, &topo, &inputs, 1, &|_, _, _| {})?;
+//! assert!(report.outputs.iter().all(|o| o == &vec![7; 10]));
+//! assert_eq!(report.levels[0].messages, 3); // one WAN message per flit
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! # Buffers
 //! A [`RankSchedule`] names three kinds of buffers, all byte arrays owned by the rank:
@@ -60,6 +76,23 @@
 //! half of allgather cuts the whole `P·n` result into `min(flits, P·n / elem_size)`
 //! pieces. Alltoall cuts each block into flits.
 //!
+//! # Algorithms
+//! Every operation except alltoall runs over a spanning tree of the ranks rooted at
+//! `Collective::root` (rank 0 for allreduce, allgather and barrier; `root` is then
+//! ignored). A parent sends to its children in the order of [`Algorithm`]'s tree (largest
+//! subtree and slowest level first) and receives from them in the reverse order.
+//! * [`Algorithm::Hierarchical`]: at level 0 the sites are ordered by their smallest rank
+//!   and their representatives (the root for the root's site, else the smallest rank)
+//!   form a binomial tree; inside every group the same is done one level down, and the
+//!   processes of a leaf group form a binomial tree. Any depth.
+//! * [`Algorithm::FlatBinomial`]: a binomial tree by recursive halving over ranks
+//!   `0..P`: every subtree is an interval of ranks.
+//! * [`Algorithm::FlatLinear`]: the root is everyone's parent. Alltoall is the pairwise
+//!   exchange (round s: send block to `r+s`, receive from `r−s`, mod P) and exists only
+//!   under this name.
+//! * [`Algorithm::Chain`]: a path through all ranks, in topology order, or in rank order
+//!   for non-commutative reductions.
+//!
 //! # Deadlock freedom
 //! With eager sends every schedule completes: receives wait only on messages sent
 //! earlier along a tree edge or a pairwise round. A rendezvous (synchronous) send is not
@@ -74,11 +107,14 @@
 //! left). The flat binomial tree and the ordered chain have contiguous subtrees (one run
 //! each). A hierarchical subtree (a site) whose ranks are not contiguous sends one
 //! message per flit with one partial per run: still one message per cluster, but more
-//! bytes. With `commutative: true`, every subtree folds into one partial.
+//! bytes. With `commutative: true`, every subtree folds into one partial. The operation
+//! must be associative. Allreduce computes the result once, at rank 0, and broadcasts it,
+//! so every rank gets the same bits (floating point included). `commutative` is ignored
+//! by operations that do not reduce.
 
 pub mod auto;
 pub mod model;
-pub mod schedule;
+mod schedule;
 pub mod sim;
 mod step;
 pub mod topology;

@@ -6,12 +6,10 @@
 //! port (a sending port is busy `α + β·b` per message, a receiving port `β·b`). With `k`
 //! flits a tree pass costs `T₁ + (k − 1)·B`: the pipelining model of the references. Two
 //! phase operations (allreduce, allgather, barrier) add an up pass and a down pass.
-//! Alltoall is priced by the load of its busiest port.
+//! Alltoall is priced round by round.
 //!
 //! Cost: one tree construction (O(P log P); O(P·depth) for the hierarchy) and O(P) per
 //! pass.
-
-use std::collections::HashMap;
 
 use crate::schedule::{pieces, validate};
 use crate::step::{Algorithm, Collective, Op, ScheduleError};
@@ -107,28 +105,21 @@ fn up(topo: &Topology, t: &Tree, bytes: impl Fn(usize) -> usize) -> Pass {
     }
 }
 
-/// Load of the busiest port of the pairwise alltoall.
+/// The pairwise alltoall: round s (r sends to r + s) ends when its slowest pair has
+/// delivered its k flits; rounds follow one another. O(P²) like the schedule itself.
 fn alltoall(topo: &Topology, n: usize, k: usize) -> f64 {
-    let (p, d) = (topo.size(), topo.depth());
-    let mut count: Vec<HashMap<u32, usize>> = vec![HashMap::new(); d];
-    for r in 0..p {
-        for (l, c) in count.iter_mut().enumerate() {
-            *c.entry(topo.group(l, r)).or_default() += 1;
-        }
-    }
-    let mut worst = 0.0f64;
-    for r in 0..p {
-        // prefix[l]: ranks sharing the first l path components with r (prefix[0] = P).
-        let mut prefix = vec![p];
-        prefix.extend((0..d).map(|l| count[l][&topo.group(l, r)]));
-        prefix.push(1);
-        for (l, c) in topo.costs().iter().enumerate() {
-            let peers = prefix[l] - prefix[l + 1];
-            let t = peers as f64 * (k as f64 * c.alpha + c.beta * n as f64);
-            worst = worst.max(t);
-        }
-    }
-    worst
+    let p = topo.size();
+    let costs = topo.costs();
+    (1..p)
+        .map(|s| {
+            (0..p)
+                .map(|r| {
+                    let c = costs[topo.level(r, (r + s) % p)];
+                    k as f64 * c.alpha + c.beta * n as f64
+                })
+                .fold(0.0, f64::max)
+        })
+        .sum()
 }
 
 /// The modelled time of `coll` on `topo` with `alg` and `flits`, in seconds.

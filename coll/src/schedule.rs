@@ -1,4 +1,4 @@
-//! Step lists for every rank: a tree from [`crate::tree`] plus a data layout per operation.
+//! Step lists for every rank: a spanning tree plus a data layout per operation.
 
 use std::ops::Range;
 

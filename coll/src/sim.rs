@@ -385,7 +385,9 @@ impl<'a> Engine<'a> {
                 }
                 let beta = self.topo.costs()[msg.level].beta;
                 let st = &mut self.ranks[r];
-                let port = msg.arrival.max(st.in_free[msg.level] + beta * msg.len as f64);
+                let port = msg
+                    .arrival
+                    .max(st.in_free[msg.level] + beta * msg.len as f64);
                 st.in_free[msg.level] = port;
                 st.clock = st.clock.max(port);
                 if let Some(b) = st.bufs.get_mut(slot(*buf)) {

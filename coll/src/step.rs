@@ -52,9 +52,11 @@ impl Op {
 /// The shape of the communication.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
-    /// Topology-aware: at every level one representative per group; the representatives
-    /// of sibling groups form a binomial tree. A group talks to the rest of the machine
-    /// through its representative only: one message per flit per group across each level.
+    /// Topology-aware: at every level one representative per group (the root for the
+    /// root's groups, else the group's smallest rank); the representatives of sibling
+    /// groups form a binomial tree. A group talks to the rest of the machine through its
+    /// representative only: one message per flit per group across each level and
+    /// direction.
     Hierarchical,
     /// A binomial tree over ranks in rank order (topology-unaware).
     FlatBinomial,

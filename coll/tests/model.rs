@@ -12,6 +12,7 @@ fn one_flit_model_equals_the_simulator() {
     let mut rng = Rng(0x0DE1);
     for case in 0..600 {
         let (topo, _) = random_topology(&mut rng, 6);
+        // Alltoall is priced round by round: close, not exact (see the other test).
         let op = Op::ALL[case % 7];
         let alg = Algorithm::ALL[rng.range(0, 3)];
         let coll = Collective::new(op, rng.range(0, topo.size() - 1), rng.range(0, 5000))
@@ -29,11 +30,14 @@ fn one_flit_model_equals_the_simulator() {
 #[test]
 fn pipelined_model_is_close_to_the_simulator() {
     let mut rng = Rng(0x0DE2);
-    let mut worst: f64 = 1.0;
+    let (mut worst, mut worst_a2a): (f64, f64) = (1.0, 1.0);
     for case in 0..400 {
         let (topo, _) = random_topology(&mut rng, 6);
-        let op = Op::ALL[case % 7];
-        let alg = Algorithm::ALL[rng.range(0, 3)];
+        let op = Op::ALL[case % 8];
+        let alg = match op {
+            Op::Alltoall => Algorithm::FlatLinear,
+            _ => Algorithm::ALL[rng.range(0, 3)],
+        };
         let coll = Collective::new(op, rng.range(0, topo.size() - 1), rng.range(1000, 200_000))
             .commutative(rng.range(0, 1) == 0);
         let k = rng.range(2, 32);
@@ -41,7 +45,12 @@ fn pipelined_model_is_close_to_the_simulator() {
         let sim = sim::estimate(&s, &topo).unwrap().time;
         let m = model::time(&coll, &topo, alg, k).unwrap();
         let ratio = if sim > 0.0 { m / sim } else { 1.0 };
-        worst = worst.max(ratio.max(1.0 / ratio));
+        let w = if op == Op::Alltoall {
+            &mut worst_a2a
+        } else {
+            &mut worst
+        };
+        *w = w.max(ratio.max(1.0 / ratio));
         if std::env::var("QCG_MODEL").is_ok() {
             eprintln!("R {ratio:.3} {op:?} {alg:?} P {} k {k}", topo.size());
         }

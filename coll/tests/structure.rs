@@ -35,6 +35,19 @@ fn run_counts(topo: &Topology, coll: &Collective, alg: Algorithm, flits: usize) 
     .unwrap()
 }
 
+/// Number of distinct groups at each level, then P (groups of one rank at level depth).
+fn groups_per_level(topo: &Topology) -> Vec<usize> {
+    let mut g: Vec<usize> = (0..topo.depth())
+        .map(|l| {
+            let ids: std::collections::HashSet<u32> =
+                (0..topo.size()).map(|r| topo.group(l, r)).collect();
+            ids.len()
+        })
+        .collect();
+    g.push(topo.size());
+    g
+}
+
 #[test]
 fn hierarchical_bcast_sends_c_minus_1_messages_per_flit_across_sites() {
     let mut rng = Rng(0xBCA5);
@@ -45,23 +58,19 @@ fn hierarchical_bcast_sends_c_minus_1_messages_per_flit_across_sites() {
         let coll = Collective::new(Op::Bcast, rng.range(0, topo.size() - 1), bytes);
         let k = pieces(bytes, 1, flits).len();
         let rep = run_counts(&topo, &coll, Algorithm::Hierarchical, flits);
-        assert_eq!(
-            rep.levels[0].messages,
-            (c - 1) * k,
-            "case {case}: {c} sites, {k} flits"
-        );
-        // And O(1) per node inside each site: one message per flit per extra node.
-        let nodes: std::collections::HashSet<u32> =
-            (0..topo.size()).map(|r| topo.group(1, r)).collect();
-        assert_eq!(rep.levels[1].messages, (nodes.len() - c) * k, "case {case}");
-        assert_eq!(
-            rep.levels.iter().map(|l| l.messages).sum::<usize>(),
-            (topo.size() - 1) * k
-        );
-        assert!(
-            rep.levels[0].messages
-                <= run_counts(&topo, &coll, Algorithm::FlatBinomial, flits).levels[0].messages
-        );
+        let ctx = format!("case {case}: depth {} {c} sites, {k} flits", topo.depth());
+        // Across level l: one message per flit per group of level l beyond the first in
+        // its parent group (level 0: C − 1 for C sites), whatever the depth.
+        let g = groups_per_level(&topo);
+        for (l, count) in rep.levels.iter().enumerate() {
+            let before = if l == 0 { 1 } else { g[l - 1] };
+            assert_eq!(count.messages, (g[l] - before) * k, "{ctx}: level {l}");
+        }
+        if topo.depth() > 0 {
+            assert_eq!(rep.levels[0].messages, (c - 1) * k, "{ctx}");
+        }
+        let flat = run_counts(&topo, &coll, Algorithm::FlatBinomial, flits);
+        assert!(rep.levels[0].messages <= flat.levels[0].messages, "{ctx}");
     }
 }
 
@@ -70,6 +79,9 @@ fn hierarchical_collectives_send_one_message_per_flit_per_site_across_sites() {
     let mut rng = Rng(0x0C1A);
     for case in 0..300 {
         let (topo, c) = random_topology(&mut rng, 6);
+        if topo.depth() == 0 {
+            continue;
+        }
         let root = rng.range(0, topo.size() - 1);
         let flits = rng.range(1, 16);
         let ops = [

@@ -34,31 +34,50 @@ impl Rng {
     }
 }
 
-/// A random grid: 1–`max_sites` sites, 1–4 nodes each, 1–4 processes per node, ranks
-/// assigned in a random order (clusters not contiguous) or, half the time, site by site.
-/// Returns the topology and the number of sites.
+/// A random grid of depth 0–3 (mostly 2: sites, nodes, processes): 1–`max_sites` groups
+/// at the top, 1–4 (1–3 at depth 3) per group below, 1–4 processes per leaf group, ranks
+/// assigned in a random order (groups not contiguous) or, half the time, group by group.
+/// Returns the topology and the number of top-level groups (1 at depth 0).
 pub fn random_topology(rng: &mut Rng, max_sites: usize) -> (Topology, usize) {
-    let sites = rng.range(1, max_sites);
-    let mut paths = Vec::new();
-    for s in 0..sites {
-        for n in 0..rng.range(1, 4) {
-            for _ in 0..rng.range(1, 4) {
-                paths.push(vec![format!("s{s}"), format!("n{n}")]);
+    let depth = [0, 1, 2, 2, 2, 2, 3][rng.range(0, 6)];
+    let mut paths: Vec<Vec<String>> = vec![Vec::new()];
+    for l in 0..depth {
+        let mut next = Vec::new();
+        for p in &paths {
+            let fan = match l {
+                0 => rng.range(1, max_sites),
+                _ if depth == 3 => rng.range(1, 3),
+                _ => rng.range(1, 4),
+            };
+            for i in 0..fan {
+                let mut q = p.clone();
+                q.push(format!("g{l}.{i}"));
+                next.push(q);
             }
+        }
+        paths = next;
+    }
+    let top: std::collections::HashSet<&String> = paths.iter().filter_map(|p| p.first()).collect();
+    let top = top.len().max(1);
+    let mut ranks = Vec::new();
+    for p in &paths {
+        for _ in 0..rng.range(1, 4) {
+            ranks.push(p.clone());
         }
     }
     if rng.range(0, 1) == 0 {
-        rng.shuffle(&mut paths);
+        rng.shuffle(&mut ranks);
     }
-    let costs = vec![
-        LinkCost::new(
-            1e-3 * rng.range(1, 20) as f64,
-            1e-8 * rng.range(1, 10) as f64,
-        ),
-        LinkCost::new(1e-4, 1e-9 * rng.range(1, 10) as f64),
-        LinkCost::new(1e-5, 1e-10),
-    ];
-    (Topology::from_paths(&paths, costs).unwrap(), sites)
+    let costs = (0..=depth)
+        .map(|l| {
+            let scale = 10f64.powi(-(l as i32));
+            LinkCost::new(
+                1e-3 * scale * rng.range(1, 20) as f64,
+                1e-8 * scale * rng.range(1, 10) as f64,
+            )
+        })
+        .collect();
+    (Topology::from_paths(&ranks, costs).unwrap(), top)
 }
 
 /// A reduction: name, element size, commutative, combine (left ∘ right into out).
