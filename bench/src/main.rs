@@ -1,1 +1,248 @@
-fn main() {}
+//! `qcg-bench`: figures for qcg, side by side with a reference measured in the same run.
+//!
+//! - `qcg-bench setup`: time to first byte of a new link, through the broker and again
+//!   when the frontal has the answer cached (p50, p99).
+//! - `qcg-bench pingpong`: 1-byte and 1 MiB ping-pong over a libqcg link and over plain
+//!   TCP between the same two processes, with the ratio.
+
+use clap::{Parser, Subcommand};
+use qcg::{Comm, JobEnv};
+use qcg_cli::grid::{self, LocalGrid};
+use qcg_proto::Policy;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::Instant;
+
+/// Benchmarks of qcg against plain TCP, on an embedded local grid on loopback.
+#[derive(Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Time to first byte of a new link: through the broker, and from the frontal's cache.
+    Setup {
+        /// Links to make of each kind.
+        #[arg(long, default_value_t = 200)]
+        iters: usize,
+    },
+    /// Ping-pong of 1 byte and 1 MiB: libqcg link against plain TCP, same two processes.
+    Pingpong {
+        /// Round trips per trial for 1 byte (1 MiB uses a tenth... at least 50).
+        #[arg(long, default_value_t = 5000)]
+        reps: usize,
+        /// Trials per size; the best is reported (as NetPIPE does).
+        #[arg(long, default_value_t = 3)]
+        trials: usize,
+    },
+    /// (internal) one rank of `pingpong`, started by it.
+    #[command(hide = true)]
+    PingpongRank {
+        #[arg(long)]
+        reps: usize,
+        #[arg(long)]
+        trials: usize,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Setup { iters } => setup(iters),
+        Cmd::Pingpong { reps, trials } => pingpong(reps, trials),
+        Cmd::PingpongRank { reps, trials } => pingpong_rank(reps, trials),
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+fn setup(iters: usize) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let g = rt.block_on(LocalGrid::start(&[Policy::Open, Policy::Open], 1))?;
+    let (c0, c1) = (g.nodes[0].socket.clone(), g.nodes[1].socket.clone());
+    let mut through_broker = Vec::with_capacity(iters);
+    let mut from_cache = Vec::with_capacity(iters);
+    for i in 0..iters {
+        let job = format!("setup-{i}");
+        let secret = grid::secret();
+        let env = |rank, helper: &std::path::PathBuf| JobEnv {
+            job: job.clone(),
+            rank,
+            size: 3,
+            helper: helper.clone(),
+            secret,
+        };
+        // Ranks 0 and 2 in cluster-0, rank 1 in cluster-1.
+        let (e0, e1, e2) = (env(0, &c0), env(1, &c1), env(2, &c0));
+        let h1 = std::thread::spawn(move || Comm::connect(e1));
+        let (r0, r2) = (Comm::connect(e0)?, Comm::connect(e2)?);
+        let r1 = h1
+            .join()
+            .map_err(|_| anyhow::anyhow!("rank 1 panicked"))??;
+        for (sender, out) in [(&r0, &mut through_broker), (&r2, &mut from_cache)] {
+            std::thread::scope(|s| -> anyhow::Result<()> {
+                let t0 = Instant::now();
+                let rx = s.spawn(|| {
+                    r1.recv(Some(sender.rank()), Some(0))
+                        .map(|_| Instant::now())
+                });
+                sender.send(1, 0, &[1])?;
+                let t1 = rx
+                    .join()
+                    .map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+                out.push((t1 - t0).as_secs_f64() * 1e6);
+                Ok(())
+            })?;
+        }
+        drop((r0, r1, r2));
+        rt.block_on(qcg_cli::launch::end_job(&c0, &job))?;
+    }
+    let hits = g.frontals[0]
+        .stats()
+        .cache_hits
+        .load(std::sync::atomic::Ordering::Relaxed);
+    println!("# qcg-bench setup: time to first byte of a new link (lookup, TCP connect, job handshake, 1 byte), {iters} links each, loopback, clusters cluster-0 -> cluster-1");
+    println!(
+        "{:<28} {:>10} {:>10} {:>10}",
+        "path", "p50 (us)", "p99 (us)", "mean (us)"
+    );
+    for (name, v) in [
+        ("through the broker", &mut through_broker),
+        ("frontal cache hit", &mut from_cache),
+    ] {
+        v.sort_by(|a, b| a.total_cmp(b));
+        let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+        println!(
+            "{name:<28} {:>10.1} {:>10.1} {:>10.1}",
+            percentile(v, 0.5),
+            percentile(v, 0.99),
+            mean
+        );
+    }
+    println!("# frontal cache hits in cluster-0: {hits}");
+    rt.block_on(g.shutdown());
+    Ok(())
+}
+
+fn pingpong(reps: usize, trials: usize) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let code = rt.block_on(async {
+        let g = LocalGrid::start(&[Policy::Open, Policy::Open], 1).await?;
+        let job = qcg_cli::launch::Job {
+            id: grid::job_id(),
+            secret: grid::secret(),
+            program: std::env::current_exe()?,
+            args: vec![
+                "pingpong-rank".into(),
+                "--reps".into(),
+                reps.to_string(),
+                "--trials".into(),
+                trials.to_string(),
+            ],
+            sockets: g.placement(2).into_iter().map(|s| s.socket).collect(),
+        };
+        let out = qcg_cli::launch::run(&job).await?;
+        g.shutdown().await;
+        anyhow::Ok(out.code())
+    })?;
+    anyhow::ensure!(code == 0, "a rank failed");
+    Ok(())
+}
+
+/// Best (smallest) one-way time in seconds over `trials` trials of `reps` round trips.
+fn best_of(
+    trials: usize,
+    reps: usize,
+    mut round_trip: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<f64> {
+    let mut best = f64::INFINITY;
+    for _ in 0..trials {
+        let t = Instant::now();
+        for _ in 0..reps {
+            round_trip()?;
+        }
+        best = best.min(t.elapsed().as_secs_f64() / (2 * reps) as f64);
+    }
+    Ok(best)
+}
+
+fn pingpong_rank(reps: usize, trials: usize) -> anyhow::Result<()> {
+    let comm = qcg::init()?;
+    anyhow::ensure!(comm.size() == 2, "pingpong runs on exactly 2 ranks");
+    let sizes = [1usize, 1 << 20];
+    let reps_for = |size: usize| {
+        if size > 1024 {
+            (reps / 10).max(50)
+        } else {
+            reps
+        }
+    };
+    // Plain TCP between the same two processes: rank 1 listens, tells rank 0 where.
+    let mut tcp = if comm.rank() == 1 {
+        let l = TcpListener::bind("127.0.0.1:0")?;
+        comm.send(0, 0, l.local_addr()?.to_string().as_bytes())?;
+        l.accept()?.0
+    } else {
+        let addr = String::from_utf8(comm.recv(Some(1), Some(0))?.data)?;
+        TcpStream::connect(addr)?
+    };
+    tcp.set_nodelay(true)?;
+    if comm.rank() == 1 {
+        // Echo: libqcg first, then TCP, for every size and trial (warm-up included).
+        for &size in &sizes {
+            for _ in 0..(trials + 1) * reps_for(size) {
+                let m = comm.recv(Some(0), Some(1))?;
+                comm.send(0, 2, &m.data)?;
+            }
+            let mut buf = vec![0u8; size];
+            for _ in 0..(trials + 1) * reps_for(size) {
+                tcp.read_exact(&mut buf)?;
+                tcp.write_all(&buf)?;
+            }
+        }
+        return Ok(());
+    }
+    println!("# qcg-bench pingpong: best of {trials} trials, one-way time = half the round trip, loopback, two processes in two clusters");
+    println!(
+        "{:>9} {:>14} {:>14} {:>10} {:>12} {:>12}",
+        "bytes", "qcg (us)", "tcp (us)", "qcg/tcp", "qcg (MB/s)", "tcp (MB/s)"
+    );
+    for &size in &sizes {
+        let r = reps_for(size);
+        let out = vec![0x5au8; size];
+        let mut qcg_rt = || -> anyhow::Result<()> {
+            comm.send(1, 1, &out)?;
+            let m = comm.recv(Some(1), Some(2))?;
+            anyhow::ensure!(m.data.len() == size, "echo of wrong size");
+            Ok(())
+        };
+        best_of(1, r, &mut qcg_rt)?; // warm-up
+        let q = best_of(trials, r, &mut qcg_rt)?;
+        let mut buf = vec![0u8; size];
+        let mut tcp_rt = || -> anyhow::Result<()> {
+            tcp.write_all(&out)?;
+            tcp.read_exact(&mut buf)?;
+            Ok(())
+        };
+        best_of(1, r, &mut tcp_rt)?;
+        let t = best_of(trials, r, &mut tcp_rt)?;
+        println!(
+            "{size:>9} {:>14.2} {:>14.2} {:>10.2} {:>12.1} {:>12.1}",
+            q * 1e6,
+            t * 1e6,
+            q / t,
+            size as f64 / q / 1e6,
+            size as f64 / t / 1e6
+        );
+    }
+    Ok(())
+}

@@ -10,8 +10,9 @@
 //! binomial tree is hierarchical) are priced once. For each algorithm, flit counts 1, 2,
 //! 4, … up to [`MAX_AUTO_FLITS`] (at most one flit per element) are tried; the doubling
 //! stops once two successive counts are slower than the best so far. That is at most
-//! 4 × 7 evaluations of O(P log P) each, well under a millisecond for a few hundred
-//! ranks. No cache: the caller may keep the answer per (operation, size).
+//! 4 × 7 evaluations of O(P log P) each (O(P²) for alltoall, like its schedule): about
+//! 0.1 ms for 32 ranks, 1–3 ms for 1024 ranks (release build). No cache: the caller may
+//! keep the answer per (operation, size class).
 
 use crate::model;
 use crate::schedule::schedule;

@@ -60,8 +60,10 @@
 //! `dst` is never `Input`. All ranges are within their buffers.
 //!
 //! # Tags
-//! `tag = phase << 16 | flit` with phase [`PHASE_UP`] (towards the root), [`PHASE_DOWN`]
-//! (away from it) or [`PHASE_PAIRWISE`] (alltoall). Within one collective call each
+//! `tag = phase << 16 | flit` with phase [`PHASE_UP`] (towards the root or a site's
+//! representative), [`PHASE_DOWN`] (away from it), [`PHASE_PAIRWISE`] (alltoall between
+//! two ranks) or [`PHASE_EXCHANGE`] (alltoall between representatives). Within one
+//! collective call each
 //! (sender, receiver, tag) triple occurs at most once, so tags stay below 2^18 and an
 //! executor may add a per-call sequence number above bit 18 to keep consecutive
 //! collectives apart.
@@ -88,14 +90,17 @@
 //! * [`Algorithm::FlatBinomial`]: a binomial tree by recursive halving over ranks
 //!   `0..P`: every subtree is an interval of ranks.
 //! * [`Algorithm::FlatLinear`]: the root is everyone's parent. Alltoall is the pairwise
-//!   exchange (round s: send block to `r+s`, receive from `r−s`, mod P) and exists only
-//!   under this name.
+//!   exchange (round s: send block to `r+s`, receive from `r−s`, mod P).
+//! * Hierarchical alltoall aggregates at the top level only: members send their blocks
+//!   for other sites to the site's representative (its smallest rank), representatives
+//!   exchange one message per flit per pair of sites, and hand the result out; ranks of
+//!   one site exchange directly and pairwise. FlatBinomial and Chain have no alltoall.
 //! * [`Algorithm::Chain`]: a path through all ranks, in topology order, or in rank order
 //!   for non-commutative reductions.
 //!
 //! # Deadlock freedom
 //! With eager sends every schedule completes: receives wait only on messages sent
-//! earlier along a tree edge or a pairwise round. A rendezvous (synchronous) send is not
+//! earlier along a tree edge, a pairwise round or a representative's relay. A rendezvous (synchronous) send is not
 //! supported. [`sim::run`] proves this for every tested case.
 //!
 //! # Non-commutative reductions
@@ -112,6 +117,7 @@
 //! so every rank gets the same bits (floating point included). `commutative` is ignored
 //! by operations that do not reduce.
 
+mod alltoall;
 pub mod auto;
 pub mod model;
 mod schedule;
@@ -121,7 +127,8 @@ pub mod topology;
 mod tree;
 
 pub use schedule::{
-    pieces, schedule, schedule_for, tag, MAX_FLITS, PHASE_DOWN, PHASE_PAIRWISE, PHASE_UP,
+    pieces, schedule, schedule_for, tag, MAX_FLITS, PHASE_DOWN, PHASE_EXCHANGE, PHASE_PAIRWISE,
+    PHASE_UP,
 };
 pub use step::{Algorithm, Buf, Collective, Op, Order, RankSchedule, ScheduleError, Step};
 pub use topology::{LinkCost, Topology, TopologyError};

@@ -2,6 +2,7 @@
 
 use std::ops::Range;
 
+use crate::alltoall;
 use crate::step::{Algorithm, Buf, Collective, Op, Order, RankSchedule, ScheduleError, Step};
 use crate::topology::Topology;
 use crate::tree::{self, Tree};
@@ -16,6 +17,8 @@ pub const PHASE_UP: u32 = 0;
 pub const PHASE_DOWN: u32 = 1;
 /// Tag phase of the pairwise exchange of alltoall.
 pub const PHASE_PAIRWISE: u32 = 2;
+/// Tag phase of the exchange between site representatives (hierarchical alltoall).
+pub const PHASE_EXCHANGE: u32 = 3;
 
 /// The tag of flit `flit` in `phase`: `phase << 16 | flit`.
 pub fn tag(phase: u32, flit: usize) -> u32 {
@@ -82,7 +85,7 @@ pub(crate) fn validate(
     if flits == 0 || flits > MAX_FLITS {
         return Err(ScheduleError::BadFlits(flits));
     }
-    if coll.op == Op::Alltoall && alg != Algorithm::FlatLinear {
+    if coll.op == Op::Alltoall && !matches!(alg, Algorithm::FlatLinear | Algorithm::Hierarchical) {
         return Err(ScheduleError::Unsupported(coll.op, alg));
     }
     let n = if coll.op == Op::Barrier {
@@ -113,6 +116,8 @@ struct Plan {
     tree: Option<Tree>,
     /// Runs of each subtree, for non-commutative reductions.
     runs: Option<Vec<Vec<(usize, usize)>>>,
+    /// Sites, for the hierarchical alltoall.
+    sites: Option<alltoall::Sites>,
 }
 
 impl Plan {
@@ -124,7 +129,11 @@ impl Plan {
     ) -> Result<Plan, ScheduleError> {
         let (p, n) = (topo.size(), validate(coll, topo, alg, flits)?);
         let e = coll.elem_size;
+        let mut sites = None;
         let (tree, runs) = if coll.op == Op::Alltoall {
+            if alg == Algorithm::Hierarchical {
+                sites = Some(alltoall::Sites::new(topo));
+            }
             (None, None)
         } else {
             let root = if coll.op.is_rooted() { coll.root } else { 0 };
@@ -140,6 +149,7 @@ impl Plan {
             flits,
             tree,
             runs,
+            sites,
         })
     }
 
@@ -150,7 +160,10 @@ impl Plan {
         let Some(t) = &self.tree else {
             b.rs.input_len = pn;
             b.rs.output_len = pn;
-            self.pairwise(&mut b);
+            match &self.sites {
+                Some(sites) => alltoall::hierarchical(&mut b, sites, n, &self.pieces),
+                None => alltoall::flat(&mut b, self.p, n, &self.pieces),
+            }
             return b.rs;
         };
         let is_root = t.root == r;
@@ -413,37 +426,15 @@ impl Plan {
             }
         }
     }
-
-    /// Alltoall: in round s, send to r+s and receive from r−s (mod P).
-    fn pairwise(&self, b: &mut Builder) {
-        let (r, n, p) = (b.rs.rank, self.n, self.p);
-        b.copy(
-            Buf::Output,
-            r * n..(r + 1) * n,
-            Buf::Input,
-            r * n..(r + 1) * n,
-        );
-        for s in 1..p {
-            let (to, from) = ((r + s) % p, (r + p - s) % p);
-            for (i, piece) in self.pieces.iter().enumerate() {
-                let range = to * n + piece.start..to * n + piece.end;
-                b.send(to, tag(PHASE_PAIRWISE, i), Buf::Input, range);
-            }
-            for (i, piece) in self.pieces.iter().enumerate() {
-                let range = from * n + piece.start..from * n + piece.end;
-                b.recv(from, tag(PHASE_PAIRWISE, i), Buf::Output, range);
-            }
-        }
-    }
 }
 
 /// Accumulates one rank's schedule; drops local steps on empty ranges.
-struct Builder {
-    rs: RankSchedule,
+pub(crate) struct Builder {
+    pub(crate) rs: RankSchedule,
 }
 
 impl Builder {
-    fn new(rank: usize) -> Self {
+    pub(crate) fn new(rank: usize) -> Self {
         Builder {
             rs: RankSchedule {
                 rank,
@@ -452,12 +443,12 @@ impl Builder {
         }
     }
 
-    fn temp(&mut self, len: usize) -> Buf {
+    pub(crate) fn temp(&mut self, len: usize) -> Buf {
         self.rs.temps.push(len);
         Buf::Temp((self.rs.temps.len() - 1) as u8)
     }
 
-    fn send(&mut self, to: usize, tag: u32, buf: Buf, range: Range<usize>) {
+    pub(crate) fn send(&mut self, to: usize, tag: u32, buf: Buf, range: Range<usize>) {
         self.rs.steps.push(Step::Send {
             to,
             tag,
@@ -466,7 +457,7 @@ impl Builder {
         });
     }
 
-    fn recv(&mut self, from: usize, tag: u32, buf: Buf, range: Range<usize>) {
+    pub(crate) fn recv(&mut self, from: usize, tag: u32, buf: Buf, range: Range<usize>) {
         self.rs.steps.push(Step::Recv {
             from,
             tag,
@@ -475,7 +466,13 @@ impl Builder {
         });
     }
 
-    fn copy(&mut self, dst: Buf, dst_range: Range<usize>, src: Buf, src_range: Range<usize>) {
+    pub(crate) fn copy(
+        &mut self,
+        dst: Buf,
+        dst_range: Range<usize>,
+        src: Buf,
+        src_range: Range<usize>,
+    ) {
         if !dst_range.is_empty() {
             self.rs.steps.push(Step::Copy {
                 dst,
@@ -486,7 +483,7 @@ impl Builder {
         }
     }
 
-    fn reduce(
+    pub(crate) fn reduce(
         &mut self,
         dst: Buf,
         dst_range: Range<usize>,

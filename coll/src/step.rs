@@ -21,7 +21,7 @@ pub enum Op {
     /// No data (`bytes` is ignored); no rank leaves before every rank has entered.
     Barrier,
     /// Every rank's `Input` (`P * bytes`, block j for rank j) to `Output` (`P * bytes`,
-    /// block i from rank i).
+    /// block i from rank i). Only `FlatLinear` and `Hierarchical`.
     Alltoall,
 }
 

@@ -177,6 +177,7 @@ fn prime_sizes_up_to_4_mib() {
         (Op::Scatter, Algorithm::Chain, 16, 8_191),
         (Op::Allgather, Algorithm::FlatLinear, 3, 8_191),
         (Op::Alltoall, Algorithm::FlatLinear, 2, 4_093),
+        (Op::Alltoall, Algorithm::Hierarchical, 3, 4_093),
     ] {
         let case = Case {
             seed: bytes as u64,

@@ -136,6 +136,26 @@ fn hierarchical_collectives_send_one_message_per_flit_per_site_across_sites() {
 }
 
 #[test]
+fn hierarchical_alltoall_sends_one_message_per_flit_per_pair_of_sites() {
+    let mut rng = Rng(0xA2A);
+    for case in 0..200 {
+        let (topo, c) = random_topology(&mut rng, 5);
+        let flits = rng.range(1, 8);
+        let bytes = rng.range(0, 40);
+        let k = pieces(bytes, 1, flits).len();
+        let coll = Collective::new(Op::Alltoall, 0, bytes);
+        let rep = run_counts(&topo, &coll, Algorithm::Hierarchical, flits);
+        let ctx = format!("case {case}: depth {} {c} sites", topo.depth());
+        if topo.depth() > 0 {
+            assert_eq!(rep.levels[0].messages, c * (c - 1) * k, "{ctx}");
+            for (s, &n) in wan_sent_per_site(&topo, &rep).iter().enumerate() {
+                assert_eq!(n, (c - 1) * k, "{ctx}: site {s}");
+            }
+        }
+    }
+}
+
+#[test]
 fn every_flit_is_forwarded_before_the_next_is_received() {
     let mut rng = Rng(0xF117);
     for case in 0..400 {

@@ -41,6 +41,7 @@ struct Inner {
     node: String,
     local: SocketAddr,
     links: Mutex<HashMap<u32, Arc<Link>>>,
+    reports: Mutex<Option<std::sync::mpsc::Sender<Request>>>,
     dialing: Mutex<()>,
     streams: Mutex<Vec<TcpStream>>,
     mail: Mutex<Mailbox>,
@@ -132,6 +133,7 @@ impl Comm {
         };
         control.request(&Request::Register(ap))?;
         tracing::debug!(job = %env.job, rank = env.rank, %local, cluster = %cluster.name, "registered");
+        let env_helper = env.helper.clone();
         let inner = Arc::new(Inner {
             env,
             control,
@@ -139,6 +141,7 @@ impl Comm {
             node,
             local,
             links: Default::default(),
+            reports: Mutex::new(reporter(&env_helper)),
             dialing: Default::default(),
             streams: Default::default(),
             mail: Default::default(),
@@ -312,7 +315,7 @@ impl Comm {
         for attempt in &plan.attempts {
             let r = self.try_attempt(attempt.addr, dest);
             let ok = r.is_ok();
-            let _ = self.inner.control.request(&Request::Report {
+            self.report(Request::Report {
                 from: me.clone(),
                 target: plan.target.clone(),
                 technique: attempt.technique,
@@ -336,6 +339,13 @@ impl Comm {
             rank: dest,
             attempts: failures,
         })
+    }
+
+    /// Reports an attempt's outcome off the critical path of the first message.
+    fn report(&self, req: Request) {
+        if let Some(tx) = lock(&self.inner.reports).as_ref() {
+            let _ = tx.send(req);
+        }
     }
 
     fn try_attempt(&self, addr: SocketAddr, dest: u32) -> std::result::Result<TcpStream, String> {
@@ -389,10 +399,30 @@ impl Comm {
     }
 }
 
+/// A thread with its own line to the helper that sends link reports, so that a new
+/// link's first message does not wait for the broker to note the outcome.
+fn reporter(helper: &std::path::Path) -> Option<std::sync::mpsc::Sender<Request>> {
+    let control = Control::connect(helper).ok()?;
+    let (tx, rx) = std::sync::mpsc::channel::<Request>();
+    std::thread::Builder::new()
+        .name("qcg-report".into())
+        .spawn(move || {
+            for req in rx {
+                if let Err(e) = control.request(&req) {
+                    tracing::debug!(error = %e, "link report not delivered");
+                }
+            }
+        })
+        .ok()?;
+    Some(tx)
+}
+
 impl Drop for Comm {
     fn drop(&mut self) {
         let inner = &self.inner;
         inner.closed.store(true, Ordering::SeqCst);
+        // Closing the channel lets the reporter deliver what is queued and end.
+        lock(&inner.reports).take();
         let _ = inner.control.request(&Request::Unregister {
             process: ProcName::new(&inner.env.job, inner.env.rank),
         });
@@ -448,9 +478,12 @@ fn read_loop(inner: Arc<Inner>, rank: u32, mut s: TcpStream) {
                 "announced a message of {len} bytes, above the {MAX_MESSAGE}-byte limit"
             );
         }
-        let mut data = vec![0u8; len as usize];
-        if let Err(e) = s.read_exact(&mut data) {
-            break format!("link broke inside a message of {len} bytes: {e}");
+        // read_to_end into spare capacity: no zero-filling of large buffers.
+        let mut data = Vec::with_capacity(len as usize);
+        match (&mut s).take(len).read_to_end(&mut data) {
+            Ok(n) if n as u64 == len => {}
+            Ok(n) => break format!("link closed after {n} of a message's {len} bytes"),
+            Err(e) => break format!("link broke inside a message of {len} bytes: {e}"),
         }
         lock(&inner.mail).push(Message {
             source: rank,

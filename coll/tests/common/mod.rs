@@ -39,7 +39,7 @@ impl Rng {
 /// assigned in a random order (groups not contiguous) or, half the time, group by group.
 /// Returns the topology and the number of top-level groups (1 at depth 0).
 pub fn random_topology(rng: &mut Rng, max_sites: usize) -> (Topology, usize) {
-    let depth = [0, 1, 2, 2, 2, 2, 3][rng.range(0, 6)];
+    let depth: usize = [0, 1, 2, 2, 2, 2, 3][rng.range(0, 6)];
     let mut paths: Vec<Vec<String>> = vec![Vec::new()];
     for l in 0..depth {
         let mut next = Vec::new();
