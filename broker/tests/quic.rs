@@ -1,6 +1,8 @@
 //! The broker over real QUIC: bad frames get clear answers on their own stream and
 //! the connection goes on serving.
 
+#![allow(clippy::unwrap_used)]
+
 use qcg_proto::frame;
 use qcg_proto::quic;
 use qcg_proto::tls::{Ca, Role};

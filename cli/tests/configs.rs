@@ -1,5 +1,7 @@
 //! The example configurations in configs/ load and say what the README says.
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 
 fn configs() -> PathBuf {

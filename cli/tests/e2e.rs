@@ -4,6 +4,8 @@
 //! Needs the workspace's binaries and examples built first
 //! (`cargo build --workspace --bins --examples`), as the test command does.
 
+#![allow(clippy::unwrap_used)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! Links between real processes' communicators on an embedded grid (real QUIC
 //! control plane, real TCP links on loopback).
 
+#![allow(clippy::unwrap_used)]
+
 use qcg::{Comm, Error, JobEnv};
 use qcg_cli::grid::{LocalGrid, NodeSlot};
 use qcg_proto::Policy;

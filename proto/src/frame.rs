@@ -302,7 +302,7 @@ mod tests {
     }
 
     fn arb_ip() -> impl Strategy<Value = std::net::IpAddr> {
-        any::<[u8; 4]>().prop_map(|b| std::net::IpAddr::from(b))
+        any::<[u8; 4]>().prop_map(std::net::IpAddr::from)
     }
 
     fn arb_request() -> impl Strategy<Value = Request> {
