@@ -31,6 +31,15 @@ pub struct Config {
     pub cert: PathBuf,
     /// This frontal's private key (PEM).
     pub key: PathBuf,
+    /// Figures of the cluster's nodes (`[[nodes]]` with `name` and any of `slots`,
+    /// `cpu_speed_mhz`, `memory_mib`), overriding what each node's helper reports.
+    /// A node is offered to jobs while its helper is connected.
+    #[serde(default)]
+    pub nodes: Vec<crate::nodes::NodeOverride>,
+    /// Latency inside the cluster in ms (default: measured to the helpers).
+    pub internal_latency_ms: Option<f64>,
+    /// Bandwidth inside the cluster in Mbit/s (default 1000).
+    pub internal_bandwidth_mbps: Option<f64>,
 }
 
 impl Config {
@@ -53,6 +62,55 @@ impl Config {
                 "a cluster behind NAT needs `public_address` (the gateway's public address)",
             ));
         }
+        for (what, v) in [
+            ("internal_latency_ms", c.internal_latency_ms),
+            ("internal_bandwidth_mbps", c.internal_bandwidth_mbps),
+        ] {
+            if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
+                return Err(ConfigError::field(
+                    path,
+                    &text,
+                    what,
+                    "must be a finite number >= 0",
+                ));
+            }
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for n in &c.nodes {
+            if n.name.trim().is_empty() || !seen.insert(n.name.clone()) {
+                return Err(ConfigError::field(
+                    path,
+                    &text,
+                    "name",
+                    format!(
+                        "node names in [[nodes]] must be non-empty and unique (`{}`)",
+                        n.name
+                    ),
+                ));
+            }
+            if n.slots == Some(0) {
+                return Err(ConfigError::field(
+                    path,
+                    &text,
+                    "slots",
+                    "must be at least 1",
+                ));
+            }
+            for v in [n.cpu_speed_mhz, n.memory_mib].into_iter().flatten() {
+                if !v.is_finite() || v < 0.0 {
+                    return Err(ConfigError::field(
+                        path,
+                        &text,
+                        if Some(v) == n.memory_mib {
+                            "memory_mib"
+                        } else {
+                            "cpu_speed_mhz"
+                        },
+                        "must be a finite number >= 0",
+                    ));
+                }
+            }
+        }
         c.ca = resolve(path, &c.ca);
         c.cert = resolve(path, &c.cert);
         c.key = resolve(path, &c.key);
@@ -66,6 +124,15 @@ impl Config {
             policy: self.policy,
             nat: self.nat,
             public_address: self.public_address,
+        }
+    }
+
+    /// What the frontal tells the scheduler beyond its policy.
+    pub fn settings(&self) -> crate::nodes::Settings {
+        crate::nodes::Settings {
+            nodes: self.nodes.clone(),
+            internal_latency_ms: self.internal_latency_ms,
+            internal_bandwidth_mbps: self.internal_bandwidth_mbps.unwrap_or(1000.0),
         }
     }
 

@@ -6,6 +6,13 @@
 //! broker answers when possible; the broker tells the frontal when an answer goes
 //! stale (a process re-registered or ended, a job ended).
 //!
+//! For submitted jobs it reports its cluster's nodes to the broker ([`nodes`]: the
+//! connected helpers, with figures from the config's `[[nodes]]`), measures the link
+//! to another cluster's frontal when the broker asks (`ProbePeer`: three empty QUIC
+//! echoes for the latency, then one echo of 256 KiB for the bandwidth), and passes
+//! the broker's `Launch` and `Kill` on to the helpers of its nodes. Other frontals may
+//! connect, but only to be probed.
+//!
 //! ```no_run
 //! # async fn f(id: qcg_proto::tls::Identity, cluster: qcg_proto::ClusterConfig) -> anyhow::Result<()> {
 //! let frontal = qcg_frontal::Frontal::start(id, cluster, "127.0.0.1:7700".parse()?, "127.0.0.1:0".parse()?).await?;
@@ -15,14 +22,18 @@
 
 pub mod cache;
 pub mod config;
+pub mod nodes;
 
 use cache::PlanCache;
 use qcg_proto::quic::{self, Upstream};
 use qcg_proto::tls::{Identity, Role};
-use qcg_proto::{ClusterConfig, Request, Response};
+use qcg_proto::{ClusterConfig, ErrorKind, NodeSpec, Request, Response};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -35,11 +46,133 @@ pub struct Stats {
     pub cache_hits: AtomicU64,
 }
 
+/// Bytes of the timed echo of a probe.
+pub const PROBE_BYTES: usize = 256 * 1024;
+
 struct Inner {
     cluster: ClusterConfig,
     broker: Upstream,
     cache: PlanCache,
     stats: Stats,
+    settings: nodes::Settings,
+    endpoint: quinn::Endpoint,
+    /// Connected helpers by node name.
+    helpers: Mutex<BTreeMap<String, (quinn::Connection, NodeSpec)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    fn report(&self) -> Request {
+        let helpers = lock(&self.helpers);
+        let specs: Vec<NodeSpec> = helpers.values().map(|(_, n)| n.clone()).collect();
+        let rtts: Vec<Duration> = helpers.values().map(|(c, _)| c.rtt()).collect();
+        Request::ClusterNodes {
+            nodes: nodes::offer(&self.settings, &specs),
+            internal: nodes::internal(&self.settings, &rtts),
+        }
+    }
+
+    /// Tells the broker the cluster's nodes (after a helper came or went).
+    async fn push_nodes(&self) {
+        if let Err(e) = self.broker.request(&self.report()).await {
+            tracing::warn!(error = %e, "could not report the cluster's nodes");
+        }
+    }
+
+    fn helper(&self, node: &str) -> Option<quinn::Connection> {
+        lock(&self.helpers).get(node).map(|(c, _)| c.clone())
+    }
+
+    /// Answers what the broker asks of this frontal.
+    async fn from_broker(&self, req: Request) -> Response {
+        match req {
+            Request::Invalidate { job, rank } => {
+                let n = self.cache.invalidate(&job, rank);
+                tracing::debug!(%job, ?rank, dropped = n, "cache invalidated");
+                Response::Ok
+            }
+            Request::ProbePeer { cluster, addr } => match self.probe(addr).await {
+                Ok(q) => {
+                    tracing::debug!(peer = %cluster, %addr, latency_ms = q.latency_ms, bandwidth_mbps = q.bandwidth_mbps, "probed");
+                    Response::Measured(q)
+                }
+                Err(e) => Response::error(
+                    ErrorKind::Unavailable,
+                    format!("cannot probe the frontal of `{cluster}` at {addr}: {e}"),
+                ),
+            },
+            Request::Launch(spec) => match self.helper(&spec.node) {
+                Some(conn) => match quic::request(&conn, &Request::Launch(spec.clone())).await {
+                    Ok(r) => r,
+                    Err(e) => Response::error(
+                        ErrorKind::Unavailable,
+                        format!("the helper of node {} is unreachable: {e}", spec.node),
+                    ),
+                },
+                None => Response::error(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "node {} of cluster {} has no helper connected",
+                        spec.node, self.cluster.name
+                    ),
+                ),
+            },
+            Request::Kill { job } => {
+                let conns: Vec<_> = lock(&self.helpers)
+                    .values()
+                    .map(|(c, _)| c.clone())
+                    .collect();
+                let mut set = tokio::task::JoinSet::new();
+                for conn in conns {
+                    let req = Request::Kill { job: job.clone() };
+                    set.spawn(async move { quic::request(&conn, &req).await });
+                }
+                while let Some(r) = set.join_next().await {
+                    if let Ok(Err(e)) = r {
+                        tracing::warn!(%job, error = %e, "kill not delivered to a helper");
+                    }
+                }
+                Response::Ok
+            }
+            other => Response::error(
+                ErrorKind::Forbidden,
+                format!(
+                    "a frontal does not answer `{}` from the broker",
+                    other.kind()
+                ),
+            ),
+        }
+    }
+
+    /// Measures the link to another frontal: the best of three empty echoes, then one
+    /// timed echo of [`PROBE_BYTES`].
+    async fn probe(&self, addr: SocketAddr) -> Result<qcg_proto::LinkQuality, quic::QuicError> {
+        let conn = quic::connect(&self.endpoint, addr, Role::Frontal).await?;
+        let result = async {
+            let mut rtt = Duration::MAX;
+            for _ in 0..3 {
+                let t = Instant::now();
+                quic::request(
+                    &conn,
+                    &Request::Echo {
+                        payload: String::new(),
+                    },
+                )
+                .await?;
+                rtt = rtt.min(t.elapsed());
+            }
+            let payload = "q".repeat(PROBE_BYTES);
+            let t = Instant::now();
+            quic::request(&conn, &Request::Echo { payload }).await?;
+            Ok(nodes::measured(rtt, t.elapsed(), PROBE_BYTES))
+        }
+        .await;
+        conn.close(0u32.into(), b"probe done");
+        result
+    }
 }
 
 /// A running frontal.
@@ -60,6 +193,17 @@ impl Frontal {
         broker: SocketAddr,
         listen: SocketAddr,
     ) -> anyhow::Result<Frontal> {
+        Frontal::start_with(id, cluster, broker, listen, nodes::Settings::default()).await
+    }
+
+    /// Like [`Frontal::start`], with the cluster's node figures and internal link.
+    pub async fn start_with(
+        id: Identity,
+        cluster: ClusterConfig,
+        broker: SocketAddr,
+        listen: SocketAddr,
+        settings: nodes::Settings,
+    ) -> anyhow::Result<Frontal> {
         let endpoint = quic::server_endpoint(listen, &id)?;
         let addr = endpoint.local_addr()?;
         let cancel = CancellationToken::new();
@@ -68,25 +212,29 @@ impl Frontal {
         let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
             let weak = weak.clone();
             let t = tracker.clone();
-            // Requests the broker opens toward us: cache invalidations.
+            // Requests the broker opens toward us: cache invalidations, probes,
+            // launches and kills. A new connection also gets the node list.
             let on_connect = Arc::new(move |conn: quinn::Connection| {
                 let weak = weak.clone();
+                let w2 = weak.clone();
+                let c2 = conn.clone();
+                t.spawn(async move {
+                    let report = w2.upgrade().map(|inner| inner.report());
+                    if let Some(report) = report {
+                        if let Err(e) = quic::request(&c2, &report).await {
+                            tracing::warn!(error = %e, "could not report the cluster's nodes");
+                        }
+                    }
+                });
                 t.spawn(async move {
                     let handler = move |req: Request| {
                         let weak = weak.clone();
                         async move {
-                            match (req, weak.upgrade()) {
-                                (Request::Invalidate { job, rank }, Some(inner)) => {
-                                    let n = inner.cache.invalidate(&job, rank);
-                                    tracing::debug!(%job, ?rank, dropped = n, "cache invalidated");
-                                    Response::Ok
-                                }
-                                (req, _) => Response::error(
-                                    qcg_proto::ErrorKind::Forbidden,
-                                    format!(
-                                        "a frontal does not answer `{}` from the broker",
-                                        req.kind()
-                                    ),
+                            match weak.upgrade() {
+                                Some(inner) => inner.from_broker(req).await,
+                                None => Response::error(
+                                    ErrorKind::Unavailable,
+                                    "the frontal is stopping",
                                 ),
                             }
                         }
@@ -105,6 +253,9 @@ impl Frontal {
                 cluster,
                 cache: PlanCache::default(),
                 stats: Stats::default(),
+                settings,
+                endpoint: endpoint.clone(),
+                helpers: Mutex::new(BTreeMap::new()),
             }
         });
 
@@ -158,17 +309,64 @@ impl Frontal {
 
 async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
     let peer = conn.remote_address();
+    if quic::check_peer_role(&conn, Role::Frontal).is_ok() {
+        // Another cluster's frontal, probing the link: echoes only.
+        let handler = |req: Request| async move {
+            match req {
+                Request::Echo { payload } => Response::Echoed {
+                    len: payload.len() as u64,
+                },
+                other => Response::error(
+                    ErrorKind::Forbidden,
+                    format!(
+                        "a frontal only answers `echo` from another frontal, not `{}`",
+                        other.kind()
+                    ),
+                ),
+            }
+        };
+        quic::serve(conn, handler).await;
+        return;
+    }
     if let Err(e) = quic::check_peer_role(&conn, Role::Helper) {
         tracing::warn!(%peer, error = %e, "refused connection");
         conn.close(1u32.into(), b"a helper certificate is required");
         return;
     }
     tracing::info!(%peer, "helper connected");
+    let node: Arc<Mutex<Option<String>>> = Default::default();
+    let (inn, nd, c2) = (inner.clone(), node.clone(), conn.clone());
     let handler = move |req: Request| {
-        let inner = inner.clone();
-        async move { handle(&inner, req).await }
+        let (inner, node, conn) = (inn.clone(), nd.clone(), c2.clone());
+        async move {
+            if let Request::RegisterNode(spec) = req {
+                let name = spec.name.clone();
+                lock(&inner.helpers).insert(name.clone(), (conn, spec));
+                *lock(&node) = Some(name.clone());
+                tracing::info!(%peer, node = %name, "node registered");
+                inner.push_nodes().await;
+                return Response::Ok;
+            }
+            handle(&inner, req).await
+        }
     };
-    let why = quic::serve(conn, handler).await;
+    let why = quic::serve(conn.clone(), handler).await;
+    let name = lock(&node).clone();
+    if let Some(name) = name {
+        let removed = {
+            let mut h = lock(&inner.helpers);
+            let same = h
+                .get(&name)
+                .is_some_and(|(c, _)| c.stable_id() == conn.stable_id());
+            if same {
+                h.remove(&name);
+            }
+            same
+        };
+        if removed {
+            inner.push_nodes().await;
+        }
+    }
     tracing::info!(%peer, reason = %why, "helper disconnected");
 }
 
@@ -189,10 +387,15 @@ async fn handle(inner: &Inner, req: Request) -> Response {
             }
             resp
         }
-        Request::RegisterCluster(_) | Request::Invalidate { .. } => Response::error(
-            qcg_proto::ErrorKind::Forbidden,
-            format!("`{}` is not a request a helper may send", req.kind()),
+        Request::Register(_)
+        | Request::Unregister { .. }
+        | Request::Report { .. }
+        | Request::JobEnd { .. }
+        | Request::Output { .. }
+        | Request::ProcessExited { .. } => inner.broker.forward(&req).await,
+        other => Response::error(
+            ErrorKind::Forbidden,
+            format!("`{}` is not a request a helper may send", other.kind()),
         ),
-        other => inner.broker.forward(&other).await,
     }
 }

@@ -9,7 +9,10 @@ use std::path::PathBuf;
 #[command(version, about, long_about = None)]
 struct Cli {
     /// Configuration file (TOML): `cluster`, `policy`, `nat`, `public_address`,
-    /// `broker`, `listen`, `ca`, `cert`, `key`. See configs/frontal-*.toml.
+    /// `broker`, `listen`, `ca`, `cert`, `key`, and optionally `internal_latency_ms`,
+    /// `internal_bandwidth_mbps` and `[[nodes]]` entries (`name`, `slots`,
+    /// `cpu_speed_mhz`, `memory_mib`) overriding what each node's helper reports.
+    /// See configs/frontal-*.toml.
     #[arg(long, short)]
     config: PathBuf,
 }
@@ -36,7 +39,14 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let frontal = match qcg_frontal::Frontal::start(id, cfg.cluster(), cfg.broker, cfg.listen).await
+    let frontal = match qcg_frontal::Frontal::start_with(
+        id,
+        cfg.cluster(),
+        cfg.broker,
+        cfg.listen,
+        cfg.settings(),
+    )
+    .await
     {
         Ok(f) => f,
         Err(e) => {

@@ -5,6 +5,11 @@
 //! bind) and relays registrations and lookups to its cluster's frontal over QUIC with
 //! mutual TLS.
 //!
+//! It also starts the processes of submitted jobs: on connecting it tells the frontal
+//! its node ([`node::detect`] gives the defaults), then answers the frontal's
+//! `Launch` and `Kill` requests ([`procs`]). Each process runs in its own process
+//! group; its output lines and its end go back up to the broker.
+//!
 //! ```no_run
 //! # async fn f(id: qcg_proto::tls::Identity) -> anyhow::Result<()> {
 //! let helper = qcg_helper::Helper::start(
@@ -19,11 +24,13 @@
 //! ```
 
 pub mod config;
+pub mod node;
+pub mod procs;
 
 use qcg_proto::frame::{self, FrameError};
 use qcg_proto::quic::{self, Upstream};
 use qcg_proto::tls::{Identity, Role};
-use qcg_proto::{ErrorKind, Request, Response};
+use qcg_proto::{ErrorKind, NodeSpec, Request, Response};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,19 +41,55 @@ use tokio_util::task::TaskTracker;
 struct Inner {
     node: String,
     bind_addr: IpAddr,
-    frontal: Upstream,
+    frontal: Arc<Upstream>,
+    socket: PathBuf,
+    procs: Arc<procs::Procs>,
 }
 
 /// A running helper.
 pub struct Helper {
     /// The unix socket processes connect to.
     pub socket: PathBuf,
+    procs: Arc<procs::Procs>,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
 
+/// Answers what the frontal asks of this helper: start or kill processes.
+fn frontal_handler(
+    weak: std::sync::Weak<Inner>,
+) -> impl Fn(Request) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
+    move |req: Request| {
+        let Some(inner) = weak.upgrade() else {
+            return std::future::ready(Response::error(
+                ErrorKind::Unavailable,
+                "the helper is stopping",
+            ));
+        };
+        std::future::ready(match req {
+            Request::Launch(spec) => {
+                inner
+                    .procs
+                    .launch(&spec, &inner.node, &inner.socket, inner.frontal.clone())
+            }
+            Request::Kill { job } => {
+                inner.procs.kill(&job);
+                Response::Ok
+            }
+            other => Response::error(
+                ErrorKind::Forbidden,
+                format!(
+                    "a helper does not answer `{}` from its frontal",
+                    other.kind()
+                ),
+            ),
+        })
+    }
+}
+
 impl Helper {
-    /// Starts serving processes on `socket` (replacing a stale socket file).
+    /// Starts serving processes on `socket` (replacing a stale socket file), with the
+    /// node's figures read from this machine ([`node::detect`]).
     pub async fn start(
         id: Identity,
         node: String,
@@ -54,11 +97,42 @@ impl Helper {
         socket: PathBuf,
         bind_addr: IpAddr,
     ) -> anyhow::Result<Helper> {
+        let spec = node::detect(&node);
+        Helper::start_with(id, spec, frontal, socket, bind_addr).await
+    }
+
+    /// Like [`Helper::start`], with the node's figures given.
+    pub async fn start_with(
+        id: Identity,
+        node: NodeSpec,
+        frontal: SocketAddr,
+        socket: PathBuf,
+        bind_addr: IpAddr,
+    ) -> anyhow::Result<Helper> {
         let endpoint = quic::client_endpoint(&id)?;
-        let inner = Arc::new(Inner {
-            node,
-            bind_addr,
-            frontal: Upstream::new(endpoint, frontal, Role::Frontal, None, None),
+        let procs = Arc::new(procs::Procs::default());
+        let tracker = TaskTracker::new();
+        let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
+            let (weak, t) = (weak.clone(), tracker.clone());
+            let on_connect = Arc::new(move |conn: quinn::Connection| {
+                let handler = frontal_handler(weak.clone());
+                t.spawn(async move {
+                    quic::serve(conn, handler).await;
+                });
+            });
+            Inner {
+                node: node.name.clone(),
+                bind_addr,
+                frontal: Arc::new(Upstream::new(
+                    endpoint,
+                    frontal,
+                    Role::Frontal,
+                    Some(Request::RegisterNode(node)),
+                    Some(on_connect),
+                )),
+                socket: socket.clone(),
+                procs: procs.clone(),
+            }
         });
         if socket.exists() {
             // Only replace a socket nobody answers on: never steal a live helper's.
@@ -71,7 +145,26 @@ impl Helper {
         let listener = UnixListener::bind(&socket)
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", socket.display()))?;
         let cancel = CancellationToken::new();
-        let tracker = TaskTracker::new();
+        // Stay connected to the frontal, so that it can start processes here: connect
+        // now, and again whenever the connection broke.
+        let (c, up) = (cancel.clone(), inner.frontal.clone());
+        tracker.spawn(async move {
+            let mut warned = false;
+            loop {
+                match up.request(&Request::ClusterInfo).await {
+                    Ok(_) => warned = false,
+                    Err(e) if !warned => {
+                        tracing::warn!(frontal = %up.addr(), error = %e, "frontal not reachable; retrying");
+                        warned = true;
+                    }
+                    Err(_) => {}
+                }
+                tokio::select! {
+                    _ = c.cancelled() => break,
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+                }
+            }
+        });
         let (c, t) = (cancel.clone(), tracker.clone());
         tracker.spawn(async move {
             loop {
@@ -98,13 +191,21 @@ impl Helper {
         tracing::info!(socket = %socket.display(), %frontal, "helper started");
         Ok(Helper {
             socket,
+            procs,
             cancel,
             tracker,
         })
     }
 
-    /// Stops serving, removes the socket and waits for the tasks.
+    /// Number of job processes running on this node.
+    pub fn running(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// Stops serving, kills the job processes still running, removes the socket and
+    /// waits for the tasks.
     pub async fn shutdown(self) {
+        self.procs.kill_all();
         self.cancel.cancel();
         self.tracker.close();
         self.tracker.wait().await;
@@ -152,10 +253,15 @@ async fn handle(inner: &Inner, req: Request) -> Response {
             },
             other => other,
         },
-        Request::RegisterCluster(_) | Request::Invalidate { .. } => Response::error(
+        Request::ClusterInfo
+        | Request::Register(_)
+        | Request::Unregister { .. }
+        | Request::Lookup { .. }
+        | Request::Report { .. }
+        | Request::JobEnd { .. } => inner.frontal.forward(&req).await,
+        other => Response::error(
             ErrorKind::Forbidden,
-            format!("`{}` is not a request a process may send", req.kind()),
+            format!("`{}` is not a request a process may send", other.kind()),
         ),
-        other => inner.frontal.forward(&other).await,
     }
 }

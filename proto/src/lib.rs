@@ -26,6 +26,7 @@ pub mod quic;
 pub mod tls;
 
 pub use msg::{
-    AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, Plan, Policy, ProcName, Request,
-    Response, Technique,
+    AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, ExitReport, LaunchSpec,
+    LinkQuality, NodeSpec, OutputLine, Plan, Policy, ProcName, Request, Response, Stream,
+    Technique,
 };

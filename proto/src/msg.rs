@@ -5,6 +5,8 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 
+pub use qcg_jobprofile::topology::{LinkQuality, Node as NodeSpec};
+
 /// A process's grid-wide name: its job and its rank in the job.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ProcName {
@@ -209,8 +211,100 @@ pub struct Plan {
     pub attempts: Vec<Attempt>,
 }
 
-/// A request, on any hop of the control plane.
+/// Which output stream of a process a line came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// One line a process printed (without its line end).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputLine {
+    /// Which stream.
+    pub stream: Stream,
+    /// The text (invalid UTF-8 replaced).
+    pub text: String,
+}
+
+/// How a process ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExitReport {
+    /// Exit status, when it exited.
+    pub code: Option<i32>,
+    /// Signal number, when a signal ended it.
+    pub signal: Option<i32>,
+    /// Why it could not be started or waited for.
+    pub error: Option<String>,
+}
+
+impl ExitReport {
+    /// Whether the process exited with status 0.
+    pub fn success(&self) -> bool {
+        self.code == Some(0) && self.error.is_none()
+    }
+
+    /// A process that never ran.
+    pub fn not_started(why: impl Into<String>) -> Self {
+        ExitReport {
+            code: None,
+            signal: None,
+            error: Some(why.into()),
+        }
+    }
+}
+
+impl fmt::Display for ExitReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.error, self.code, self.signal) {
+            (Some(e), _, _) => write!(f, "could not be started: {e}"),
+            (None, Some(c), _) => write!(f, "exited with status {c}"),
+            (None, None, Some(s)) => write!(f, "was killed by signal {s}"),
+            (None, None, None) => f.write_str("ended abnormally"),
+        }
+    }
+}
+
+/// What a helper needs to start one process of a job. The environment carries the
+/// job secret (over mutual TLS only), so `Debug` leaves the environment out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchSpec {
+    /// The job.
+    pub job: String,
+    /// The rank this process is.
+    pub rank: u32,
+    /// The node it runs on (the helper's node name).
+    pub node: String,
+    /// Program: a bare name is searched in `PATH`, a relative path is taken from the
+    /// working directory.
+    pub executable: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Environment variables to set (the helper adds `QCG_HELPER`).
+    pub env: Vec<(String, String)>,
+    /// Folder to run in (the helper's own when absent).
+    pub working_directory: Option<String>,
+}
+
+impl fmt::Debug for LaunchSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LaunchSpec")
+            .field("job", &self.job)
+            .field("rank", &self.rank)
+            .field("node", &self.node)
+            .field("executable", &self.executable)
+            .field("args", &self.args)
+            .field("env", &"<hidden>")
+            .field("working_directory", &self.working_directory)
+            .finish()
+    }
+}
+
+/// A request, on any hop of the control plane.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Request {
     /// process → helper → frontal: what is this cluster's configuration?
     ClusterInfo,
@@ -255,6 +349,56 @@ pub enum Request {
         /// One rank, or the whole job when absent.
         rank: Option<u32>,
     },
+    /// helper → frontal, first on every connection: the node this helper serves and
+    /// what it offers (the frontal's config may override the figures).
+    RegisterNode(NodeSpec),
+    /// frontal → broker: the cluster's nodes that have a helper connected, and the
+    /// quality of the cluster's internal network.
+    ClusterNodes {
+        /// Nodes able to run processes now.
+        nodes: Vec<NodeSpec>,
+        /// Links between two nodes of the cluster.
+        internal: LinkQuality,
+    },
+    /// broker → frontal: measure the link to the frontal of `cluster` at `addr`
+    /// (answered with [`Response::Measured`]).
+    ProbePeer {
+        /// The other cluster.
+        cluster: String,
+        /// Its frontal's QUIC address.
+        addr: SocketAddr,
+    },
+    /// frontal → frontal: a probe; answered with the payload's length.
+    Echo {
+        /// Filler bytes.
+        payload: String,
+    },
+    /// broker → frontal → helper: start one process of a job.
+    Launch(Box<LaunchSpec>),
+    /// broker → frontal → helper: kill every process of a job (the whole process
+    /// group of each), and refuse to start any more.
+    Kill {
+        /// The job.
+        job: String,
+    },
+    /// helper → frontal → broker: lines printed by a process, in order.
+    Output {
+        /// The job.
+        job: String,
+        /// The process's rank.
+        rank: u32,
+        /// The lines.
+        lines: Vec<OutputLine>,
+    },
+    /// helper → frontal → broker: a process ended, after all its output was sent.
+    ProcessExited {
+        /// The job.
+        job: String,
+        /// The process's rank.
+        rank: u32,
+        /// How it ended.
+        exit: ExitReport,
+    },
 }
 
 impl Request {
@@ -270,6 +414,14 @@ impl Request {
             Request::Report { .. } => "report",
             Request::JobEnd { .. } => "job_end",
             Request::Invalidate { .. } => "invalidate",
+            Request::RegisterNode(_) => "register_node",
+            Request::ClusterNodes { .. } => "cluster_nodes",
+            Request::ProbePeer { .. } => "probe_peer",
+            Request::Echo { .. } => "echo",
+            Request::Launch(_) => "launch",
+            Request::Kill { .. } => "kill",
+            Request::Output { .. } => "output",
+            Request::ProcessExited { .. } => "process_exited",
         }
     }
 }
@@ -312,7 +464,7 @@ impl fmt::Display for ErrorReply {
 }
 
 /// An answer, on any hop.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Response {
     /// Done.
     Ok,
@@ -329,6 +481,13 @@ pub enum Response {
     },
     /// A connection plan.
     Plan(Plan),
+    /// A measured link (answer to `ProbePeer`).
+    Measured(LinkQuality),
+    /// Bytes received (answer to `Echo`).
+    Echoed {
+        /// Length of the payload.
+        len: u64,
+    },
     /// Something went wrong.
     Error(ErrorReply),
 }
