@@ -1,5 +1,8 @@
-//! The broker's HTTP API: read-only views of its state and Prometheus metrics.
+//! The broker's HTTP API: read-only views of its state, the resource topology and
+//! Prometheus metrics. It holds nothing secret and changes nothing, so it may be
+//! served on plain HTTP (`http_listen`); the job API is HTTPS only ([`crate::api`]).
 
+use crate::grid::Ctx;
 use crate::registry::Registry;
 use axum::extract::State;
 use axum::http::header;
@@ -16,13 +19,22 @@ fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Registry> {
 }
 
 /// The router, built apart from serving so tests can call it without a port.
-pub fn app(state: Shared) -> Router {
+pub fn app(ctx: Ctx) -> Router {
     Router::new()
         .route("/v1/clusters", get(clusters))
         .route("/v1/processes", get(processes))
         .route("/v1/links", get(links))
         .route("/metrics", get(metrics))
-        .with_state(state)
+        .with_state(ctx.registry.clone())
+        .merge(
+            Router::new()
+                .route("/v1/topology", get(topology))
+                .with_state(ctx),
+        )
+}
+
+async fn topology(State(ctx): State<Ctx>) -> impl IntoResponse {
+    Json(ctx.topology())
 }
 
 async fn clusters(State(s): State<Shared>) -> impl IntoResponse {
@@ -75,6 +87,8 @@ mod tests {
                 public_address: None,
             }),
         );
+        let ctx = Ctx::new(state.clone(), std::time::Duration::from_secs(60));
+        let app = |_: Shared| self::app(ctx.clone());
         let (s, body) = get(app(state.clone()), "/v1/clusters").await;
         assert_eq!(s, StatusCode::OK);
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -85,6 +99,9 @@ mod tests {
         assert_eq!(v["direct"]["ok"], 0);
         let (_, body) = get(app(state.clone()), "/metrics").await;
         assert!(body.contains("qcg_broker_clusters 1"), "{body}");
+        let (s, body) = get(app(state.clone()), "/v1/topology").await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(body, r#"{"clusters":[],"links":[]}"#);
         let (s, _) = get(app(state), "/v1/nope").await;
         assert_eq!(s, StatusCode::NOT_FOUND);
     }

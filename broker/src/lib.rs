@@ -5,6 +5,12 @@
 //! registry of every process, and answers connection requests with a plan chosen by
 //! the pure function in [`plan`]. An HTTP API ([`http`]) shows its state and metrics.
 //!
+//! It also runs submitted jobs: an HTTPS API ([`api`], client certificates with role
+//! `client`) takes JobProfiles; the pure job table ([`jobs`]) schedules them with
+//! `qcg_jobprofile::sched` on the topology the frontals report and measure
+//! ([`topology`]), and the shell ([`grid`]) has the frontals start, stream and stop
+//! the processes.
+//!
 //! ```no_run
 //! # async fn f(id: qcg_proto::tls::Identity) -> anyhow::Result<()> {
 //! let broker = qcg_broker::Broker::start(
@@ -18,20 +24,41 @@
 //! # Ok(()) }
 //! ```
 
+pub mod api;
 pub mod config;
+pub mod grid;
 pub mod http;
+pub mod jobs;
 pub mod plan;
 pub mod registry;
+pub mod topology;
 
+use grid::Ctx;
 use qcg_proto::msg::{Request, Response};
 use qcg_proto::quic;
-use qcg_proto::tls::{Identity, Role};
-use registry::{Invalidation, Registry};
-use std::collections::HashMap;
+use qcg_proto::tls::{peer_has_role, Identity, Role};
+use registry::Registry;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+/// Where and how a broker serves.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// UDP address for frontals (QUIC).
+    pub quic: SocketAddr,
+    /// TCP address of the read-only HTTP API.
+    pub http: Option<SocketAddr>,
+    /// TCP address of the HTTPS job API.
+    pub https: Option<SocketAddr>,
+    /// How often each pair of clusters is measured.
+    pub probe_interval: Duration,
+}
+
+/// Default time between two probes of a pair of clusters.
+pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(300);
 
 /// A running broker.
 pub struct Broker {
@@ -39,36 +66,78 @@ pub struct Broker {
     pub quic_addr: SocketAddr,
     /// Where the HTTP API listens, if enabled.
     pub http_addr: Option<SocketAddr>,
+    /// Where the HTTPS job API listens, if enabled.
+    pub https_addr: Option<SocketAddr>,
     /// The broker's state (read by tests and the embedded grid).
     pub state: http::Shared,
+    /// Jobs, topology and frontal connections.
+    pub ctx: Ctx,
     cancel: CancellationToken,
     tracker: TaskTracker,
     endpoint: quinn::Endpoint,
 }
 
-type Frontals = Arc<Mutex<HashMap<String, quinn::Connection>>>;
+/// A fresh job id.
+pub fn new_job_id() -> String {
+    format!("job-{}", hex::encode(random::<4>()))
+}
+
+/// A fresh job secret, 64 hex digits.
+pub fn new_secret_hex() -> String {
+    hex::encode(random::<32>())
+}
+
+fn random<const N: usize>() -> [u8; N] {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; N];
+    // The system's random source does not fail on the platforms qcg runs on; if it
+    // ever did, a zeroed id or secret would be the wrong answer, so stop.
+    ring::rand::SystemRandom::new()
+        .fill(&mut b)
+        .expect("system random number generator");
+    b
+}
+
+async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot bind the {what} on {addr}: {e}"))
+}
 
 impl Broker {
-    /// Binds and starts serving. Bind to port 0 to let the system choose.
+    /// Binds and starts serving, without the job API. Bind to port 0 to let the
+    /// system choose.
     pub async fn start(
         id: Identity,
         quic_addr: SocketAddr,
         http_addr: Option<SocketAddr>,
     ) -> anyhow::Result<Broker> {
-        let endpoint = quic::server_endpoint(quic_addr, &id)?;
+        Broker::start_with(
+            id,
+            Options {
+                quic: quic_addr,
+                http: http_addr,
+                https: None,
+                probe_interval: DEFAULT_PROBE_INTERVAL,
+            },
+        )
+        .await
+    }
+
+    /// Binds and starts serving.
+    pub async fn start_with(id: Identity, opts: Options) -> anyhow::Result<Broker> {
+        let endpoint = quic::server_endpoint(opts.quic, &id)?;
         let quic_addr = endpoint.local_addr()?;
         let state: http::Shared = Arc::new(Mutex::new(Registry::default()));
+        let ctx = Ctx::new(state.clone(), opts.probe_interval);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let frontals: Frontals = Default::default();
 
-        let http_addr = match http_addr {
+        let http_addr = match opts.http {
             Some(addr) => {
-                let listener = tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("cannot bind the HTTP API on {addr}: {e}"))?;
+                let listener = bind(addr, "HTTP API").await?;
                 let addr = listener.local_addr()?;
-                let app = http::app(state.clone());
+                let app = http::app(ctx.clone());
                 let c = cancel.clone();
                 tracker.spawn(async move {
                     let r = axum::serve(listener, app)
@@ -83,29 +152,62 @@ impl Broker {
             None => None,
         };
 
+        let https_addr = match opts.https {
+            Some(addr) => {
+                let listener = bind(addr, "HTTPS API").await?;
+                let addr = listener.local_addr()?;
+                let mut tls = id.server_config()?;
+                tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+                let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+                tracker.spawn(serve_https(
+                    listener,
+                    acceptor,
+                    ctx.clone(),
+                    cancel.clone(),
+                    tracker.clone(),
+                ));
+                Some(addr)
+            }
+            None => None,
+        };
+
         let ep = endpoint.clone();
-        let (st, c, t) = (state.clone(), cancel.clone(), tracker.clone());
+        let (cx, c, t) = (ctx.clone(), cancel.clone(), tracker.clone());
         tracker.spawn(async move {
             loop {
                 let incoming = tokio::select! {
                     _ = c.cancelled() => break,
                     i = ep.accept() => match i { Some(i) => i, None => break },
                 };
-                let (st, fr) = (st.clone(), frontals.clone());
+                let cx = cx.clone();
                 t.spawn(async move {
                     let peer = incoming.remote_address();
                     match incoming.await {
-                        Ok(conn) => serve_frontal(conn, st, fr).await,
+                        Ok(conn) => serve_frontal(conn, cx).await,
                         Err(e) => tracing::warn!(%peer, error = %e, "frontal handshake failed"),
                     }
                 });
             }
         });
-        tracing::info!(%quic_addr, ?http_addr, "broker started");
+
+        // The clock: probes and given-up processes.
+        let (cx, c) = (ctx.clone(), cancel.clone());
+        tracker.spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => break,
+                    _ = every.tick() => cx.tick(),
+                }
+            }
+        });
+        tracing::info!(%quic_addr, ?http_addr, ?https_addr, "broker started");
         Ok(Broker {
             quic_addr,
             http_addr,
+            https_addr,
             state,
+            ctx,
             cancel,
             tracker,
             endpoint,
@@ -121,7 +223,63 @@ impl Broker {
     }
 }
 
-async fn serve_frontal(conn: quinn::Connection, state: http::Shared, frontals: Frontals) {
+async fn serve_https(
+    listener: tokio::net::TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+    ctx: Ctx,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+) {
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = cancel.cancelled() => break,
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "HTTPS accept failed");
+                    continue;
+                }
+            },
+        };
+        let (acceptor, ctx, c) = (acceptor.clone(), ctx.clone(), cancel.clone());
+        tracker.spawn(async move {
+            let tls =
+                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
+                    Ok(Ok(t)) => t,
+                    Ok(Err(e)) => {
+                        tracing::warn!(%peer, error = %e, "HTTPS handshake refused");
+                        return;
+                    }
+                    Err(_) => return,
+                };
+            let is_client = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .is_some_and(|c| peer_has_role(c, Role::Client));
+            if !is_client {
+                tracing::warn!(%peer, "HTTPS peer without a client certificate refused");
+            }
+            let app = if is_client {
+                api::app(ctx)
+            } else {
+                api::forbidden()
+            };
+            let svc = hyper_util::service::TowerToHyperService::new(app);
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc);
+            tokio::select! {
+                _ = c.cancelled() => {}
+                r = conn => if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "HTTPS connection ended");
+                },
+            }
+        });
+    }
+}
+
+async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
     let peer = conn.remote_address();
     if let Err(e) = quic::check_peer_role(&conn, Role::Frontal) {
         tracing::warn!(%peer, error = %e, "refused connection");
@@ -133,62 +291,55 @@ async fn serve_frontal(conn: quinn::Connection, state: http::Shared, frontals: F
     let cluster: Arc<Mutex<Option<String>>> = Default::default();
     let c2 = conn.clone();
     let cl = cluster.clone();
-    let fr = frontals.clone();
+    let cx = ctx.clone();
     let handler = move |req: Request| {
-        let (state, cluster, frontals, conn) = (state.clone(), cl.clone(), fr.clone(), c2.clone());
+        let (ctx, cluster, conn) = (cx.clone(), cl.clone(), c2.clone());
         async move {
             let current = cluster.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            tracing::debug!(%peer, kind = req.kind(), "request");
+            if let Some(own) = &current {
+                if let Some(resp) = ctx.from_frontal(own, &req) {
+                    return resp;
+                }
+            }
             let name = match &req {
                 Request::RegisterCluster(c) => Some(c.name.clone()),
                 _ => None,
             };
-            tracing::debug!(%peer, kind = req.kind(), "request");
-            let (resp, inv) = state
+            let (resp, inv) = ctx
+                .registry
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .handle(current.as_deref(), req);
             if let (Some(name), Response::Ok) = (name, &resp) {
                 *cluster.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.clone());
-                frontals
+                ctx.frontals
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(name.clone(), conn);
                 tracing::info!(%peer, cluster = %name, "cluster registered");
             }
             if let Some(inv) = inv {
-                push_invalidation(&frontals, inv);
+                grid::push_invalidation(&ctx.frontals, inv);
             }
             resp
         }
     };
     let why = quic::serve(conn.clone(), handler).await;
     if let Some(name) = cluster.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-        let mut f = frontals.lock().unwrap_or_else(|p| p.into_inner());
+        let mut f = ctx.frontals.lock().unwrap_or_else(|p| p.into_inner());
         if f.get(&name)
             .is_some_and(|c| c.stable_id() == conn.stable_id())
         {
             f.remove(&name);
+            drop(f);
+            // Its nodes cannot be reached to start processes any more.
+            let none = qcg_proto::LinkQuality {
+                latency_ms: 0.0,
+                bandwidth_mbps: 0.0,
+            };
+            ctx.book().topo.set_nodes(&name, Vec::new(), none);
         }
     }
     tracing::info!(%peer, reason = %why, "frontal disconnected");
-}
-
-fn push_invalidation(frontals: &Frontals, inv: Invalidation) {
-    let conns: Vec<_> = frontals
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .values()
-        .cloned()
-        .collect();
-    for conn in conns {
-        let req = Request::Invalidate {
-            job: inv.job.clone(),
-            rank: inv.rank,
-        };
-        tokio::spawn(async move {
-            if let Err(e) = quic::request(&conn, &req).await {
-                tracing::warn!(peer = %conn.remote_address(), error = %e, "invalidation not delivered");
-            }
-        });
-    }
 }

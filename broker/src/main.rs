@@ -8,8 +8,9 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
-    /// Configuration file (TOML): `listen`, `http_listen`, `ca`, `cert`, `key`.
-    /// See configs/broker.toml for an example.
+    /// Configuration file (TOML): `listen` (QUIC, for frontals), `http_listen`
+    /// (read-only HTTP API), `https_listen` (HTTPS job API, client certificates),
+    /// `probe_interval_secs`, `ca`, `cert`, `key`. See configs/broker.toml.
     #[arg(long, short)]
     config: PathBuf,
 }
@@ -36,7 +37,7 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let broker = match qcg_broker::Broker::start(id, cfg.listen, cfg.http_listen).await {
+    let broker = match qcg_broker::Broker::start_with(id, cfg.options()).await {
         Ok(b) => b,
         Err(e) => {
             eprintln!("qcg-broker: {e}");
@@ -46,6 +47,9 @@ async fn main() {
     println!("qcg-broker: QUIC on {}", broker.quic_addr);
     if let Some(a) = broker.http_addr {
         println!("qcg-broker: HTTP API on http://{a}");
+    }
+    if let Some(a) = broker.https_addr {
+        println!("qcg-broker: HTTPS API on https://{a}");
     }
     let _ = tokio::signal::ctrl_c().await;
     broker.shutdown().await;

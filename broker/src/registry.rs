@@ -154,13 +154,31 @@ impl Registry {
                 self.processes.retain(|p, _| p.job != job);
                 (Response::Ok, Some(Invalidation { job, rank: None }))
             }
-            Request::NodeInfo | Request::Invalidate { .. } => (
+            other @ (Request::NodeInfo
+            | Request::Invalidate { .. }
+            | Request::RegisterNode(_)
+            | Request::ClusterNodes { .. }
+            | Request::ProbePeer { .. }
+            | Request::Echo { .. }
+            | Request::Launch(_)
+            | Request::Kill { .. }
+            | Request::Output { .. }
+            | Request::ProcessExited { .. }) => (
                 Response::error(
                     ErrorKind::Forbidden,
-                    format!("`{}` is not a request the broker answers", req.kind()),
+                    format!("`{}` is not a request the broker answers", other.kind()),
                 ),
                 None,
             ),
+        }
+    }
+
+    /// A job ended: forget its processes; frontals must forget what they cached.
+    pub fn end_job(&mut self, job: &str) -> Invalidation {
+        self.processes.retain(|p, _| p.job != job);
+        Invalidation {
+            job: job.to_string(),
+            rank: None,
         }
     }
 

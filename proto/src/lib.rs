@@ -21,6 +21,7 @@
 
 pub mod config;
 pub mod frame;
+pub mod groups;
 pub mod msg;
 pub mod quic;
 pub mod tls;

@@ -1,0 +1,225 @@
+//! The broker's job API, served over HTTPS to holders of a `client` certificate
+//! from the grid CA (the listener requires a client certificate; one of another
+//! role gets 403 on every path).
+//!
+//! | method and path | what |
+//! |---|---|
+//! | `POST /v1/jobs?workdir=DIR` | body: a JobProfile (XML). 201 with the job; 400 with the parse error (line and column); 422 when the job can never run here (the scheduler's reason; nothing is reserved) |
+//! | `GET /v1/jobs` | every job |
+//! | `GET /v1/jobs/ID` | one job: state, ranks and where they run |
+//! | `DELETE /v1/jobs/ID` | cancel: every process of the job is killed |
+//! | `GET /v1/jobs/ID/output?from=N&wait=SECS` | output lines from the N-th on; waits up to SECS (at most 30) for one when there is none yet |
+//!
+//! The read-only views (`/v1/clusters`, `/v1/processes`, `/v1/links`,
+//! `/v1/topology`, `/metrics`) are served here too.
+
+use crate::grid::Ctx;
+use crate::jobs::{Job, JobError, JobLine, JobState, RankState};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use qcg_jobprofile::profile::JobProfile;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Longest wait of a long poll.
+pub const MAX_WAIT: Duration = Duration::from_secs(30);
+
+/// A rank as the API shows it.
+#[derive(Serialize)]
+pub struct RankView {
+    /// The rank.
+    pub rank: u32,
+    /// Its group.
+    pub group: String,
+    /// Its cluster.
+    pub cluster: String,
+    /// Its node.
+    pub node: String,
+    /// Its state.
+    #[serde(flatten)]
+    pub state: RankState,
+}
+
+/// A job as the API shows it.
+#[derive(Serialize)]
+pub struct JobView {
+    /// Id.
+    pub id: String,
+    /// The profile's `appId`.
+    pub app_id: String,
+    /// State.
+    pub status: JobState,
+    /// Whether nothing of it runs any more (its slots are free).
+    pub finished: bool,
+    /// Lines of output so far.
+    pub lines: usize,
+    /// Its ranks, once placed.
+    pub ranks: Vec<RankView>,
+}
+
+impl JobView {
+    /// The view of a job.
+    pub fn of(j: &Job) -> JobView {
+        let ranks = j
+            .mapping
+            .as_ref()
+            .map(|m| {
+                m.ranks
+                    .iter()
+                    .zip(&j.ranks)
+                    .map(|(p, s)| RankView {
+                        rank: p.rank as u32,
+                        group: p.group.clone(),
+                        cluster: p.cluster.clone(),
+                        node: p.node.clone(),
+                        state: s.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        JobView {
+            id: j.id.clone(),
+            app_id: j.submission.profile.app_id.clone(),
+            status: j.state.clone(),
+            finished: j.finished(),
+            lines: j.output.len(),
+            ranks,
+        }
+    }
+}
+
+/// A page of output.
+#[derive(Serialize)]
+pub struct OutputPage {
+    /// Lines from `from` on.
+    pub lines: Vec<JobLine>,
+    /// Where the next page starts.
+    pub next: usize,
+    /// Whether the job is finished (no more lines will come).
+    pub finished: bool,
+    /// The job's state.
+    pub status: JobState,
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let message = message.into();
+    (status, Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+fn job_error(e: JobError) -> Response {
+    match e {
+        JobError::Unknown(_) => error(StatusCode::NOT_FOUND, e.to_string()),
+        JobError::Infeasible(_) | JobError::Incomplete(_) => {
+            error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+        }
+        JobError::Forbidden(_) => error(StatusCode::FORBIDDEN, e.to_string()),
+    }
+}
+
+/// The job API and the read-only views.
+pub fn app(ctx: Ctx) -> Router {
+    Router::new()
+        .route("/v1/jobs", get(list).post(submit))
+        .route("/v1/jobs/{id}", get(status).delete(cancel))
+        .route("/v1/jobs/{id}/output", get(output))
+        .with_state(ctx.clone())
+        .merge(crate::http::app(ctx))
+}
+
+/// What a TLS peer without a `client` certificate gets.
+pub fn forbidden() -> Router {
+    Router::new().fallback(|| async {
+        error(
+            StatusCode::FORBIDDEN,
+            "a client certificate from the grid CA is required (qcg ca issue --role client)",
+        )
+    })
+}
+
+#[derive(Deserialize)]
+struct SubmitQuery {
+    workdir: Option<String>,
+}
+
+async fn submit(State(ctx): State<Ctx>, Query(q): Query<SubmitQuery>, body: String) -> Response {
+    let profile = match JobProfile::parse(&body) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid JobProfile: {e}")),
+    };
+    match ctx.submit(profile, q.workdir) {
+        Ok(id) => {
+            let view = ctx.book().jobs.get(&id).map(JobView::of);
+            (StatusCode::CREATED, Json(view)).into_response()
+        }
+        Err(e) => job_error(e),
+    }
+}
+
+async fn list(State(ctx): State<Ctx>) -> Response {
+    let jobs: Vec<JobView> = ctx.book().jobs.all().map(JobView::of).collect();
+    Json(jobs).into_response()
+}
+
+async fn status(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
+    match ctx.book().jobs.get(&id) {
+        Some(j) => Json(JobView::of(j)).into_response(),
+        None => job_error(JobError::Unknown(id)),
+    }
+}
+
+async fn cancel(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
+    if let Err(e) = ctx.cancel(&id) {
+        return job_error(e);
+    }
+    match ctx.book().jobs.get(&id) {
+        Some(j) => Json(JobView::of(j)).into_response(),
+        None => job_error(JobError::Unknown(id)),
+    }
+}
+
+#[derive(Deserialize)]
+struct OutputQuery {
+    #[serde(default)]
+    from: usize,
+    #[serde(default)]
+    wait: u64,
+}
+
+async fn output(
+    State(ctx): State<Ctx>,
+    Path(id): Path<String>,
+    Query(q): Query<OutputQuery>,
+) -> Response {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(q.wait).min(MAX_WAIT);
+    let mut changed = ctx.changed.subscribe();
+    loop {
+        let page = {
+            let book = ctx.book();
+            let Some(j) = book.jobs.get(&id) else {
+                return job_error(JobError::Unknown(id));
+            };
+            let from = q.from.min(j.output.len());
+            OutputPage {
+                lines: j.output[from..].iter().take(10_000).cloned().collect(),
+                next: 0,
+                finished: j.finished(),
+                status: j.state.clone(),
+            }
+        };
+        if !page.lines.is_empty() || page.finished {
+            let next = q.from + page.lines.len();
+            return Json(OutputPage { next, ..page }).into_response();
+        }
+        let wait = tokio::time::timeout_at(deadline, changed.changed()).await;
+        if !matches!(wait, Ok(Ok(()))) {
+            return Json(OutputPage {
+                next: q.from,
+                ..page
+            })
+            .into_response();
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The async shell around the pure cores: it keeps the frontals' connections,
+//! feeds the job table ([`crate::jobs`]) and the topology book
+//! ([`crate::topology`]) with what frontals report, carries out their actions
+//! (launch, kill, probe) over QUIC, and runs the clock.
+
+use crate::http::Shared;
+use crate::jobs::{Action, JobError, Jobs, Submission};
+use crate::registry::Invalidation;
+use crate::topology::TopoBook;
+use qcg_jobprofile::profile::JobProfile;
+use qcg_jobprofile::topology::ResourceTopology;
+use qcg_proto::quic;
+use qcg_proto::{ErrorKind, Request, Response};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Connections of the registered frontals, by cluster.
+pub type Frontals = Arc<Mutex<HashMap<String, quinn::Connection>>>;
+
+/// Jobs and resources.
+#[derive(Debug, Default)]
+pub struct Book {
+    /// What the frontals reported and measured.
+    pub topo: TopoBook,
+    /// Submitted jobs.
+    pub jobs: Jobs,
+}
+
+/// Everything the broker's tasks and handlers share. Locks are taken registry first,
+/// then book, never the other way.
+#[derive(Clone)]
+pub struct Ctx {
+    /// Clusters and processes.
+    pub registry: Shared,
+    /// Jobs and resources.
+    pub book: Arc<Mutex<Book>>,
+    /// Frontal connections.
+    pub frontals: Frontals,
+    /// Bumped whenever a job changes (output, state), for long polls.
+    pub changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// How often each pair of clusters is measured.
+    pub probe_interval: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Ctx {
+    /// A fresh context.
+    pub fn new(registry: Shared, probe_interval: Duration) -> Ctx {
+        Ctx {
+            registry,
+            book: Default::default(),
+            frontals: Default::default(),
+            changed: Arc::new(tokio::sync::watch::channel(0).0),
+            probe_interval,
+        }
+    }
+
+    /// The book, locked.
+    pub fn book(&self) -> MutexGuard<'_, Book> {
+        lock(&self.book)
+    }
+
+    fn bump(&self) {
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// The resource topology jobs are scheduled on.
+    pub fn topology(&self) -> ResourceTopology {
+        let configs = lock(&self.registry).clusters();
+        self.book().topo.topology(&configs)
+    }
+
+    /// Submits a parsed profile; returns the job id.
+    pub fn submit(&self, profile: JobProfile, workdir: Option<String>) -> Result<String, JobError> {
+        let topo = self.topology();
+        let id = crate::new_job_id();
+        let submission = Submission {
+            profile,
+            secret_hex: crate::new_secret_hex(),
+            workdir,
+        };
+        let actions = self.book().jobs.submit(id.clone(), submission, &topo)?;
+        tracing::info!(job = %id, launches = actions.len(), "job submitted");
+        self.execute(actions);
+        self.bump();
+        Ok(id)
+    }
+
+    /// Cancels a job.
+    pub fn cancel(&self, id: &str) -> Result<(), JobError> {
+        let actions = self.book().jobs.cancel(id, Instant::now())?;
+        tracing::info!(job = %id, "job cancelled");
+        self.execute(actions);
+        self.bump();
+        Ok(())
+    }
+
+    fn frontal(&self, cluster: &str) -> Option<quinn::Connection> {
+        lock(&self.frontals).get(cluster).cloned()
+    }
+
+    /// Carries out what the job table asked for.
+    pub fn execute(&self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::Launch { cluster, spec } => {
+                    let ctx = self.clone();
+                    tokio::spawn(async move {
+                        let result = match ctx.frontal(&cluster) {
+                            None => {
+                                Err(format!("the frontal of cluster {cluster} is not connected"))
+                            }
+                            Some(conn) => {
+                                match quic::request(&conn, &Request::Launch(Box::new(spec.clone())))
+                                    .await
+                                {
+                                    Ok(Response::Ok) => Ok(()),
+                                    Ok(Response::Error(e)) => Err(e.message),
+                                    Ok(other) => {
+                                        Err(format!("unexpected answer to launch: {other:?}"))
+                                    }
+                                    Err(e) => Err(format!("the frontal of cluster {cluster}: {e}")),
+                                }
+                            }
+                        };
+                        if let Err(e) = &result {
+                            tracing::warn!(job = %spec.job, rank = spec.rank, error = %e, "launch failed");
+                        }
+                        let more =
+                            ctx.book()
+                                .jobs
+                                .launched(&spec.job, spec.rank, result, Instant::now());
+                        ctx.execute(more);
+                        ctx.bump();
+                    });
+                }
+                Action::Kill { job, clusters } => {
+                    for cluster in clusters {
+                        let Some(conn) = self.frontal(&cluster) else {
+                            tracing::warn!(%job, %cluster, "cannot kill: frontal not connected");
+                            continue;
+                        };
+                        let req = Request::Kill { job: job.clone() };
+                        tokio::spawn(async move {
+                            if let Err(e) = quic::request(&conn, &req).await {
+                                tracing::warn!(%cluster, error = %e, "kill not delivered");
+                            }
+                        });
+                    }
+                }
+                Action::Ended { job } => {
+                    tracing::info!(%job, "job ended; its slots are free");
+                    let inv = lock(&self.registry).end_job(&job);
+                    push_invalidation(&self.frontals, inv);
+                    let topo = self.topology();
+                    let more = self.book().jobs.start_queued(&topo);
+                    self.execute(more);
+                    self.bump();
+                }
+            }
+        }
+    }
+
+    /// Handles what a frontal reports about its nodes and its processes; `None` for
+    /// requests that are the registry's business.
+    pub fn from_frontal(&self, cluster: &str, req: &Request) -> Option<Response> {
+        let now = Instant::now();
+        let resp = match req {
+            Request::ClusterNodes { nodes, internal } => {
+                self.book()
+                    .topo
+                    .set_nodes(cluster, nodes.clone(), *internal);
+                tracing::info!(%cluster, nodes = nodes.len(), "cluster nodes reported");
+                let topo = self.topology();
+                let more = self.book().jobs.start_queued(&topo);
+                self.execute(more);
+                Response::Ok
+            }
+            Request::Output { job, rank, lines } => {
+                match self.book().jobs.output(job, *rank, cluster, lines.clone()) {
+                    Ok(()) => Response::Ok,
+                    Err(e) => Response::error(ErrorKind::Forbidden, e.to_string()),
+                }
+            }
+            Request::ProcessExited { job, rank, exit } => {
+                let r = self
+                    .book()
+                    .jobs
+                    .exited(job, *rank, cluster, exit.clone(), now);
+                match r {
+                    Ok(actions) => {
+                        self.execute(actions);
+                        Response::Ok
+                    }
+                    Err(e) => Response::error(ErrorKind::Forbidden, e.to_string()),
+                }
+            }
+            _ => return None,
+        };
+        self.bump();
+        Some(resp)
+    }
+
+    /// One turn of the clock: probes that are due, processes given up.
+    pub fn tick(&self) {
+        let now = Instant::now();
+        let conns: HashMap<String, quinn::Connection> = lock(&self.frontals).clone();
+        let names: Vec<String> = conns.keys().cloned().collect();
+        let due = self.book().topo.due(&names, now, self.probe_interval);
+        for (a, b) in due {
+            let (Some(ca), Some(cb)) = (conns.get(&a).cloned(), conns.get(&b)) else {
+                continue;
+            };
+            let addr = cb.remote_address();
+            let ctx = self.clone();
+            tokio::spawn(async move {
+                let req = Request::ProbePeer {
+                    cluster: b.clone(),
+                    addr,
+                };
+                let outcome = match quic::request(&ca, &req).await {
+                    Ok(Response::Measured(q)) => Ok(q),
+                    Ok(Response::Error(e)) => Err(e.message),
+                    Ok(other) => Err(format!("unexpected answer to probe: {other:?}")),
+                    Err(e) => Err(e.to_string()),
+                };
+                match &outcome {
+                    Ok(q) => {
+                        tracing::debug!(%a, %b, latency_ms = q.latency_ms, bandwidth_mbps = q.bandwidth_mbps, "link measured")
+                    }
+                    Err(e) => tracing::warn!(%a, %b, error = %e, "probe failed"),
+                }
+                ctx.book().topo.record(&a, &b, outcome, Instant::now());
+                let topo = ctx.topology();
+                let more = ctx.book().jobs.start_queued(&topo);
+                ctx.execute(more);
+            });
+        }
+        let topo = self.topology();
+        let actions = self.book().jobs.tick(&topo, now);
+        if !actions.is_empty() {
+            self.execute(actions);
+            self.bump();
+        }
+    }
+}
+
+/// Tells every frontal to forget cached answers.
+pub fn push_invalidation(frontals: &Frontals, inv: Invalidation) {
+    let conns: Vec<_> = lock(frontals).values().cloned().collect();
+    for conn in conns {
+        let req = Request::Invalidate {
+            job: inv.job.clone(),
+            rank: inv.rank,
+        };
+        tokio::spawn(async move {
+            if let Err(e) = quic::request(&conn, &req).await {
+                tracing::warn!(peer = %conn.remote_address(), error = %e, "invalidation not delivered");
+            }
+        });
+    }
+}

@@ -1,0 +1,740 @@
+//! Submitted jobs: a pure state machine. The async shell feeds it events
+//! (submission, launch outcomes, output, process ends, cancellation, the clock) and
+//! carries out the [`Action`]s it returns (launch and kill requests to frontals).
+//!
+//! A job is scheduled with [`qcg_jobprofile::sched::schedule`] on the topology and
+//! the free slots; its slots are held from the moment it starts until every one of
+//! its processes is known to have ended (or [`KILL_GRACE`] after it was killed,
+//! when a node stays silent). A job that fits the grid but not the free slots waits
+//! in a queue; one that cannot fit even on an empty grid is refused with the
+//! scheduler's reason and reserves nothing.
+
+use qcg_jobprofile::profile::JobProfile;
+use qcg_jobprofile::sched::{schedule, FreeSlots, Mapping, Strategy};
+use qcg_jobprofile::topology::ResourceTopology;
+use qcg_proto::{ExitReport, LaunchSpec, OutputLine, Stream};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// How long after a kill a silent process is given up as lost (its slot freed).
+pub const KILL_GRACE: Duration = Duration::from_secs(15);
+/// Lines of output kept per job; later lines are dropped (and counted).
+pub const MAX_LINES: usize = 1_000_000;
+
+/// Where a job stands.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum JobState {
+    /// Waiting for free slots.
+    Queued,
+    /// Processes started or starting.
+    Running,
+    /// Every process exited with status 0.
+    Succeeded,
+    /// A process failed; the others were stopped.
+    Failed {
+        /// The first rank that failed.
+        rank: u32,
+        /// How it failed.
+        reason: String,
+    },
+    /// Cancelled by the user; every process was stopped.
+    Cancelled,
+}
+
+impl JobState {
+    /// Whether the job's outcome is decided.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, JobState::Queued | JobState::Running)
+    }
+}
+
+/// One process of a job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum RankState {
+    /// Not launched yet.
+    Pending,
+    /// Launch request sent.
+    Starting,
+    /// Running.
+    Running,
+    /// Ended.
+    Exited {
+        /// How.
+        exit: ExitReport,
+    },
+    /// Its node never reported its end after a kill.
+    Lost,
+}
+
+impl RankState {
+    fn is_over(&self) -> bool {
+        matches!(self, RankState::Exited { .. } | RankState::Lost)
+    }
+}
+
+/// A line of a job's output, as the submitter sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobLine {
+    /// The rank that printed it.
+    pub rank: u32,
+    /// Its stream.
+    pub stream: Stream,
+    /// Its text.
+    pub text: String,
+}
+
+/// What to run, besides the profile.
+#[derive(Clone, Debug)]
+pub struct Submission {
+    /// The parsed profile.
+    pub profile: JobProfile,
+    /// The job's secret, 64 hex digits.
+    pub secret_hex: String,
+    /// Working directory when the profile gives none.
+    pub workdir: Option<String>,
+}
+
+/// A job.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// Its id.
+    pub id: String,
+    /// What was submitted.
+    pub submission: Submission,
+    /// Where its processes run, once started.
+    pub mapping: Option<Mapping>,
+    /// Its state.
+    pub state: JobState,
+    /// Each rank's state.
+    pub ranks: Vec<RankState>,
+    /// Output so far.
+    pub output: Vec<JobLine>,
+    /// Lines dropped past [`MAX_LINES`].
+    pub dropped: u64,
+    /// When its outcome was decided.
+    pub decided_at: Option<Instant>,
+}
+
+impl Job {
+    /// Whether nothing of the job runs any more and its slots are free.
+    pub fn finished(&self) -> bool {
+        self.state.is_terminal()
+            && self
+                .ranks
+                .iter()
+                .all(|r| r.is_over() || *r == RankState::Pending)
+    }
+}
+
+/// What the shell must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Ask the frontal of `cluster` to start a process.
+    Launch {
+        /// The cluster.
+        cluster: String,
+        /// The process.
+        spec: LaunchSpec,
+    },
+    /// Ask the frontals of `clusters` to kill every process of `job`.
+    Kill {
+        /// The job.
+        job: String,
+        /// Clusters where it has processes.
+        clusters: Vec<String>,
+    },
+    /// The job is over: forget its processes in the registry.
+    Ended {
+        /// The job.
+        job: String,
+    },
+}
+
+/// Why a submission or a request about a job was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobError {
+    /// The job can never run on this grid.
+    #[error("the job cannot run on this grid: {0}")]
+    Infeasible(String),
+    /// The profile lacks what is needed to start processes.
+    #[error("{0}")]
+    Incomplete(String),
+    /// No such job.
+    #[error("no job `{0}`")]
+    Unknown(String),
+    /// A report about a rank from a cluster that does not run it.
+    #[error("{0}")]
+    Forbidden(String),
+}
+
+/// Every job the broker knows, and the slots they hold.
+#[derive(Debug, Default)]
+pub struct Jobs {
+    jobs: BTreeMap<String, Job>,
+    queue: VecDeque<String>,
+    /// Slots held, by (cluster, node).
+    used: BTreeMap<(String, String), u32>,
+}
+
+/// Free slots of `topo` once `used` are taken.
+pub fn free_slots(topo: &ResourceTopology, used: &BTreeMap<(String, String), u32>) -> FreeSlots {
+    let counts = topo
+        .clusters
+        .iter()
+        .map(|c| {
+            c.nodes
+                .iter()
+                .map(|n| {
+                    let u = used
+                        .get(&(c.name.clone(), n.name.clone()))
+                        .copied()
+                        .unwrap_or(0);
+                    n.slots.saturating_sub(u)
+                })
+                .collect()
+        })
+        .collect();
+    // The counts are built from the topology itself, so they always match it.
+    FreeSlots::from_counts(topo, counts).unwrap_or_else(|_| FreeSlots::all(topo))
+}
+
+impl Jobs {
+    /// A job by id.
+    pub fn get(&self, id: &str) -> Option<&Job> {
+        self.jobs.get(id)
+    }
+
+    /// Every job, by id.
+    pub fn all(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    /// Slots held, by (cluster, node).
+    pub fn used(&self) -> &BTreeMap<(String, String), u32> {
+        &self.used
+    }
+
+    /// Submits a job under `id`: refused when it cannot run even on an empty grid,
+    /// started when the free slots allow, queued otherwise.
+    pub fn submit(
+        &mut self,
+        id: String,
+        submission: Submission,
+        topo: &ResourceTopology,
+    ) -> Result<Vec<Action>, JobError> {
+        if submission.profile.task.execution.is_none() {
+            return Err(JobError::Incomplete(
+                "the profile has no <execution> with an <executable>: nothing to run".into(),
+            ));
+        }
+        schedule(
+            &submission.profile,
+            topo,
+            &FreeSlots::all(topo),
+            Strategy::Spread,
+        )
+        .map_err(|e| JobError::Infeasible(e.to_string()))?;
+        let n = usize::try_from(submission.profile.total_processes()).unwrap_or(usize::MAX);
+        self.jobs.insert(
+            id.clone(),
+            Job {
+                id: id.clone(),
+                submission,
+                mapping: None,
+                state: JobState::Queued,
+                ranks: vec![RankState::Pending; n],
+                output: Vec::new(),
+                dropped: 0,
+                decided_at: None,
+            },
+        );
+        self.queue.push_back(id);
+        Ok(self.start_queued(topo))
+    }
+
+    /// Starts queued jobs, oldest first, while they fit.
+    pub fn start_queued(&mut self, topo: &ResourceTopology) -> Vec<Action> {
+        let mut actions = Vec::new();
+        while let Some(id) = self.queue.front().cloned() {
+            let free = free_slots(topo, &self.used);
+            let Some(job) = self.jobs.get_mut(&id) else {
+                self.queue.pop_front();
+                continue;
+            };
+            let Ok(mapping) = schedule(&job.submission.profile, topo, &free, Strategy::Spread)
+            else {
+                break;
+            };
+            self.queue.pop_front();
+            for r in &mapping.ranks {
+                *self
+                    .used
+                    .entry((r.cluster.clone(), r.node.clone()))
+                    .or_default() += 1;
+            }
+            actions.extend(launches(job, &mapping));
+            job.ranks = vec![RankState::Starting; mapping.ranks.len()];
+            job.mapping = Some(mapping);
+            job.state = JobState::Running;
+        }
+        actions
+    }
+
+    /// A launch request was answered.
+    pub fn launched(
+        &mut self,
+        id: &str,
+        rank: u32,
+        result: Result<(), String>,
+        now: Instant,
+    ) -> Vec<Action> {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return Vec::new();
+        };
+        let Some(slot) = job.ranks.get_mut(rank as usize) else {
+            return Vec::new();
+        };
+        match result {
+            Ok(()) => {
+                if *slot == RankState::Starting {
+                    *slot = RankState::Running;
+                }
+                if job.state.is_terminal() {
+                    // Started after the job was stopped: stop it too.
+                    return vec![kill(job)];
+                }
+                Vec::new()
+            }
+            Err(why) => {
+                if !slot.is_over() {
+                    *slot = RankState::Exited {
+                        exit: ExitReport::not_started(why),
+                    };
+                }
+                self.after_exit(id, rank, now)
+            }
+        }
+    }
+
+    fn check_cluster(&self, id: &str, rank: u32, cluster: &str) -> Result<(), JobError> {
+        let job = self
+            .jobs
+            .get(id)
+            .ok_or_else(|| JobError::Unknown(id.into()))?;
+        let placed = job
+            .mapping
+            .as_ref()
+            .and_then(|m| m.ranks.get(rank as usize))
+            .map(|r| r.cluster.as_str());
+        if placed != Some(cluster) {
+            return Err(JobError::Forbidden(format!(
+                "rank {rank} of job {id} does not run in cluster `{cluster}`"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Lines printed by a rank, reported by the frontal of `cluster`.
+    pub fn output(
+        &mut self,
+        id: &str,
+        rank: u32,
+        cluster: &str,
+        lines: Vec<OutputLine>,
+    ) -> Result<(), JobError> {
+        self.check_cluster(id, rank, cluster)?;
+        if let Some(job) = self.jobs.get_mut(id) {
+            for l in lines {
+                if job.output.len() >= MAX_LINES {
+                    job.dropped += 1;
+                    continue;
+                }
+                job.output.push(JobLine {
+                    rank,
+                    stream: l.stream,
+                    text: l.text,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A rank ended, reported by the frontal of `cluster`.
+    pub fn exited(
+        &mut self,
+        id: &str,
+        rank: u32,
+        cluster: &str,
+        exit: ExitReport,
+        now: Instant,
+    ) -> Result<Vec<Action>, JobError> {
+        self.check_cluster(id, rank, cluster)?;
+        if let Some(slot) = self
+            .jobs
+            .get_mut(id)
+            .and_then(|j| j.ranks.get_mut(rank as usize))
+        {
+            *slot = RankState::Exited { exit };
+        }
+        Ok(self.after_exit(id, rank, now))
+    }
+
+    fn after_exit(&mut self, id: &str, rank: u32, now: Instant) -> Vec<Action> {
+        let mut actions = Vec::new();
+        let Some(job) = self.jobs.get_mut(id) else {
+            return actions;
+        };
+        if let Some(RankState::Exited { exit }) = job.ranks.get(rank as usize) {
+            if !exit.success() && job.state == JobState::Running {
+                job.state = JobState::Failed {
+                    rank,
+                    reason: exit.to_string(),
+                };
+                job.decided_at = Some(now);
+                actions.push(kill(job));
+            }
+        }
+        if job.state == JobState::Running && job.ranks.iter().all(RankState::is_over) {
+            job.state = JobState::Succeeded;
+            job.decided_at = Some(now);
+        }
+        actions.extend(self.release_if_finished(id));
+        actions
+    }
+
+    /// Frees the slots of a finished job and starts what now fits.
+    fn release_if_finished(&mut self, id: &str) -> Vec<Action> {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return Vec::new();
+        };
+        if !job.finished() {
+            return Vec::new();
+        }
+        let Some(mapping) = job.mapping.take() else {
+            return Vec::new();
+        };
+        for r in &mapping.ranks {
+            let key = (r.cluster.clone(), r.node.clone());
+            if let Some(u) = self.used.get_mut(&key) {
+                *u = u.saturating_sub(1);
+                if *u == 0 {
+                    self.used.remove(&key);
+                }
+            }
+        }
+        job.mapping = Some(mapping);
+        // Mark released by keeping the mapping but remembering in `Ended`.
+        vec![Action::Ended {
+            job: id.to_string(),
+        }]
+    }
+
+    /// Cancels a job: queued, it is dropped; running, its processes are killed.
+    pub fn cancel(&mut self, id: &str, now: Instant) -> Result<Vec<Action>, JobError> {
+        let job = self
+            .jobs
+            .get_mut(id)
+            .ok_or_else(|| JobError::Unknown(id.into()))?;
+        match job.state {
+            JobState::Queued => {
+                job.state = JobState::Cancelled;
+                job.decided_at = Some(now);
+                self.queue.retain(|q| q != id);
+                Ok(Vec::new())
+            }
+            JobState::Running => {
+                job.state = JobState::Cancelled;
+                job.decided_at = Some(now);
+                let mut actions = vec![kill(job)];
+                actions.extend(self.release_if_finished(id));
+                Ok(actions)
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// The clock: processes of a stopped job that stayed silent past [`KILL_GRACE`]
+    /// are given up, and their slots freed.
+    pub fn tick(&mut self, topo: &ResourceTopology, now: Instant) -> Vec<Action> {
+        let stale: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|j| {
+                !j.finished()
+                    && j.decided_at
+                        .is_some_and(|t| now.saturating_duration_since(t) >= KILL_GRACE)
+            })
+            .map(|j| j.id.clone())
+            .collect();
+        let mut actions = Vec::new();
+        for id in stale {
+            if let Some(job) = self.jobs.get_mut(&id) {
+                for r in job.ranks.iter_mut() {
+                    if !r.is_over() && *r != RankState::Pending {
+                        *r = RankState::Lost;
+                    }
+                }
+            }
+            actions.extend(self.release_if_finished(&id));
+        }
+        if actions.iter().any(|a| matches!(a, Action::Ended { .. })) {
+            actions.extend(self.start_queued(topo));
+        }
+        actions
+    }
+}
+
+fn kill(job: &Job) -> Action {
+    let mut clusters: Vec<String> = job
+        .mapping
+        .iter()
+        .flat_map(|m| m.ranks.iter().map(|r| r.cluster.clone()))
+        .collect();
+    clusters.sort();
+    clusters.dedup();
+    Action::Kill {
+        job: job.id.clone(),
+        clusters,
+    }
+}
+
+fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
+    let p = &job.submission.profile;
+    let Some(exec) = &p.task.execution else {
+        return Vec::new();
+    };
+    let groups: Vec<(String, u32)> = p
+        .task
+        .groups
+        .iter()
+        .map(|g| (g.id.clone(), g.processes))
+        .collect();
+    let groups = qcg_proto::groups::encode(&groups);
+    let size = mapping.ranks.len().to_string();
+    mapping
+        .ranks
+        .iter()
+        .map(|r| {
+            let mut env: Vec<(String, String)> = exec
+                .environment
+                .iter()
+                .map(|v| (v.name.clone(), v.value.clone()))
+                .collect();
+            env.extend([
+                ("QCG_JOB".to_string(), job.id.clone()),
+                ("QCG_RANK".to_string(), r.rank.to_string()),
+                ("QCG_SIZE".to_string(), size.clone()),
+                (
+                    "QCG_JOB_SECRET".to_string(),
+                    job.submission.secret_hex.clone(),
+                ),
+                (qcg_proto::groups::ENV_GROUPS.to_string(), groups.clone()),
+            ]);
+            Action::Launch {
+                cluster: r.cluster.clone(),
+                spec: LaunchSpec {
+                    job: job.id.clone(),
+                    rank: r.rank as u32,
+                    node: r.node.clone(),
+                    executable: exec.executable.clone(),
+                    args: exec.arguments.clone(),
+                    env,
+                    working_directory: exec
+                        .working_directory
+                        .clone()
+                        .or_else(|| job.submission.workdir.clone()),
+                },
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qcg_jobprofile::topology::{Cluster, LinkQuality, Node};
+
+    fn topo(clusters: usize, slots: u32) -> ResourceTopology {
+        let q = LinkQuality {
+            latency_ms: 0.1,
+            bandwidth_mbps: 1000.0,
+        };
+        ResourceTopology {
+            clusters: (0..clusters)
+                .map(|c| Cluster {
+                    name: format!("c{c}"),
+                    nodes: vec![Node {
+                        name: format!("c{c}-n0"),
+                        slots,
+                        cpu_speed_mhz: 2000.0,
+                        memory_mib: 4096.0,
+                    }],
+                    internal: q,
+                })
+                .collect(),
+            links: (0..clusters)
+                .flat_map(|a| (a + 1..clusters).map(move |b| (a, b)))
+                .map(|(a, b)| qcg_jobprofile::topology::InterLink {
+                    a: format!("c{a}"),
+                    b: format!("c{b}"),
+                    quality: LinkQuality {
+                        latency_ms: 1.0,
+                        bandwidth_mbps: 100.0,
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    fn sub(procs: u32) -> Submission {
+        let xml = format!(
+            r#"<grmsJob appId="t"><task taskId="t"><resourcesDescription><topology>
+            <group groupId="g"><processes><processesCount><value>{procs}</value></processesCount></processes></group>
+            </topology></resourcesDescription><execution type="x"><executable>/bin/true</executable></execution></task></grmsJob>"#
+        );
+        Submission {
+            profile: JobProfile::parse(&xml).unwrap(),
+            secret_hex: "00".repeat(32),
+            workdir: Some("/tmp".into()),
+        }
+    }
+
+    fn launched_all(jobs: &mut Jobs, id: &str, actions: &[Action], now: Instant) {
+        for a in actions {
+            if let Action::Launch { spec, .. } = a {
+                if spec.job == id {
+                    assert!(jobs.launched(id, spec.rank, Ok(()), now).is_empty());
+                }
+            }
+        }
+    }
+
+    fn ok() -> ExitReport {
+        ExitReport {
+            code: Some(0),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_job_runs_reserves_and_frees_its_slots() {
+        let t = topo(1, 4);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        let a = jobs.submit("a".into(), sub(3), &t).unwrap();
+        assert_eq!(a.len(), 3);
+        let Action::Launch { spec, cluster } = &a[0] else {
+            panic!("{a:?}")
+        };
+        assert_eq!(cluster, "c0");
+        let env: BTreeMap<_, _> = spec.env.iter().cloned().collect();
+        assert_eq!(env["QCG_SIZE"], "3");
+        assert_eq!(env["QCG_GROUPS"], "g:3");
+        assert_eq!(spec.working_directory.as_deref(), Some("/tmp"));
+        assert_eq!(jobs.used().values().sum::<u32>(), 3);
+        // A second job of 3 does not fit in the one free slot: it waits.
+        assert!(jobs.submit("b".into(), sub(3), &t).unwrap().is_empty());
+        assert_eq!(jobs.get("b").unwrap().state, JobState::Queued);
+        launched_all(&mut jobs, "a", &a, now);
+        // Output from the wrong cluster is refused.
+        assert!(jobs.output("a", 0, "c9", vec![]).is_err());
+        for r in 0..3 {
+            let acts = jobs.exited("a", r, "c0", ok(), now).unwrap();
+            if r < 2 {
+                assert!(acts.is_empty(), "{acts:?}");
+            } else {
+                assert_eq!(acts[0], Action::Ended { job: "a".into() });
+                // ... and b starts on the freed slots.
+                assert_eq!(acts.len(), 1);
+            }
+        }
+        assert_eq!(jobs.get("a").unwrap().state, JobState::Succeeded);
+        assert!(jobs.used().is_empty());
+        let started = jobs.start_queued(&t);
+        assert_eq!(started.len(), 3);
+        assert_eq!(jobs.get("b").unwrap().state, JobState::Running);
+    }
+
+    #[test]
+    fn an_infeasible_job_is_refused_and_reserves_nothing() {
+        let t = topo(2, 2);
+        let mut jobs = Jobs::default();
+        let e = jobs.submit("x".into(), sub(5), &t).unwrap_err();
+        assert!(matches!(e, JobError::Infeasible(_)), "{e}");
+        assert!(e.to_string().contains("5 processes"), "{e}");
+        assert!(jobs.used().is_empty());
+        assert!(jobs.get("x").is_none());
+    }
+
+    #[test]
+    fn a_failing_rank_stops_the_job_and_the_slots_wait_for_every_end() {
+        let t = topo(2, 2);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        let a = jobs.submit("a".into(), sub(4), &t).unwrap();
+        launched_all(&mut jobs, "a", &a, now);
+        let bad = ExitReport {
+            code: Some(3),
+            ..Default::default()
+        };
+        let acts = jobs.exited("a", 1, "c0", bad, now).unwrap();
+        assert_eq!(
+            acts,
+            vec![Action::Kill {
+                job: "a".into(),
+                clusters: vec!["c0".into(), "c1".into()]
+            }]
+        );
+        let j = jobs.get("a").unwrap();
+        assert_eq!(
+            j.state,
+            JobState::Failed {
+                rank: 1,
+                reason: "exited with status 3".into()
+            }
+        );
+        assert!(!j.finished());
+        assert_eq!(jobs.used().values().sum::<u32>(), 4);
+        // Two silent ranks are given up after the grace period.
+        let killed = ExitReport {
+            signal: Some(9),
+            ..Default::default()
+        };
+        jobs.exited("a", 0, "c0", killed, now).unwrap();
+        assert!(jobs.tick(&t, now + Duration::from_secs(1)).is_empty());
+        let acts = jobs.tick(&t, now + KILL_GRACE);
+        assert_eq!(acts, vec![Action::Ended { job: "a".into() }]);
+        assert!(jobs.used().is_empty());
+    }
+
+    #[test]
+    fn a_launch_failure_fails_the_job_and_cancel_kills() {
+        let t = topo(1, 4);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        jobs.submit("a".into(), sub(2), &t).unwrap();
+        jobs.launched("a", 0, Ok(()), now);
+        let acts = jobs.launched("a", 1, Err("no such file".into()), now);
+        assert!(matches!(acts[0], Action::Kill { .. }), "{acts:?}");
+        match &jobs.get("a").unwrap().state {
+            JobState::Failed { rank, reason } => {
+                assert_eq!(*rank, 1);
+                assert!(reason.contains("no such file"), "{reason}");
+            }
+            s => panic!("{s:?}"),
+        }
+        jobs.submit("b".into(), sub(2), &t).unwrap();
+        let acts = jobs.cancel("b", now).unwrap();
+        assert!(matches!(acts[0], Action::Kill { .. }), "{acts:?}");
+        assert_eq!(jobs.get("b").unwrap().state, JobState::Cancelled);
+        // A launch answered after the cancel is killed again.
+        assert!(matches!(
+            jobs.launched("b", 0, Ok(()), now)[0],
+            Action::Kill { .. }
+        ));
+        assert!(jobs.cancel("nope", now).is_err());
+    }
+}

@@ -1,0 +1,215 @@
+//! The resource topology the broker schedules on: a pure book of what frontals
+//! reported (nodes, internal link) and what their probes measured, and the choice of
+//! who probes whom and when.
+//!
+//! Every pair of clusters is measured by one of its frontals (the one whose name
+//! sorts first), through a `ProbePeer` request: a light QUIC exchange between the
+//! two gateways (three empty echoes, then one of 256 KiB). A pair is measured when
+//! both frontals are connected and its last measurement is older than the probe
+//! interval; a failed probe is tried again after a tenth of it. The topology offers
+//! a link between two clusters only when it was measured and the broker knows a
+//! technique that links processes both ways ([`crate::plan::choose`]).
+
+use qcg_jobprofile::topology::{Cluster, InterLink, ResourceTopology};
+use qcg_proto::{ClusterConfig, LinkQuality, NodeSpec};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+struct Probe {
+    at: Instant,
+    in_flight: bool,
+    failed: bool,
+}
+
+/// What is known of the grid's resources.
+#[derive(Clone, Debug, Default)]
+pub struct TopoBook {
+    nodes: BTreeMap<String, (Vec<NodeSpec>, LinkQuality)>,
+    links: BTreeMap<(String, String), LinkQuality>,
+    probes: BTreeMap<(String, String), Probe>,
+}
+
+fn pair(a: &str, b: &str) -> (String, String) {
+    if a <= b {
+        (a.to_string(), b.to_string())
+    } else {
+        (b.to_string(), a.to_string())
+    }
+}
+
+impl TopoBook {
+    /// A frontal reported its cluster's nodes.
+    pub fn set_nodes(&mut self, cluster: &str, nodes: Vec<NodeSpec>, internal: LinkQuality) {
+        self.nodes.insert(cluster.to_string(), (nodes, internal));
+    }
+
+    /// The outcome of a probe of the pair `a`–`b`.
+    pub fn record(&mut self, a: &str, b: &str, outcome: Result<LinkQuality, String>, now: Instant) {
+        let key = pair(a, b);
+        let failed = outcome.is_err();
+        if let Ok(q) = outcome {
+            self.links.insert(key.clone(), q);
+        }
+        self.probes.insert(
+            key,
+            Probe {
+                at: now,
+                in_flight: false,
+                failed,
+            },
+        );
+    }
+
+    /// The probes to make now among the `connected` clusters, as (measurer, target);
+    /// they are marked in flight.
+    pub fn due(
+        &mut self,
+        connected: &[String],
+        now: Instant,
+        interval: Duration,
+    ) -> Vec<(String, String)> {
+        let mut names = connected.to_vec();
+        names.sort();
+        names.dedup();
+        let mut out = Vec::new();
+        for (i, a) in names.iter().enumerate() {
+            for b in &names[i + 1..] {
+                let key = pair(a, b);
+                let wait = |p: &Probe| if p.failed { interval / 10 } else { interval };
+                let due = match self.probes.get(&key) {
+                    None => true,
+                    Some(p) => !p.in_flight && now.saturating_duration_since(p.at) >= wait(p),
+                };
+                if due {
+                    self.probes.insert(
+                        key,
+                        Probe {
+                            at: now,
+                            in_flight: true,
+                            failed: false,
+                        },
+                    );
+                    out.push((a.clone(), b.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The topology to schedule on: clusters with nodes, in name order, and the
+    /// measured links that processes can use both ways.
+    pub fn topology(&self, configs: &[ClusterConfig]) -> ResourceTopology {
+        let config = |n: &str| configs.iter().find(|c| c.name == n);
+        let clusters: Vec<Cluster> = self
+            .nodes
+            .iter()
+            .filter(|(name, (nodes, _))| !nodes.is_empty() && config(name).is_some())
+            .map(|(name, (nodes, internal))| Cluster {
+                name: name.clone(),
+                nodes: nodes.clone(),
+                internal: *internal,
+            })
+            .collect();
+        let has = |n: &str| clusters.iter().any(|c| c.name == n);
+        let links = self
+            .links
+            .iter()
+            .filter(|((a, b), _)| has(a) && has(b))
+            .filter(|((a, b), _)| match (config(a), config(b)) {
+                (Some(ca), Some(cb)) => {
+                    !crate::plan::choose(ca, cb).is_empty()
+                        && !crate::plan::choose(cb, ca).is_empty()
+                }
+                _ => false,
+            })
+            .map(|((a, b), q)| InterLink {
+                a: a.clone(),
+                b: b.clone(),
+                quality: *q,
+            })
+            .collect();
+        ResourceTopology { clusters, links }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qcg_proto::Policy;
+
+    fn cfg(name: &str, policy: Policy) -> ClusterConfig {
+        ClusterConfig {
+            name: name.into(),
+            policy,
+            nat: false,
+            public_address: None,
+        }
+    }
+
+    fn q(ms: f64) -> LinkQuality {
+        LinkQuality {
+            latency_ms: ms,
+            bandwidth_mbps: 100.0,
+        }
+    }
+
+    fn node(n: &str) -> Vec<NodeSpec> {
+        vec![NodeSpec {
+            name: n.into(),
+            slots: 2,
+            cpu_speed_mhz: 1000.0,
+            memory_mib: 1024.0,
+        }]
+    }
+
+    #[test]
+    fn each_pair_is_probed_once_per_interval_by_its_first_cluster() {
+        let mut b = TopoBook::default();
+        let t0 = Instant::now();
+        let iv = Duration::from_secs(60);
+        let names = vec!["c".to_string(), "a".to_string(), "b".to_string()];
+        let due = b.due(&names, t0, iv);
+        assert_eq!(
+            due,
+            [("a", "b"), ("a", "c"), ("b", "c")].map(|(x, y)| (x.to_string(), y.to_string()))
+        );
+        // In flight: not again.
+        assert!(b.due(&names, t0 + iv * 2, iv).is_empty());
+        b.record("b", "a", Ok(q(1.0)), t0);
+        b.record("a", "c", Err("down".into()), t0);
+        b.record("c", "b", Ok(q(2.0)), t0);
+        // A failure is retried sooner than a success.
+        assert_eq!(
+            b.due(&names, t0 + iv / 10, iv),
+            [("a".to_string(), "c".to_string())]
+        );
+        assert_eq!(b.due(&names, t0 + iv, iv).len(), 2);
+    }
+
+    #[test]
+    fn topology_keeps_usable_links_between_clusters_with_nodes() {
+        let mut b = TopoBook::default();
+        let now = Instant::now();
+        for c in ["a", "b", "z"] {
+            b.set_nodes(c, node(&format!("{c}1")), q(0.1));
+        }
+        b.set_nodes("empty", vec![], q(0.1));
+        b.record("a", "b", Ok(q(5.0)), now);
+        b.record("a", "z", Ok(q(5.0)), now);
+        b.record("a", "empty", Ok(q(5.0)), now);
+        let configs = [
+            cfg("a", Policy::Open),
+            cfg("b", Policy::Open),
+            cfg("z", Policy::Closed),
+            cfg("empty", Policy::Open),
+        ];
+        let t = b.topology(&configs);
+        t.validate().unwrap();
+        let names: Vec<_> = t.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "z"]);
+        // z is closed: no technique reaches it from a, so no link.
+        assert_eq!(t.links.len(), 1);
+        assert_eq!((t.links[0].a.as_str(), t.links[0].b.as_str()), ("a", "b"));
+    }
+}
