@@ -1,12 +1,13 @@
 //! An embedded grid on loopback: a broker, C frontals and K helpers per cluster, all
 //! in this process, under an ephemeral CA. What `qcg run` uses when no helper is
-//! given, and what tests and benchmarks start.
+//! given, what `qcg submit` uses when no broker is given, and what tests and
+//! benchmarks start.
 
 use qcg_broker::Broker;
 use qcg_frontal::Frontal;
 use qcg_helper::Helper;
-use qcg_proto::tls::{Ca, Role};
-use qcg_proto::{ClusterConfig, Policy};
+use qcg_proto::tls::{Ca, Identity, Role};
+use qcg_proto::{ClusterConfig, NodeSpec, Policy};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -21,10 +22,22 @@ pub struct NodeSlot {
     pub socket: PathBuf,
 }
 
+/// One cluster of an embedded grid: its policy and its nodes (names are given by
+/// the grid; the figures are offered to the scheduler).
+#[derive(Clone, Debug)]
+pub struct ClusterShape {
+    /// Inbound policy.
+    pub policy: Policy,
+    /// Nodes.
+    pub nodes: Vec<NodeSpec>,
+}
+
 /// A running embedded grid.
 pub struct LocalGrid {
-    /// The broker (its state is readable).
+    /// The broker (its state is readable; its HTTPS job API is on).
     pub broker: Broker,
+    /// A `client` identity for the broker's job API.
+    pub client: Identity,
     /// One frontal per cluster.
     pub frontals: Vec<Frontal>,
     helpers: Vec<Helper>,
@@ -37,20 +50,48 @@ impl LocalGrid {
     /// Starts a grid with one cluster per entry of `policies`, each with
     /// `nodes_per_cluster` nodes. Everything binds to 127.0.0.1 on free ports.
     pub async fn start(policies: &[Policy], nodes_per_cluster: usize) -> anyhow::Result<LocalGrid> {
-        anyhow::ensure!(!policies.is_empty(), "a grid needs at least one cluster");
         anyhow::ensure!(nodes_per_cluster > 0, "a cluster needs at least one node");
+        let shapes: Vec<ClusterShape> = policies
+            .iter()
+            .map(|&policy| ClusterShape {
+                policy,
+                nodes: (0..nodes_per_cluster)
+                    .map(|k| qcg_helper::node::detect(&k.to_string()))
+                    .collect(),
+            })
+            .collect();
+        LocalGrid::start_shaped(&shapes).await
+    }
+
+    /// Starts a grid with one cluster per shape; cluster `c` is `cluster-C` and its
+    /// node `k` is `cluster-C-node-K`.
+    pub async fn start_shaped(shapes: &[ClusterShape]) -> anyhow::Result<LocalGrid> {
+        anyhow::ensure!(!shapes.is_empty(), "a grid needs at least one cluster");
+        anyhow::ensure!(
+            shapes.iter().all(|s| !s.nodes.is_empty()),
+            "a cluster needs at least one node"
+        );
         let ca = Ca::generate()?;
         let lo: SocketAddr = "127.0.0.1:0".parse()?;
-        let broker = Broker::start(ca.identity(Role::Broker, "broker")?, lo, Some(lo)).await?;
+        let broker = Broker::start_with(
+            ca.identity(Role::Broker, "broker")?,
+            qcg_broker::Options {
+                quic: lo,
+                http: Some(lo),
+                https: Some(lo),
+                probe_interval: qcg_broker::DEFAULT_PROBE_INTERVAL,
+            },
+        )
+        .await?;
         let dir = tempfile::Builder::new().prefix("qcg-grid-").tempdir()?;
         let mut frontals = Vec::new();
         let mut helpers = Vec::new();
         let mut nodes = Vec::new();
-        for (c, policy) in policies.iter().enumerate() {
+        for (c, shape) in shapes.iter().enumerate() {
             let name = format!("cluster-{c}");
             let cluster = ClusterConfig {
                 name: name.clone(),
-                policy: *policy,
+                policy: shape.policy,
                 nat: false,
                 public_address: None,
             };
@@ -61,12 +102,16 @@ impl LocalGrid {
                 lo,
             )
             .await?;
-            for k in 0..nodes_per_cluster {
+            for (k, spec) in shape.nodes.iter().enumerate() {
                 let node = format!("{name}-node-{k}");
                 let socket = dir.path().join(format!("{node}.sock"));
-                let h = Helper::start(
+                let spec = NodeSpec {
+                    name: node.clone(),
+                    ..spec.clone()
+                };
+                let h = Helper::start_with(
                     ca.identity(Role::Helper, &node)?,
-                    node.clone(),
+                    spec,
                     f.addr,
                     socket.clone(),
                     [127, 0, 0, 1].into(),
@@ -83,11 +128,50 @@ impl LocalGrid {
         }
         Ok(LocalGrid {
             broker,
+            client: ca.identity(Role::Client, "submitter")?,
             frontals,
             helpers,
             nodes,
             _dir: dir,
         })
+    }
+
+    /// The URL of the broker's job API.
+    pub fn https_url(&self) -> String {
+        match self.broker.https_addr {
+            Some(a) => format!("https://{a}"),
+            None => String::new(),
+        }
+    }
+
+    /// Waits until the broker's topology holds every cluster with all its nodes and
+    /// a measured link between every two clusters (at most `timeout`).
+    pub async fn wait_for_topology(&self, timeout: std::time::Duration) -> anyhow::Result<()> {
+        let clusters = self.frontals.len();
+        let start = tokio::time::Instant::now();
+        loop {
+            let t = self.broker.ctx.topology();
+            if t.clusters.len() == clusters
+                && t.node_count() == self.nodes.len()
+                && t.links.len() == clusters * (clusters - 1) / 2
+            {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                anyhow::bail!(
+                    "the grid's topology is incomplete after {timeout:?}: {} clusters, {} nodes, {} links",
+                    t.clusters.len(),
+                    t.node_count(),
+                    t.links.len()
+                );
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Job processes running on the grid's nodes.
+    pub fn running(&self) -> usize {
+        self.helpers.iter().map(|h| h.running()).sum()
     }
 
     /// Where the processes of a job of `n` ranks go: ranks are cut into one block per

@@ -63,6 +63,11 @@ pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
             .env("QCG_SIZE", n.to_string())
             .env("QCG_HELPER", socket)
             .env("QCG_JOB_SECRET", hex::encode(job.secret))
+            // Without a JobProfile every rank is in one group, `all`.
+            .env(
+                qcg_proto::groups::ENV_GROUPS,
+                qcg_proto::groups::encode(&[("all".to_string(), n as u32)]),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -1,7 +1,7 @@
 //! `qcg`: the user's command line.
 
-use clap::{Parser, Subcommand};
-use qcg_cli::{grid, launch};
+use clap::{Args, Parser, Subcommand};
+use qcg_cli::{client, grid, launch, submit};
 use qcg_proto::tls::{Ca, Role};
 use std::path::PathBuf;
 
@@ -46,6 +46,79 @@ enum Cmd {
         #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
         command: Vec<String>,
     },
+    /// Submit a JobProfile (XML) and follow the job to its end.
+    ///
+    /// The broker schedules the profile's groups onto its clusters, reserves the
+    /// slots and has the frontals start the processes. Each line a rank prints is
+    /// shown prefixed with `[RANK]` as it comes. Without --broker (or QCG_BROKER),
+    /// runs the job on an embedded local grid on loopback with one cluster per
+    /// group. Ctrl-C cancels the job. A job without <workingDirectory> runs in the
+    /// current directory. Exit status: 0 when every rank succeeded, 1 when one
+    /// failed (it is named, the others are stopped), 2 when the profile is invalid
+    /// or the job can never run on the grid (nothing is reserved), 3 when the job
+    /// was cancelled.
+    Submit {
+        /// The JobProfile file.
+        #[arg(value_name = "JOB.xml")]
+        job: PathBuf,
+        /// Only validate the profile: exit 0 when it is valid, 2 with the error
+        /// (file, line and column) when it is not. Nothing is submitted.
+        #[arg(long)]
+        check: bool,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Show a submitted job: its state and where each rank runs.
+    Status {
+        /// The job id `qcg submit` printed.
+        id: String,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Cancel a submitted job: every process of it is stopped on every node.
+    Cancel {
+        /// The job id `qcg submit` printed.
+        id: String,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+}
+
+/// How to reach the broker's job API.
+#[derive(Args)]
+struct BrokerArgs {
+    /// The broker's HTTPS job API, `https://HOST:PORT` (its `https_listen`).
+    #[arg(long, env = "QCG_BROKER", value_name = "URL")]
+    broker: Option<String>,
+    /// Client certificate (PEM) from the grid CA, of role client
+    /// (`qcg ca issue --role client --name NAME`).
+    #[arg(long, env = "QCG_CERT", value_name = "PEM")]
+    cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, env = "QCG_KEY", value_name = "PEM")]
+    key: Option<PathBuf>,
+    /// The grid CA's certificate (PEM).
+    #[arg(long, env = "QCG_CA", value_name = "PEM")]
+    ca: Option<PathBuf>,
+}
+
+impl BrokerArgs {
+    fn client(&self) -> Option<client::Client> {
+        let url = self.broker.as_ref()?;
+        let (Some(cert), Some(key), Some(ca)) = (&self.cert, &self.key, &self.ca) else {
+            fail(
+                2,
+                "--broker needs --cert, --key and --ca (a client certificate from the grid CA)",
+            )
+        };
+        let id = qcg_proto::tls::Identity::load(cert, key, ca).unwrap_or_else(|e| fail(2, e));
+        Some(client::Client::new(url, &id).unwrap_or_else(|e| fail(2, e)))
+    }
+
+    fn required(&self) -> client::Client {
+        self.client()
+            .unwrap_or_else(|| fail(2, "--broker URL (or QCG_BROKER) is required"))
+    }
 }
 
 #[derive(Subcommand)]
@@ -123,6 +196,52 @@ fn main() {
                 c.display(),
                 k.display()
             );
+        }
+        Cmd::Submit { job, check, broker } => {
+            let (xml, profile) = submit::check(&job).unwrap_or_else(|f| fail(f.code, f.message));
+            if check {
+                println!(
+                    "{}: valid JobProfile `{}`: {} groups, {} processes",
+                    job.display(),
+                    profile.app_id,
+                    profile.task.groups.len(),
+                    profile.total_processes()
+                );
+                return;
+            }
+            let workdir = std::env::current_dir()
+                .ok()
+                .map(|d| d.to_string_lossy().into_owned());
+            let client = broker.client();
+            let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            let r = rt.block_on(async {
+                match client {
+                    Some(c) => submit::submit_and_follow(&c, &xml, workdir.as_deref()).await,
+                    None => submit::run_embedded(&profile, &xml, workdir.as_deref()).await,
+                }
+            });
+            match r {
+                Ok(code) => std::process::exit(code),
+                Err(f) => fail(f.code, f.message),
+            }
+        }
+        Cmd::Status { id, broker } => {
+            let client = broker.required();
+            let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            match rt.block_on(submit::status(&client, &id)) {
+                Ok(true) => {}
+                Ok(false) => fail(1, format!("no job `{id}` at this broker")),
+                Err(f) => fail(f.code, f.message),
+            }
+        }
+        Cmd::Cancel { id, broker } => {
+            let client = broker.required();
+            let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            match rt.block_on(submit::cancel(&client, &id)) {
+                Ok(true) => {}
+                Ok(false) => fail(1, format!("no job `{id}` at this broker")),
+                Err(f) => fail(f.code, f.message),
+            }
         }
         Cmd::Run {
             n,

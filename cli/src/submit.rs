@@ -1,0 +1,381 @@
+//! `qcg submit`, `qcg status` and `qcg cancel`: a JobProfile to the broker's HTTPS
+//! job API, the ranks' output followed as it comes, and the job's outcome as the
+//! exit status. Without a broker, `qcg submit` starts an embedded grid shaped for
+//! the profile ([`shape_for`]) and submits to it the same way.
+
+use crate::client::{encode_query, Client};
+use crate::grid::{ClusterShape, LocalGrid};
+use qcg_jobprofile::profile::{Bounds, JobProfile};
+use qcg_proto::{NodeSpec, Policy};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+/// Exit status of a job that succeeded.
+pub const EXIT_OK: i32 = 0;
+/// Exit status of a job that failed.
+pub const EXIT_FAILED: i32 = 1;
+/// Exit status when the profile is invalid or the job was refused.
+pub const EXIT_REFUSED: i32 = 2;
+/// Exit status of a cancelled job.
+pub const EXIT_CANCELLED: i32 = 3;
+
+/// A failure with the exit status it calls for.
+#[derive(Debug)]
+pub struct Failure {
+    /// Exit status.
+    pub code: i32,
+    /// What to tell the user.
+    pub message: String,
+}
+
+impl Failure {
+    fn new(code: i32, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads and validates a JobProfile file. The error names the file, line and column.
+pub fn check(path: &Path) -> Result<(String, JobProfile), Failure> {
+    let xml = std::fs::read_to_string(path).map_err(|e| {
+        Failure::new(
+            EXIT_REFUSED,
+            format!("{}: cannot read: {e}", path.display()),
+        )
+    })?;
+    let profile = JobProfile::parse(&xml)
+        .map_err(|e| Failure::new(EXIT_REFUSED, format!("{}: {e}", path.display())))?;
+    if profile.task.execution.is_none() {
+        return Err(Failure::new(
+            EXIT_REFUSED,
+            format!(
+                "{}: the task has no <execution> with an <executable>: nothing to run",
+                path.display()
+            ),
+        ));
+    }
+    Ok((xml, profile))
+}
+
+/// A figure inside `bounds`, as close to `want` as they allow.
+fn within(bounds: Option<Bounds>, want: f64) -> f64 {
+    let b = bounds.unwrap_or_default();
+    let v = b.min.map_or(want, |m| want.max(m));
+    b.max.map_or(v, |m| v.min(m))
+}
+
+/// The embedded grid for a profile: one open cluster per group (as QCG-OMPI runs
+/// each group on one cluster), each with two nodes (one for a single process) and
+/// enough slots for the group, with figures that meet the group's computing
+/// template.
+pub fn shape_for(profile: &JobProfile) -> Vec<ClusterShape> {
+    profile
+        .task
+        .groups
+        .iter()
+        .map(|g| {
+            let t = g
+                .computing_template
+                .as_deref()
+                .and_then(|id| profile.computing_template(id));
+            let nodes = g.processes.min(2);
+            let need = g.processes.div_ceil(nodes);
+            let slots = within(t.and_then(|t| t.cpucount), f64::from(need)).max(f64::from(need));
+            ClusterShape {
+                policy: Policy::Open,
+                nodes: (0..nodes)
+                    .map(|k| NodeSpec {
+                        name: k.to_string(),
+                        slots: slots.ceil() as u32,
+                        cpu_speed_mhz: within(t.and_then(|t| t.cpuspeed), 2000.0),
+                        memory_mib: within(t.and_then(|t| t.memory), 4096.0),
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Submits `xml`; returns the job id and the broker's view of the job.
+pub async fn submit(
+    client: &Client,
+    xml: &str,
+    workdir: Option<&str>,
+) -> Result<(String, serde_json::Value), Failure> {
+    let path = match workdir {
+        Some(w) => format!("/v1/jobs?workdir={}", encode_query(w)),
+        None => "/v1/jobs".to_string(),
+    };
+    let a = client
+        .request("POST", &path, xml.as_bytes().to_vec())
+        .await
+        .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+    match a.status {
+        201 => {
+            let v = a.json();
+            let id = v["id"].as_str().unwrap_or_default().to_string();
+            Ok((id, v))
+        }
+        400 | 422 => Err(Failure::new(EXIT_REFUSED, a.error_message())),
+        s => Err(Failure::new(
+            EXIT_FAILED,
+            format!("the broker answered {s}: {}", a.error_message()),
+        )),
+    }
+}
+
+fn placement(job: &serde_json::Value) -> String {
+    let mut by: Vec<(String, String, usize)> = Vec::new();
+    for r in job["ranks"].as_array().into_iter().flatten() {
+        let g = r["group"].as_str().unwrap_or("?").to_string();
+        let c = r["cluster"].as_str().unwrap_or("?").to_string();
+        match by.iter_mut().find(|(bg, bc, _)| *bg == g && *bc == c) {
+            Some(e) => e.2 += 1,
+            None => by.push((g, c, 1)),
+        }
+    }
+    by.iter()
+        .map(|(g, c, n)| format!("{g}: {n} on {c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Prints the job's output as it comes (`[rank] line`, stdout and stderr kept
+/// apart) until it is finished; returns the exit status for its outcome. Ctrl-C
+/// cancels the job (its processes are stopped) and keeps following to the end.
+pub async fn follow(client: &Client, id: &str) -> Result<i32, Failure> {
+    let mut from = 0usize;
+    let mut cancelled = false;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut errors = 0;
+    loop {
+        let path = format!("/v1/jobs/{}/output?from={from}&wait=10", encode_query(id));
+        let a = tokio::select! {
+            a = client.request("GET", &path, Vec::new()) => a,
+            _ = &mut ctrl_c, if !cancelled => {
+                cancelled = true;
+                eprintln!("qcg: cancelling job {id}");
+                if let Err(e) = client.request("DELETE", &format!("/v1/jobs/{}", encode_query(id)), Vec::new()).await {
+                    eprintln!("qcg: could not cancel job {id}: {e}");
+                }
+                continue;
+            }
+        };
+        let a = match a {
+            Ok(a) if a.status == 200 => {
+                errors = 0;
+                a
+            }
+            Ok(a) => {
+                return Err(Failure::new(
+                    EXIT_FAILED,
+                    format!(
+                        "following job {id}: the broker answered {}: {}",
+                        a.status,
+                        a.error_message()
+                    ),
+                ))
+            }
+            Err(e) => {
+                errors += 1;
+                if errors >= 5 {
+                    return Err(Failure::new(
+                        EXIT_FAILED,
+                        format!("following job {id}: {e}"),
+                    ));
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let page = a.json();
+        {
+            let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+            for l in page["lines"].as_array().into_iter().flatten() {
+                let rank = l["rank"].as_u64().unwrap_or(0);
+                let text = l["text"].as_str().unwrap_or("");
+                let _ = if l["stream"] == "stderr" {
+                    writeln!(err, "[{rank}] {text}")
+                } else {
+                    writeln!(out, "[{rank}] {text}")
+                };
+            }
+            let _ = out.flush();
+        }
+        from = page["next"].as_u64().map_or(from, |n| n as usize);
+        if page["finished"].as_bool() == Some(true) {
+            let status = &page["status"];
+            return Ok(match status["state"].as_str() {
+                Some("succeeded") => EXIT_OK,
+                Some("cancelled") => {
+                    eprintln!("qcg: job {id} was cancelled; its processes were stopped");
+                    EXIT_CANCELLED
+                }
+                _ => {
+                    eprintln!(
+                        "qcg: job {id} failed: rank {} {}; the other processes were stopped",
+                        status["rank"],
+                        status["reason"].as_str().unwrap_or("failed")
+                    );
+                    EXIT_FAILED
+                }
+            });
+        }
+    }
+}
+
+/// Submits and follows a job; returns the exit status.
+pub async fn submit_and_follow(
+    client: &Client,
+    xml: &str,
+    workdir: Option<&str>,
+) -> Result<i32, Failure> {
+    let (id, job) = submit(client, xml, workdir).await?;
+    let state = job["status"]["state"].as_str().unwrap_or("?");
+    if state == "queued" {
+        eprintln!("qcg: job {id} submitted; waiting for free slots");
+    } else {
+        eprintln!("qcg: job {id} submitted ({})", placement(&job));
+    }
+    follow(client, &id).await
+}
+
+/// `qcg submit` without a broker: an embedded grid shaped for the profile.
+pub async fn run_embedded(
+    profile: &JobProfile,
+    xml: &str,
+    workdir: Option<&str>,
+) -> Result<i32, Failure> {
+    let grid = LocalGrid::start_shaped(&shape_for(profile))
+        .await
+        .map_err(|e| Failure::new(EXIT_FAILED, format!("cannot start the local grid: {e}")))?;
+    let result = async {
+        grid.wait_for_topology(Duration::from_secs(20))
+            .await
+            .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+        let client = Client::new(&grid.https_url(), &grid.client)
+            .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+        submit_and_follow(&client, xml, workdir).await
+    }
+    .await;
+    grid.shutdown().await;
+    result
+}
+
+/// Prints a job's state; `Ok(false)` when the job is unknown.
+pub async fn status(client: &Client, id: &str) -> Result<bool, Failure> {
+    let a = client
+        .request("GET", &format!("/v1/jobs/{}", encode_query(id)), Vec::new())
+        .await
+        .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+    match a.status {
+        200 => {
+            print_job(&a.json());
+            Ok(true)
+        }
+        404 => Ok(false),
+        s => Err(Failure::new(
+            EXIT_FAILED,
+            format!("the broker answered {s}: {}", a.error_message()),
+        )),
+    }
+}
+
+/// Cancels a job; `Ok(false)` when the job is unknown.
+pub async fn cancel(client: &Client, id: &str) -> Result<bool, Failure> {
+    let a = client
+        .request(
+            "DELETE",
+            &format!("/v1/jobs/{}", encode_query(id)),
+            Vec::new(),
+        )
+        .await
+        .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+    match a.status {
+        200 => {
+            print_job(&a.json());
+            Ok(true)
+        }
+        404 => Ok(false),
+        s => Err(Failure::new(
+            EXIT_FAILED,
+            format!("the broker answered {s}: {}", a.error_message()),
+        )),
+    }
+}
+
+fn print_job(j: &serde_json::Value) {
+    let s = &j["status"];
+    let mut state = s["state"].as_str().unwrap_or("?").to_string();
+    if state == "failed" {
+        state = format!(
+            "failed (rank {} {})",
+            s["rank"],
+            s["reason"].as_str().unwrap_or("")
+        );
+    }
+    let terminal = !(s["state"] == "running" || s["state"] == "queued");
+    let finished = if terminal && j["finished"].as_bool() != Some(true) {
+        ", processes stopping"
+    } else {
+        ""
+    };
+    println!(
+        "{} ({}): {state}{finished}",
+        j["id"].as_str().unwrap_or("?"),
+        j["app_id"].as_str().unwrap_or("?")
+    );
+    for r in j["ranks"].as_array().into_iter().flatten() {
+        let mut st = r["state"].as_str().unwrap_or("?").to_string();
+        if let Some(e) = r.get("exit") {
+            if let Some(c) = e["code"].as_i64() {
+                st = format!("exited {c}");
+            } else if let Some(sig) = e["signal"].as_i64() {
+                st = format!("killed by signal {sig}");
+            } else if let Some(err) = e["error"].as_str() {
+                st = format!("not started: {err}");
+            }
+        }
+        println!(
+            "  rank {:>3}  {:<16} {}/{}  {st}",
+            r["rank"],
+            r["group"].as_str().unwrap_or("?"),
+            r["cluster"].as_str().unwrap_or("?"),
+            r["node"].as_str().unwrap_or("?")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_grids_fit_the_profile() {
+        let xml = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../jobprofile/examples-xml/ray2mesh.xml"),
+        )
+        .unwrap();
+        let p = JobProfile::parse(&xml).unwrap();
+        let shape = shape_for(&p);
+        assert_eq!(shape.len(), 3);
+        assert_eq!(shape[0].nodes.len(), 1);
+        assert_eq!(shape[1].nodes.len(), 2);
+        assert_eq!(shape[1].nodes[0].slots, 3);
+        assert!(shape[1].nodes[0].memory_mib >= 512.0);
+        assert_eq!(
+            within(
+                Some(Bounds {
+                    min: Some(1.0),
+                    max: Some(8.0)
+                }),
+                16.0
+            ),
+            8.0
+        );
+    }
+}
