@@ -58,6 +58,8 @@ struct Inner {
     endpoint: quinn::Endpoint,
     /// Connected helpers by node name.
     helpers: Mutex<BTreeMap<String, (quinn::Connection, NodeSpec)>>,
+    /// Held while a node report is on its way, so reports arrive in order.
+    reporting: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -75,10 +77,12 @@ impl Inner {
         }
     }
 
-    /// Tells the broker the cluster's nodes (after a helper came or went).
+    /// Tells the broker the cluster's nodes (after a helper came or went). A broker
+    /// out of reach gets them when the connection is made again.
     async fn push_nodes(&self) {
+        let _order = self.reporting.lock().await;
         if let Err(e) = self.broker.request(&self.report()).await {
-            tracing::warn!(error = %e, "could not report the cluster's nodes");
+            tracing::debug!(error = %e, "could not report the cluster's nodes");
         }
     }
 
@@ -219,9 +223,9 @@ impl Frontal {
                 let w2 = weak.clone();
                 let c2 = conn.clone();
                 t.spawn(async move {
-                    let report = w2.upgrade().map(|inner| inner.report());
-                    if let Some(report) = report {
-                        if let Err(e) = quic::request(&c2, &report).await {
+                    if let Some(inner) = w2.upgrade() {
+                        let _order = inner.reporting.lock().await;
+                        if let Err(e) = quic::request(&c2, &inner.report()).await {
                             tracing::warn!(error = %e, "could not report the cluster's nodes");
                         }
                     }
@@ -256,6 +260,7 @@ impl Frontal {
                 settings,
                 endpoint: endpoint.clone(),
                 helpers: Mutex::new(BTreeMap::new()),
+                reporting: tokio::sync::Mutex::new(()),
             }
         });
 

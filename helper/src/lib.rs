@@ -51,6 +51,7 @@ pub struct Helper {
     /// The unix socket processes connect to.
     pub socket: PathBuf,
     procs: Arc<procs::Procs>,
+    endpoint: quinn::Endpoint,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
@@ -124,7 +125,7 @@ impl Helper {
                 node: node.name.clone(),
                 bind_addr,
                 frontal: Arc::new(Upstream::new(
-                    endpoint,
+                    endpoint.clone(),
                     frontal,
                     Role::Frontal,
                     Some(Request::RegisterNode(node)),
@@ -192,6 +193,7 @@ impl Helper {
         Ok(Helper {
             socket,
             procs,
+            endpoint,
             cancel,
             tracker,
         })
@@ -207,6 +209,7 @@ impl Helper {
     pub async fn shutdown(self) {
         self.procs.kill_all();
         self.cancel.cancel();
+        self.endpoint.close(0u32.into(), b"helper shutting down");
         self.tracker.close();
         self.tracker.wait().await;
         let _ = std::fs::remove_file(&self.socket);

@@ -15,6 +15,36 @@ pub const ENV_HELPER: &str = "QCG_HELPER";
 /// the job; never sent over the network.
 pub const ENV_SECRET: &str = "QCG_JOB_SECRET";
 
+/// The job's process groups in rank order, `NAME:COUNT,…` (see
+/// [`qcg_proto::groups`]). Absent: every rank is in one group, `all`.
+pub const ENV_GROUPS: &str = qcg_proto::groups::ENV_GROUPS;
+
+/// The job's groups (name, number of processes) in rank order, from
+/// [`ENV_GROUPS`]; one group `all` of `size` when it is not set. The counts must
+/// add up to `size`.
+pub fn groups_from_env(size: u32) -> Result<Vec<(String, u32)>> {
+    match std::env::var(ENV_GROUPS) {
+        Err(_) => Ok(vec![("all".to_string(), size)]),
+        Ok(v) => parse_groups(&v, size),
+    }
+}
+
+/// Parses a [`ENV_GROUPS`] value for a job of `size` ranks.
+pub fn parse_groups(v: &str, size: u32) -> Result<Vec<(String, u32)>> {
+    let err = |message: String| Error::Env {
+        var: ENV_GROUPS,
+        message,
+    };
+    let groups = qcg_proto::groups::decode(v).map_err(err)?;
+    let total: u64 = groups.iter().map(|(_, c)| u64::from(*c)).sum();
+    if total != u64::from(size) {
+        return Err(err(format!(
+            "the groups hold {total} processes but the job has {size}"
+        )));
+    }
+    Ok(groups)
+}
+
 /// Everything a process needs to join its job.
 #[derive(Clone)]
 pub struct JobEnv {

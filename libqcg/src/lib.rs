@@ -28,6 +28,7 @@ pub mod comm;
 pub mod control;
 pub mod env;
 pub mod error;
+pub mod groups;
 pub mod handshake;
 pub mod mailbox;
 
