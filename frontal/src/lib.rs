@@ -56,8 +56,9 @@ struct Inner {
     stats: Stats,
     settings: nodes::Settings,
     endpoint: quinn::Endpoint,
-    /// Connected helpers by node name.
-    helpers: Mutex<BTreeMap<String, (quinn::Connection, NodeSpec)>>,
+    /// Connected helpers by node name, with the best round trip measured to each.
+    /// A node is offered once its round trip is measured.
+    helpers: Mutex<BTreeMap<String, (quinn::Connection, NodeSpec, Option<Duration>)>>,
     /// Held while a node report is on its way, so reports arrive in order.
     reporting: tokio::sync::Mutex<()>,
 }
@@ -69,8 +70,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Inner {
     fn report(&self) -> Request {
         let helpers = lock(&self.helpers);
-        let specs: Vec<NodeSpec> = helpers.values().map(|(_, n)| n.clone()).collect();
-        let rtts: Vec<Duration> = helpers.values().map(|(c, _)| c.rtt()).collect();
+        let measured = helpers.values().filter(|(_, _, r)| r.is_some());
+        let specs: Vec<NodeSpec> = measured.clone().map(|(_, n, _)| n.clone()).collect();
+        let rtts: Vec<Duration> = measured.filter_map(|(_, _, r)| *r).collect();
         Request::ClusterNodes {
             nodes: nodes::offer(&self.settings, &specs),
             internal: nodes::internal(&self.settings, &rtts),
@@ -87,7 +89,7 @@ impl Inner {
     }
 
     fn helper(&self, node: &str) -> Option<quinn::Connection> {
-        lock(&self.helpers).get(node).map(|(c, _)| c.clone())
+        lock(&self.helpers).get(node).map(|(c, _, _)| c.clone())
     }
 
     /// Answers what the broker asks of this frontal.
@@ -127,7 +129,7 @@ impl Inner {
             Request::Kill { job } => {
                 let conns: Vec<_> = lock(&self.helpers)
                     .values()
-                    .map(|(c, _)| c.clone())
+                    .map(|(c, _, _)| c.clone())
                     .collect();
                 let mut set = tokio::task::JoinSet::new();
                 for conn in conns {
@@ -346,10 +348,25 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
         async move {
             if let Request::RegisterNode(spec) = req {
                 let name = spec.name.clone();
-                lock(&inner.helpers).insert(name.clone(), (conn, spec));
+                // The node's latency: the best of three empty round trips, timed
+                // once the helper's stream is answered (so, in the background).
+                let (inn, nm, c) = (inner.clone(), name.clone(), conn.clone());
+                tokio::spawn(async move {
+                    let rtt = ping(&c).await;
+                    let changed = match lock(&inn.helpers).get_mut(&nm) {
+                        Some(h) if h.0.stable_id() == c.stable_id() => {
+                            h.2 = Some(rtt);
+                            true
+                        }
+                        _ => false,
+                    };
+                    if changed {
+                        inn.push_nodes().await;
+                    }
+                });
+                lock(&inner.helpers).insert(name.clone(), (conn.clone(), spec, None));
                 *lock(&node) = Some(name.clone());
                 tracing::info!(%peer, node = %name, "node registered");
-                inner.push_nodes().await;
                 return Response::Ok;
             }
             handle(&inner, req).await
@@ -362,7 +379,7 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
             let mut h = lock(&inner.helpers);
             let same = h
                 .get(&name)
-                .is_some_and(|(c, _)| c.stable_id() == conn.stable_id());
+                .is_some_and(|(c, _, _)| c.stable_id() == conn.stable_id());
             if same {
                 h.remove(&name);
             }
@@ -373,6 +390,22 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
         }
     }
     tracing::info!(%peer, reason = %why, "helper disconnected");
+}
+
+/// The best of three empty round trips on `conn` (its QUIC estimate if they fail).
+async fn ping(conn: &quinn::Connection) -> Duration {
+    let mut best = None;
+    for _ in 0..3 {
+        let t = Instant::now();
+        let echo = Request::Echo {
+            payload: String::new(),
+        };
+        if quic::request(conn, &echo).await.is_ok() {
+            let d = t.elapsed();
+            best = Some(best.map_or(d, |b: Duration| b.min(d)));
+        }
+    }
+    best.unwrap_or_else(|| conn.rtt())
 }
 
 async fn handle(inner: &Inner, req: Request) -> Response {

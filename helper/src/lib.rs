@@ -77,6 +77,9 @@ fn frontal_handler(
                 inner.procs.kill(&job);
                 Response::Ok
             }
+            Request::Echo { payload } => Response::Echoed {
+                len: payload.len() as u64,
+            },
             other => Response::error(
                 ErrorKind::Forbidden,
                 format!(
