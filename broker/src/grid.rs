@@ -167,7 +167,7 @@ impl Ctx {
 
     /// Handles what a frontal reports about its nodes and its processes; `None` for
     /// requests that are the registry's business.
-    pub fn from_frontal(&self, cluster: &str, req: &Request) -> Option<Response> {
+    pub fn frontal_report(&self, cluster: &str, req: &Request) -> Option<Response> {
         let now = Instant::now();
         let resp = match req {
             Request::ClusterNodes { nodes, internal } => {

@@ -298,7 +298,7 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
             let current = cluster.lock().unwrap_or_else(|p| p.into_inner()).clone();
             tracing::debug!(%peer, kind = req.kind(), "request");
             if let Some(own) = &current {
-                if let Some(resp) = ctx.from_frontal(own, &req) {
+                if let Some(resp) = ctx.frontal_report(own, &req) {
                     return resp;
                 }
             }

@@ -552,3 +552,49 @@ fn bad_profiles_infeasible_jobs_and_strangers_are_refused() {
         serde_json::json!([])
     );
 }
+
+#[test]
+fn without_a_broker_the_job_runs_on_an_embedded_grid() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let xml = std::fs::read_to_string(repo.join("jobprofile/examples-xml/master-worker.xml"))
+        .unwrap()
+        .replace(
+            "target/debug/examples/master_worker",
+            bin("examples/master_worker").to_str().unwrap(),
+        );
+    let path = write(dir.path(), "mw.xml", &xml);
+    let o = Command::new(bin("qcg"))
+        .arg("submit")
+        .arg(&path)
+        .env_remove("QCG_BROKER")
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("[0] hierarchical master-worker: 48 chunks over 2 groups"),
+        "{out}"
+    );
+    assert!(out.contains(": correct"), "{out}");
+    // One cluster per group.
+    assert!(err.contains("central_master: 1 on cluster-0"), "{err}");
+    // A rank that fails: the same exit status as with a broker.
+    let path = write(
+        dir.path(),
+        "fail.xml",
+        &profile(1, 2, "/bin/sh", &["-c", "exit 5"]),
+    );
+    let o = Command::new(bin("qcg"))
+        .arg("submit")
+        .arg(&path)
+        .env_remove("QCG_BROKER")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("exited with status 5"), "{err}");
+}

@@ -46,6 +46,9 @@ pub struct Stats {
     pub cache_hits: AtomicU64,
 }
 
+/// A connected helper: its connection, its node, its measured round trip.
+type HelperEntry = (quinn::Connection, NodeSpec, Option<Duration>);
+
 /// Bytes of the timed echo of a probe.
 pub const PROBE_BYTES: usize = 256 * 1024;
 
@@ -58,7 +61,7 @@ struct Inner {
     endpoint: quinn::Endpoint,
     /// Connected helpers by node name, with the best round trip measured to each.
     /// A node is offered once its round trip is measured.
-    helpers: Mutex<BTreeMap<String, (quinn::Connection, NodeSpec, Option<Duration>)>>,
+    helpers: Mutex<BTreeMap<String, HelperEntry>>,
     /// Held while a node report is on its way, so reports arrive in order.
     reporting: tokio::sync::Mutex<()>,
 }
@@ -93,7 +96,7 @@ impl Inner {
     }
 
     /// Answers what the broker asks of this frontal.
-    async fn from_broker(&self, req: Request) -> Response {
+    async fn answer_broker(&self, req: Request) -> Response {
         match req {
             Request::Invalidate { job, rank } => {
                 let n = self.cache.invalidate(&job, rank);
@@ -237,7 +240,7 @@ impl Frontal {
                         let weak = weak.clone();
                         async move {
                             match weak.upgrade() {
-                                Some(inner) => inner.from_broker(req).await,
+                                Some(inner) => inner.answer_broker(req).await,
                                 None => Response::error(
                                     ErrorKind::Unavailable,
                                     "the frontal is stopping",
