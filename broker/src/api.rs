@@ -223,3 +223,70 @@ async fn output(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    async fn call(
+        app: Router,
+        method: &str,
+        uri: &str,
+        body: &str,
+    ) -> (StatusCode, serde_json::Value) {
+        let req = axum::http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let resp = app.oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    }
+
+    #[tokio::test]
+    async fn bad_and_impossible_jobs_are_refused_and_strangers_forbidden() {
+        let ctx = Ctx::new(Default::default(), Duration::from_secs(60));
+        let (s, v) = call(
+            app(ctx.clone()),
+            "POST",
+            "/v1/jobs",
+            "<grmsJob appId=\"x\">\n<oops/></grmsJob>",
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        assert!(
+            v["error"].as_str().unwrap().contains("line 2, column 1"),
+            "{v}"
+        );
+        let ok = r#"<grmsJob appId="x"><task taskId="t"><resourcesDescription><topology>
+            <group groupId="g"><processes><processesCount><value>2</value></processesCount></processes></group>
+            </topology></resourcesDescription><execution type="x"><executable>/bin/true</executable></execution></task></grmsJob>"#;
+        // No cluster has reported nodes: the job can never run.
+        let (s, v) = call(app(ctx.clone()), "POST", "/v1/jobs", ok).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("cannot run on this grid"),
+            "{v}"
+        );
+        let (s, v) = call(app(ctx.clone()), "GET", "/v1/jobs", "").await;
+        assert_eq!((s, v), (StatusCode::OK, serde_json::json!([])));
+        let (s, _) = call(app(ctx.clone()), "GET", "/v1/jobs/job-x", "").await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+        let (s, _) = call(app(ctx.clone()), "DELETE", "/v1/jobs/job-x", "").await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+        let (s, v) = call(forbidden(), "POST", "/v1/jobs", ok).await;
+        assert_eq!(s, StatusCode::FORBIDDEN);
+        assert!(
+            v["error"].as_str().unwrap().contains("client certificate"),
+            "{v}"
+        );
+    }
+}

@@ -141,3 +141,55 @@ impl Config {
         Identity::load(&self.cert, &self.key, &self.ca)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(name: &str, text: &str) -> Result<Config, ConfigError> {
+        let path =
+            std::env::temp_dir().join(format!("qcg-frontal-{}-{name}.toml", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let r = Config::load(&path);
+        let _ = std::fs::remove_file(&path);
+        r
+    }
+
+    const BASE: &str = "cluster = \"a\"\npolicy = \"open\"\nbroker = \"127.0.0.1:1\"\nlisten = \"127.0.0.1:0\"\nca = \"c\"\ncert = \"c\"\nkey = \"k\"\n";
+
+    #[test]
+    fn node_overrides_load_and_bad_ones_name_line_and_field() {
+        let c = load_text(
+            "ok",
+            &format!(
+                "{BASE}internal_bandwidth_mbps = 10000\n[[nodes]]\nname = \"n1\"\nslots = 8\n"
+            ),
+        )
+        .unwrap();
+        let s = c.settings();
+        assert_eq!(s.nodes[0].slots, Some(8));
+        assert_eq!(s.internal_bandwidth_mbps, 10000.0);
+        let e = load_text(
+            "unknown",
+            &format!("{BASE}[[nodes]]\nname = \"n1\"\ncores = 8\n"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(10), Some("cores")),
+            "{e}"
+        );
+        let e = load_text(
+            "zero",
+            &format!("{BASE}[[nodes]]\nname = \"n1\"\nslots = 0\n"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(10), Some("slots")),
+            "{e}"
+        );
+        let e = load_text("neg", &format!("{BASE}internal_latency_ms = -1\n")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("internal_latency_ms"), "{e}");
+    }
+}
