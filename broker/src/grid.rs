@@ -64,7 +64,7 @@ impl Ctx {
         lock(&self.book)
     }
 
-    fn bump(&self) {
+    pub(crate) fn bump(&self) {
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 

@@ -456,6 +456,53 @@ impl Jobs {
         }
     }
 
+    /// The frontal of `cluster` went away: its processes cannot be reached (nor their
+    /// ends reported), so every job running there fails, naming the first such rank,
+    /// and its other processes are stopped.
+    pub fn cluster_lost(&mut self, cluster: &str, now: Instant) -> Vec<Action> {
+        let ids: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|j| !j.finished())
+            .filter(|j| {
+                j.mapping
+                    .as_ref()
+                    .is_some_and(|m| m.ranks.iter().any(|r| r.cluster == cluster))
+            })
+            .map(|j| j.id.clone())
+            .collect();
+        let mut actions = Vec::new();
+        for id in ids {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            let ranks: Vec<usize> = job
+                .mapping
+                .iter()
+                .flat_map(|m| m.ranks.iter())
+                .filter(|r| r.cluster == cluster)
+                .map(|r| r.rank)
+                .collect();
+            for &r in &ranks {
+                if let Some(s) = job.ranks.get_mut(r) {
+                    if !s.is_over() {
+                        *s = RankState::Lost;
+                    }
+                }
+            }
+            if job.state == JobState::Running {
+                job.state = JobState::Failed {
+                    rank: ranks.first().copied().unwrap_or(0) as u32,
+                    reason: format!("was lost: the frontal of cluster `{cluster}` went away"),
+                };
+                job.decided_at = Some(now);
+                actions.push(kill(job));
+            }
+            actions.extend(self.release_if_finished(&id));
+        }
+        actions
+    }
+
     /// The clock: processes of a stopped job that stayed silent past [`KILL_GRACE`]
     /// are given up, and their slots freed.
     pub fn tick(&mut self, topo: &ResourceTopology, now: Instant) -> Vec<Action> {
@@ -707,6 +754,32 @@ mod tests {
         assert!(jobs.tick(&t, now + Duration::from_secs(1)).is_empty());
         let acts = jobs.tick(&t, now + KILL_GRACE);
         assert_eq!(acts, vec![Action::Ended { job: "a".into() }]);
+        assert!(jobs.used().is_empty());
+    }
+
+    #[test]
+    fn a_lost_cluster_fails_its_jobs() {
+        let t = topo(2, 2);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        let a = jobs.submit("a".into(), sub(4), &t).unwrap();
+        launched_all(&mut jobs, "a", &a, now);
+        let acts = jobs.cluster_lost("c1", now);
+        assert!(
+            matches!(&acts[0], Action::Kill { clusters, .. } if clusters.len() == 2),
+            "{acts:?}"
+        );
+        match &jobs.get("a").unwrap().state {
+            JobState::Failed { rank, reason } => {
+                assert_eq!(*rank, 2);
+                assert!(reason.contains("`c1` went away"), "{reason}");
+            }
+            s => panic!("{s:?}"),
+        }
+        for r in 0..2 {
+            jobs.exited("a", r, "c0", ok(), now).unwrap();
+        }
+        assert!(jobs.get("a").unwrap().finished());
         assert!(jobs.used().is_empty());
     }
 

@@ -339,6 +339,12 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
                 bandwidth_mbps: 0.0,
             };
             ctx.book().topo.set_nodes(&name, Vec::new(), none);
+            let actions = ctx
+                .book()
+                .jobs
+                .cluster_lost(&name, std::time::Instant::now());
+            ctx.execute(actions);
+            ctx.bump();
         }
     }
     tracing::info!(%peer, reason = %why, "frontal disconnected");
