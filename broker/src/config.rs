@@ -64,3 +64,51 @@ impl Config {
         Identity::load(&self.cert, &self.key, &self.ca)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(name: &str, text: &str) -> Result<Config, ConfigError> {
+        let path =
+            std::env::temp_dir().join(format!("qcg-broker-{}-{name}.toml", std::process::id()));
+        std::fs::write(&path, text).map_err(|e| ConfigError {
+            path: path.clone(),
+            line: None,
+            column: None,
+            field: None,
+            message: e.to_string(),
+        })?;
+        let r = Config::load(&path);
+        let _ = std::fs::remove_file(&path);
+        r
+    }
+
+    const BASE: &str = "listen = \"127.0.0.1:0\"\nca = \"c\"\ncert = \"c\"\nkey = \"k\"\n";
+
+    #[test]
+    fn job_api_fields_load_and_bad_ones_name_line_and_field() {
+        let c = load_text(
+            "ok",
+            &format!("{BASE}https_listen = \"127.0.0.1:7781\"\nprobe_interval_secs = 60\n"),
+        )
+        .unwrap();
+        let o = c.options();
+        assert_eq!(o.https.map(|a| a.port()), Some(7781));
+        assert_eq!(o.probe_interval, std::time::Duration::from_secs(60));
+        let e = load_text("zero", &format!("{BASE}probe_interval_secs = 0\n")).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("probe_interval_secs")),
+            "{e}"
+        );
+        let e = load_text("bad", &format!("{BASE}https_listen = \"nowhere\"\n")).unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(5), Some("https_listen")),
+            "{e}"
+        );
+        let e = load_text("typo", &format!("{BASE}http_listen_tls = \"x\"\n")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("http_listen_tls"), "{e}");
+    }
+}

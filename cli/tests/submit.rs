@@ -581,7 +581,10 @@ fn without_a_broker_the_job_runs_on_an_embedded_grid() {
     );
     assert!(out.contains(": correct"), "{out}");
     // One cluster per group is offered; the scheduler places the groups on them.
-    assert!(err.contains("submitted (central_master: 1 on cluster-"), "{err}");
+    assert!(
+        err.contains("submitted (central_master: 1 on cluster-"),
+        "{err}"
+    );
     // A rank that fails: the same exit status as with a broker.
     let path = write(
         dir.path(),
