@@ -49,7 +49,7 @@ mod tests {
     fn figures_are_read_from_proc_text() {
         assert_eq!(
             mem_mib("MemTotal:        8048576 kB\nMemFree: 1 kB\n"),
-            Some(7860.0)
+            Some(7859.0)
         );
         assert_eq!(
             cpu_mhz("processor\t: 0\ncpu MHz\t\t: 2400.123\n"),
