@@ -19,7 +19,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a lookup waits for a peer that has not registered yet.
 const LOOKUP_PATIENCE: Duration = Duration::from_secs(60);
-/// Data frame header: tag u32, flags u32, length u64 (big-endian).
+/// Data frame header: tag u32, context u32, length u64 (big-endian). The context keeps
+/// communicators (and collective traffic) apart.
 const HEADER: usize = 16;
 /// Messages up to this size go out in one write with their header.
 const COALESCE: usize = 32 * 1024;
@@ -34,6 +35,15 @@ struct Link {
     writer: Mutex<TcpStream>,
 }
 
+/// What this process sent to one peer (user and collective traffic alike).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Messages sent.
+    pub messages: u64,
+    /// Payload bytes sent.
+    pub bytes: u64,
+}
+
 struct Inner {
     env: JobEnv,
     control: Control,
@@ -41,6 +51,7 @@ struct Inner {
     node: String,
     local: SocketAddr,
     links: Mutex<HashMap<u32, Arc<Link>>>,
+    sent: Mutex<HashMap<u32, LinkStats>>,
     reports: Mutex<Option<std::sync::mpsc::Sender<Request>>>,
     dialing: Mutex<()>,
     streams: Mutex<Vec<TcpStream>>,
@@ -57,14 +68,49 @@ struct Inner {
 /// the order they were sent.
 pub struct Comm {
     inner: Arc<Inner>,
+    view: Arc<View>,
+    _closer: Arc<Closer>,
 }
+
+/// Which ranks of the job a communicator spans, and its message context.
+pub(crate) struct View {
+    pub(crate) context: u32,
+    /// Global rank of each local rank.
+    pub(crate) ranks: Vec<u32>,
+    /// Our local rank.
+    pub(crate) rank: u32,
+    pub(crate) topology: qcg_coll::Topology,
+    /// Collective calls made on this communicator (tags of successive calls differ).
+    pub(crate) calls: std::sync::atomic::AtomicU32,
+    /// Sub-communicators made from this one.
+    pub(crate) splits: std::sync::atomic::AtomicU32,
+    /// How collectives run.
+    pub(crate) options: Mutex<crate::coll::CollOptions>,
+}
+
+impl View {
+    pub(crate) fn global(&self, local: u32) -> u32 {
+        self.ranks[local as usize]
+    }
+
+    pub(crate) fn local(&self, global: u32) -> Option<u32> {
+        self.ranks
+            .iter()
+            .position(|&g| g == global)
+            .map(|p| p as u32)
+    }
+}
+
+/// Shuts the process's links down when the last communicator goes.
+struct Closer(Arc<Inner>);
 
 impl std::fmt::Debug for Comm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Comm")
             .field("job", &self.inner.env.job)
-            .field("rank", &self.inner.env.rank)
-            .field("size", &self.inner.env.size)
+            .field("rank", &self.view.rank)
+            .field("size", &self.view.ranks.len())
+            .field("context", &self.view.context)
             .field("local", &self.inner.local)
             .finish()
     }
@@ -141,6 +187,7 @@ impl Comm {
             node,
             local,
             links: Default::default(),
+            sent: Default::default(),
             reports: Mutex::new(reporter(&env_helper)),
             dialing: Default::default(),
             streams: Default::default(),
@@ -156,17 +203,61 @@ impl Comm {
                 addr: local.to_string(),
                 message: format!("cannot start the acceptor thread: {e}"),
             })?;
-        Ok(Comm { inner })
+        let size = inner.env.size;
+        let topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
+        let view = Arc::new(View {
+            context: 0,
+            ranks: (0..size).collect(),
+            rank: inner.env.rank,
+            topology,
+            calls: Default::default(),
+            splits: Default::default(),
+            options: Mutex::new(crate::coll::CollOptions::from_env()),
+        });
+        Ok(Comm {
+            _closer: Arc::new(Closer(inner.clone())),
+            inner,
+            view,
+        })
     }
 
-    /// This process's rank.
+    /// A communicator over the same process with another view (sub-communicators).
+    pub(crate) fn with_view(&self, view: View) -> Comm {
+        Comm {
+            inner: self.inner.clone(),
+            view: Arc::new(view),
+            _closer: self._closer.clone(),
+        }
+    }
+
+    pub(crate) fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// This process's rank in this communicator.
     pub fn rank(&self) -> u32 {
+        self.view.rank
+    }
+
+    /// Number of processes in this communicator.
+    pub fn size(&self) -> u32 {
+        self.view.ranks.len() as u32
+    }
+
+    /// This process's rank in the whole job.
+    pub fn job_rank(&self) -> u32 {
         self.inner.env.rank
     }
 
-    /// Number of processes in the job.
-    pub fn size(&self) -> u32 {
-        self.inner.env.size
+    /// The global (job) rank of this communicator's rank `r`.
+    pub fn job_rank_of(&self, r: u32) -> Option<u32> {
+        self.view.ranks.get(r as usize).copied()
+    }
+
+    /// The communicator's topology: one path (site, node, …) per rank, and a cost per
+    /// level, used by the collectives.
+    pub fn topology(&self) -> &qcg_coll::Topology {
+        &self.view.topology
     }
 
     /// The job's identifier.
@@ -200,16 +291,26 @@ impl Comm {
     }
 
     /// Sends `data` to rank `dest` with `tag`. Returns once the bytes are handed to
-    /// the operating system.
+    /// the operating system (the peer's library drains its links continuously, so a
+    /// send never waits for the matching receive).
     pub fn send(&self, dest: u32, tag: u32, data: &[u8]) -> Result<()> {
         self.check_rank(dest)?;
-        if dest == self.rank() {
+        self.send_in(self.view.context, self.view.global(dest), tag, data)
+    }
+
+    /// Sends to a global rank in a context.
+    pub(crate) fn send_in(&self, context: u32, dest: u32, tag: u32, data: &[u8]) -> Result<()> {
+        let me = self.inner.env.rank;
+        if dest == me {
             let mut mb = lock(&self.inner.mail);
-            mb.push(Message {
-                source: dest,
-                tag,
-                data: data.to_vec(),
-            });
+            mb.push(
+                context,
+                Message {
+                    source: dest,
+                    tag,
+                    data: data.to_vec(),
+                },
+            );
             self.inner.arrived.notify_all();
             return Ok(());
         }
@@ -217,6 +318,7 @@ impl Comm {
         let mut w = lock(&link.writer);
         let mut header = [0u8; HEADER];
         header[..4].copy_from_slice(&tag.to_be_bytes());
+        header[4..8].copy_from_slice(&context.to_be_bytes());
         header[8..].copy_from_slice(&(data.len() as u64).to_be_bytes());
         let r = if data.len() <= COALESCE {
             let mut buf = Vec::with_capacity(HEADER + data.len());
@@ -226,13 +328,47 @@ impl Comm {
         } else {
             w.write_all(&header).and_then(|_| w.write_all(data))
         };
-        r.map_err(|source| Error::Send { rank: dest, source })
+        drop(w);
+        r.map_err(|source| Error::Send { rank: dest, source })?;
+        let mut sent = lock(&self.inner.sent);
+        let st = sent.entry(dest).or_default();
+        st.messages += 1;
+        st.bytes += data.len() as u64;
+        Ok(())
+    }
+
+    /// Messages and bytes this process has sent to each peer (by job rank) over its
+    /// links, every communicator and collective included.
+    pub fn link_stats(&self) -> HashMap<u32, LinkStats> {
+        lock(&self.inner.sent).clone()
+    }
+
+    /// The same communicator with another topology (for collectives), e.g. one read
+    /// from a file or measured. Its size must be this communicator's.
+    pub fn with_topology(&self, topology: qcg_coll::Topology) -> Result<Comm> {
+        if topology.size() != self.size() as usize {
+            return Err(Error::InvalidArgument(format!(
+                "a topology of {} ranks for a communicator of {}",
+                topology.size(),
+                self.size()
+            )));
+        }
+        let v = &self.view;
+        Ok(self.with_view(View {
+            context: v.context,
+            ranks: v.ranks.clone(),
+            rank: v.rank,
+            topology,
+            calls: std::sync::atomic::AtomicU32::new(v.calls.load(Ordering::Relaxed)),
+            splits: std::sync::atomic::AtomicU32::new(v.splits.load(Ordering::Relaxed)),
+            options: Mutex::new(*lock(&v.options)),
+        }))
     }
 
     /// Receives the oldest message matching `source` and `tag` (`None` = any),
     /// waiting as long as needed. Fails if the awaited peer is gone.
     pub fn recv(&self, source: Option<u32>, tag: Option<u32>) -> Result<Message> {
-        self.recv_deadline(source, tag, None)
+        self.recv_local(source, tag, None)
     }
 
     /// Like [`Comm::recv`], but gives up after `timeout`.
@@ -242,21 +378,54 @@ impl Comm {
         tag: Option<u32>,
         timeout: Duration,
     ) -> Result<Message> {
-        self.recv_deadline(source, tag, Some(Instant::now() + timeout))
+        self.recv_local(source, tag, Some(timeout))
     }
 
-    fn recv_deadline(
+    fn recv_local(
         &self,
         source: Option<u32>,
         tag: Option<u32>,
-        deadline: Option<Instant>,
+        timeout: Option<Duration>,
     ) -> Result<Message> {
         if let Some(s) = source {
             self.check_rank(s)?;
         }
+        let global = source.map(|s| self.view.global(s));
+        let mut m = self.recv_in(self.view.context, global, tag, timeout)?;
+        m.source = self.view.local(m.source).unwrap_or(m.source);
+        Ok(m)
+    }
+
+    /// Receives from a global rank (or any) in a context; the message's source is the
+    /// global rank.
+    pub(crate) fn recv_in(
+        &self,
+        context: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+        timeout: Option<Duration>,
+    ) -> Result<Message> {
+        self.recv_or_abort(context, source, tag, timeout, None)
+    }
+
+    /// Like `recv_in`, but a message of `context` with tag `abort` from anyone ends
+    /// the wait: it is returned instead (the caller tells them apart by tag).
+    pub(crate) fn recv_or_abort(
+        &self,
+        context: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+        timeout: Option<Duration>,
+        abort: Option<u32>,
+    ) -> Result<Message> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let size = self.inner.env.size;
         let mut mb = lock(&self.inner.mail);
         loop {
-            if let Some(m) = mb.take(source, tag) {
+            if let Some(m) = mb.take(context, source, tag) {
+                return Ok(m);
+            }
+            if let Some(m) = abort.and_then(|a| mb.take(context, None, Some(a))) {
                 return Ok(m);
             }
             match source {
@@ -268,7 +437,7 @@ impl Comm {
                         });
                     }
                 }
-                None if self.size() > 1 && mb.lost.len() as u32 >= self.size() - 1 => {
+                None if size > 1 && mb.lost.len() as u32 >= size - 1 => {
                     return Err(Error::PeerLost {
                         rank: *mb.lost.keys().next().unwrap_or(&0),
                         reason: "every other rank is gone".into(),
@@ -288,7 +457,7 @@ impl Comm {
                         let from = source.map_or("any rank".to_string(), |s| format!("rank {s}"));
                         return Err(Error::Timeout {
                             what: format!("a message from {from}"),
-                            secs: 0.0,
+                            secs: timeout.map_or(0.0, |t| t.as_secs_f64()),
                         });
                     }
                     self.inner
@@ -310,7 +479,7 @@ impl Comm {
             return Ok(l.clone());
         }
         let plan = self.lookup(dest)?;
-        let me = ProcName::new(&self.inner.env.job, self.rank());
+        let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
         let mut failures = Vec::new();
         for attempt in &plan.attempts {
             let r = self.try_attempt(attempt.addr, dest);
@@ -358,7 +527,7 @@ impl Comm {
             &mut s,
             &self.inner.env.job,
             &self.inner.env.secret,
-            self.rank(),
+            self.inner.env.rank,
             dest,
         )
         .map_err(|e| format!("handshake: {e}"))?;
@@ -371,7 +540,7 @@ impl Comm {
 
     fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
         let req = Request::Lookup {
-            from: ProcName::new(&self.inner.env.job, self.rank()),
+            from: ProcName::new(&self.inner.env.job, self.inner.env.rank),
             target: ProcName::new(&self.inner.env.job, dest),
         };
         let start = Instant::now();
@@ -417,9 +586,9 @@ fn reporter(helper: &std::path::Path) -> Option<std::sync::mpsc::Sender<Request>
     Some(tx)
 }
 
-impl Drop for Comm {
+impl Drop for Closer {
     fn drop(&mut self) {
-        let inner = &self.inner;
+        let inner = &self.0;
         inner.closed.store(true, Ordering::SeqCst);
         // Closing the channel lets the reporter deliver what is queued and end.
         lock(&inner.reports).take();
@@ -469,6 +638,7 @@ fn read_loop(inner: Arc<Inner>, rank: u32, mut s: TcpStream) {
             };
         }
         let tag = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+        let context = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
         let len = u64::from_be_bytes([
             header[8], header[9], header[10], header[11], header[12], header[13], header[14],
             header[15],
@@ -485,11 +655,14 @@ fn read_loop(inner: Arc<Inner>, rank: u32, mut s: TcpStream) {
             Ok(n) => break format!("link closed after {n} of a message's {len} bytes"),
             Err(e) => break format!("link broke inside a message of {len} bytes: {e}"),
         }
-        lock(&inner.mail).push(Message {
-            source: rank,
-            tag,
-            data,
-        });
+        lock(&inner.mail).push(
+            context,
+            Message {
+                source: rank,
+                tag,
+                data,
+            },
+        );
         inner.arrived.notify_all();
     };
     if !inner.closed.load(Ordering::SeqCst) {
