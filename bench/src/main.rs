@@ -5,6 +5,9 @@
 //! - `qcg-bench pingpong`: 1-byte and 1 MiB ping-pong over a libqcg link and over plain
 //!   TCP between the same two processes, with the ratio.
 
+mod coll;
+mod svg;
+
 use clap::{Parser, Subcommand};
 use qcg::{Comm, JobEnv};
 use qcg_cli::grid::{self, LocalGrid};
@@ -38,6 +41,31 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         trials: usize,
     },
+    /// Collectives timed with OSU's method on an embedded grid, per algorithm, with
+    /// CSV and SVG output.
+    Coll {
+        /// Ranks.
+        #[arg(short = 'n', long = "np", default_value_t = 16)]
+        n: u32,
+        /// Clusters of the embedded grid.
+        #[arg(long, default_value_t = 4)]
+        clusters: usize,
+        /// Nodes per cluster.
+        #[arg(long, default_value_t = 1)]
+        nodes_per_cluster: usize,
+        /// Level costs given to the ranks' topology (QCG_TOPOLOGY_COSTS: LATENCY_US:MBITS per
+        /// level, top first), so `auto` plans for the network the lab would emulate.
+        #[arg(long, default_value = "10000:100,100:1000,5:10000")]
+        costs: String,
+        #[command(flatten)]
+        args: coll::CollArgs,
+    },
+    /// (internal) one rank of `coll`.
+    #[command(hide = true)]
+    CollRank {
+        #[command(flatten)]
+        args: coll::CollArgs,
+    },
     /// (internal) one rank of `pingpong`, started by it.
     #[command(hide = true)]
     PingpongRank {
@@ -54,6 +82,14 @@ fn main() -> anyhow::Result<()> {
         Cmd::Setup { iters } => setup(iters),
         Cmd::Pingpong { reps, trials } => pingpong(reps, trials),
         Cmd::PingpongRank { reps, trials } => pingpong_rank(reps, trials),
+        Cmd::Coll {
+            n,
+            clusters,
+            nodes_per_cluster,
+            costs,
+            args,
+        } => coll_job(n, clusters, nodes_per_cluster, &costs, &args),
+        Cmd::CollRank { args } => coll::rank(&args),
     }
 }
 
@@ -149,6 +185,52 @@ fn pingpong(reps: usize, trials: usize) -> anyhow::Result<()> {
                 trials.to_string(),
             ],
             sockets: g.placement(2).into_iter().map(|s| s.socket).collect(),
+        };
+        let out = qcg_cli::launch::run(&job).await?;
+        g.shutdown().await;
+        anyhow::Ok(out.code())
+    })?;
+    anyhow::ensure!(code == 0, "a rank failed");
+    Ok(())
+}
+
+fn coll_job(
+    n: u32,
+    clusters: usize,
+    nodes: usize,
+    costs: &str,
+    a: &coll::CollArgs,
+) -> anyhow::Result<()> {
+    let mut args = vec![
+        "coll-rank".to_string(),
+        format!("--ops={}", a.ops.join(",")),
+        format!("--algo={}", a.algo.join(",")),
+        format!("--max-size={}", a.max_size),
+        format!("--iters={}", a.iters),
+        format!("--skip={}", a.skip),
+        format!("--out={}", a.out.display()),
+    ];
+    if let Some(k) = a.flits {
+        args.push(format!("--flits={k}"));
+    }
+    if a.flit_sweep {
+        args.push("--flit-sweep".into());
+    }
+    // The ranks inherit it from us.
+    std::env::set_var("QCG_TOPOLOGY_COSTS", costs);
+    let rt = tokio::runtime::Runtime::new()?;
+    let code = rt.block_on(async {
+        let g = LocalGrid::start(&vec![Policy::Open; clusters.max(1)], nodes).await?;
+        let job = qcg_cli::launch::Job {
+            id: grid::job_id(),
+            secret: grid::secret(),
+            program: std::env::current_exe()?,
+            args,
+            sockets: g
+                .placement(n as usize)
+                .into_iter()
+                .map(|s| s.socket)
+                .collect(),
         };
         let out = qcg_cli::launch::run(&job).await?;
         g.shutdown().await;
