@@ -52,7 +52,7 @@ struct Inner {
     local: SocketAddr,
     links: Mutex<HashMap<u32, Arc<Link>>>,
     sent: Mutex<HashMap<u32, LinkStats>>,
-    reports: Mutex<Option<std::sync::mpsc::Sender<Request>>>,
+    reports: Mutex<Option<Reporter>>,
     dialing: Mutex<()>,
     streams: Mutex<Vec<TcpStream>>,
     mail: Mutex<Mailbox>,
@@ -512,8 +512,8 @@ impl Comm {
 
     /// Reports an attempt's outcome off the critical path of the first message.
     fn report(&self, req: Request) {
-        if let Some(tx) = lock(&self.inner.reports).as_ref() {
-            let _ = tx.send(req);
+        if let Some(r) = lock(&self.inner.reports).as_ref() {
+            let _ = r.tx.send(req);
         }
     }
 
@@ -570,10 +570,15 @@ impl Comm {
 
 /// A thread with its own line to the helper that sends link reports, so that a new
 /// link's first message does not wait for the broker to note the outcome.
-fn reporter(helper: &std::path::Path) -> Option<std::sync::mpsc::Sender<Request>> {
+struct Reporter {
+    tx: std::sync::mpsc::Sender<Request>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn reporter(helper: &std::path::Path) -> Option<Reporter> {
     let control = Control::connect(helper).ok()?;
     let (tx, rx) = std::sync::mpsc::channel::<Request>();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("qcg-report".into())
         .spawn(move || {
             for req in rx {
@@ -583,15 +588,19 @@ fn reporter(helper: &std::path::Path) -> Option<std::sync::mpsc::Sender<Request>
             }
         })
         .ok()?;
-    Some(tx)
+    Some(Reporter { tx, thread })
 }
 
 impl Drop for Closer {
     fn drop(&mut self) {
         let inner = &self.0;
         inner.closed.store(true, Ordering::SeqCst);
-        // Closing the channel lets the reporter deliver what is queued and end.
-        lock(&inner.reports).take();
+        // Closing the channel lets the reporter deliver what is queued and end; wait
+        // for it, or the reports of the last links would be lost at exit.
+        if let Some(r) = lock(&inner.reports).take() {
+            drop(r.tx);
+            let _ = r.thread.join();
+        }
         let _ = inner.control.request(&Request::Unregister {
             process: ProcName::new(&inner.env.job, inner.env.rank),
         });
