@@ -23,13 +23,14 @@ pub mod http;
 pub mod plan;
 pub mod registry;
 
-use qcg_proto::msg::{Request, Response};
+use qcg_proto::msg::{ErrorKind, Request, Response};
 use qcg_proto::quic;
 use qcg_proto::tls::{Identity, Role};
-use registry::{Invalidation, Registry};
+use registry::{Effect, Invalidation, Registry};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -46,7 +47,18 @@ pub struct Broker {
     endpoint: quinn::Endpoint,
 }
 
-type Frontals = Arc<Mutex<HashMap<String, quinn::Connection>>>;
+type Conns<K> = Arc<Mutex<HashMap<K, quinn::Connection>>>;
+
+/// Connections the broker can push requests over.
+#[derive(Clone, Default)]
+struct Peers {
+    frontals: Conns<String>,
+    proxies: Conns<SocketAddr>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 impl Broker {
     /// Binds and starts serving. Bind to port 0 to let the system choose.
@@ -57,10 +69,11 @@ impl Broker {
     ) -> anyhow::Result<Broker> {
         let endpoint = quic::server_endpoint(quic_addr, &id)?;
         let quic_addr = endpoint.local_addr()?;
-        let state: http::Shared = Arc::new(Mutex::new(Registry::default()));
+        let state: http::Shared =
+            Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let frontals: Frontals = Default::default();
+        let peers = Peers::default();
 
         let http_addr = match http_addr {
             Some(addr) => {
@@ -91,12 +104,21 @@ impl Broker {
                     _ = c.cancelled() => break,
                     i = ep.accept() => match i { Some(i) => i, None => break },
                 };
-                let (st, fr) = (st.clone(), frontals.clone());
+                let (st, peers) = (st.clone(), peers.clone());
                 t.spawn(async move {
                     let peer = incoming.remote_address();
                     match incoming.await {
-                        Ok(conn) => serve_frontal(conn, st, fr).await,
-                        Err(e) => tracing::warn!(%peer, error = %e, "frontal handshake failed"),
+                        Ok(conn) => {
+                            if quic::check_peer_role(&conn, Role::Frontal).is_ok() {
+                                serve_frontal(conn, st, peers).await
+                            } else if quic::check_peer_role(&conn, Role::Proxy).is_ok() {
+                                serve_proxy(conn, st, peers).await
+                            } else {
+                                tracing::warn!(%peer, "refused connection: neither a frontal nor a proxy certificate");
+                                conn.close(1u32.into(), b"a frontal certificate is required");
+                            }
+                        }
+                        Err(e) => tracing::warn!(%peer, error = %e, "handshake failed"),
                     }
                 });
             }
@@ -121,49 +143,121 @@ impl Broker {
     }
 }
 
-async fn serve_frontal(conn: quinn::Connection, state: http::Shared, frontals: Frontals) {
-    let peer = conn.remote_address();
-    if let Err(e) = quic::check_peer_role(&conn, Role::Frontal) {
-        tracing::warn!(%peer, error = %e, "refused connection");
-        conn.close(1u32.into(), b"a frontal certificate is required");
-        return;
+fn random_token() -> String {
+    use ring::rand::SecureRandom;
+    let mut b = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut b)
+        .expect("system random number generator");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// How long the broker waits for a proxy or a frontal to take a pushed request.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(3);
+
+async fn push(conn: &quinn::Connection, req: &Request) -> Result<Response, String> {
+    match tokio::time::timeout(PUSH_TIMEOUT, quic::request(conn, req)).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer in {} s", PUSH_TIMEOUT.as_secs())),
     }
+}
+
+/// Handles a frontal's request and carries out its effects. A relay whose proxy
+/// does not take the token is retried on the next live proxy.
+async fn handle(
+    state: &http::Shared,
+    peers: &Peers,
+    cluster: Option<String>,
+    req: Request,
+) -> Response {
+    'retry: for _ in 0..8 {
+        let (resp, effects) = lock(state).handle(cluster.as_deref(), req.clone());
+        for e in &effects {
+            if let Effect::ExpectRelay { proxy, token } = e {
+                let conn = lock(&peers.proxies).get(proxy).cloned();
+                let r = match conn {
+                    Some(c) => {
+                        push(
+                            &c,
+                            &Request::ExpectRelay {
+                                token: token.clone(),
+                                valid_ms: registry::RELAY_TOKEN_MS,
+                            },
+                        )
+                        .await
+                    }
+                    None => Err("not connected".into()),
+                };
+                if !matches!(r, Ok(Response::Ok)) {
+                    tracing::warn!(%proxy, outcome = ?r, "proxy failed its check; marking it dead");
+                    lock(state).set_proxy_alive(*proxy, false);
+                    continue 'retry;
+                }
+            }
+        }
+        for e in effects {
+            match e {
+                Effect::ExpectRelay { .. } => {}
+                Effect::Invalidate(inv) => push_invalidation(&peers.frontals, inv),
+                Effect::Notify {
+                    cluster,
+                    target,
+                    notice,
+                } => {
+                    let conn = lock(&peers.frontals).get(&cluster).cloned();
+                    let what = format!("process {target} in cluster `{cluster}`");
+                    let r = match conn {
+                        Some(c) => push(&c, &Request::Notify { target, notice }).await,
+                        None => Err("its frontal is not connected".into()),
+                    };
+                    match r {
+                        Ok(Response::Ok) => {}
+                        Ok(Response::Error(e)) => return Response::Error(e),
+                        other => {
+                            return Response::error(
+                                ErrorKind::Unavailable,
+                                format!("cannot reach {what}: {other:?}"),
+                            )
+                        }
+                    }
+                }
+            }
+        }
+        return resp;
+    }
+    Response::error(ErrorKind::NoRoute, "no relay proxy took the link")
+}
+
+async fn serve_frontal(conn: quinn::Connection, state: http::Shared, peers: Peers) {
+    let peer = conn.remote_address();
     tracing::info!(%peer, "frontal connected");
     // The cluster this connection speaks for, set by its first RegisterCluster.
     let cluster: Arc<Mutex<Option<String>>> = Default::default();
     let c2 = conn.clone();
     let cl = cluster.clone();
-    let fr = frontals.clone();
+    let pe = peers.clone();
     let handler = move |req: Request| {
-        let (state, cluster, frontals, conn) = (state.clone(), cl.clone(), fr.clone(), c2.clone());
+        let (state, cluster, peers, conn) = (state.clone(), cl.clone(), pe.clone(), c2.clone());
         async move {
-            let current = cluster.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let current = lock(&cluster).clone();
             let name = match &req {
                 Request::RegisterCluster(c) => Some(c.name.clone()),
                 _ => None,
             };
             tracing::debug!(%peer, kind = req.kind(), "request");
-            let (resp, inv) = state
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .handle(current.as_deref(), req);
+            let resp = handle(&state, &peers, current, req).await;
             if let (Some(name), Response::Ok) = (name, &resp) {
-                *cluster.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.clone());
-                frontals
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(name.clone(), conn);
+                *lock(&cluster) = Some(name.clone());
+                lock(&peers.frontals).insert(name.clone(), conn);
                 tracing::info!(%peer, cluster = %name, "cluster registered");
-            }
-            if let Some(inv) = inv {
-                push_invalidation(&frontals, inv);
             }
             resp
         }
     };
     let why = quic::serve(conn.clone(), handler).await;
-    if let Some(name) = cluster.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-        let mut f = frontals.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(name) = lock(&cluster).clone() {
+        let mut f = lock(&peers.frontals);
         if f.get(&name)
             .is_some_and(|c| c.stable_id() == conn.stable_id())
         {
@@ -173,13 +267,43 @@ async fn serve_frontal(conn: quinn::Connection, state: http::Shared, frontals: F
     tracing::info!(%peer, reason = %why, "frontal disconnected");
 }
 
-fn push_invalidation(frontals: &Frontals, inv: Invalidation) {
-    let conns: Vec<_> = frontals
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .values()
-        .cloned()
-        .collect();
+async fn serve_proxy(conn: quinn::Connection, state: http::Shared, peers: Peers) {
+    let peer = conn.remote_address();
+    let offered: Arc<Mutex<Option<SocketAddr>>> = Default::default();
+    let (st, pe, of, c2) = (state.clone(), peers.clone(), offered.clone(), conn.clone());
+    let handler = move |req: Request| {
+        let (st, pe, of, c2) = (st.clone(), pe.clone(), of.clone(), c2.clone());
+        async move {
+            match req {
+                Request::RegisterProxy { addr } => {
+                    lock(&st).add_proxy(addr);
+                    lock(&pe.proxies).insert(addr, c2);
+                    *lock(&of) = Some(addr);
+                    tracing::info!(%peer, %addr, "proxy registered");
+                    Response::Ok
+                }
+                other => Response::error(
+                    ErrorKind::Forbidden,
+                    format!("`{}` is not a request a proxy may send", other.kind()),
+                ),
+            }
+        }
+    };
+    let why = quic::serve(conn.clone(), handler).await;
+    if let Some(addr) = *lock(&offered) {
+        lock(&state).set_proxy_alive(addr, false);
+        let mut p = lock(&peers.proxies);
+        if p.get(&addr)
+            .is_some_and(|c| c.stable_id() == conn.stable_id())
+        {
+            p.remove(&addr);
+        }
+    }
+    tracing::info!(%peer, reason = %why, "proxy disconnected");
+}
+
+fn push_invalidation(frontals: &Conns<String>, inv: Invalidation) {
+    let conns: Vec<_> = lock(frontals).values().cloned().collect();
     for conn in conns {
         let req = Request::Invalidate {
             job: inv.job.clone(),

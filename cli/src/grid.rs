@@ -51,7 +51,7 @@ impl LocalGrid {
             let cluster = ClusterConfig {
                 name: name.clone(),
                 policy: *policy,
-                nat: false,
+                nat: qcg_proto::Nat::None,
                 public_address: None,
             };
             let f = Frontal::start(

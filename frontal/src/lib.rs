@@ -36,6 +36,8 @@ pub struct Stats {
 }
 
 struct Inner {
+    /// The helper connection each registered process came through.
+    routes: std::sync::Mutex<std::collections::HashMap<qcg_proto::ProcName, quinn::Connection>>,
     cluster: ClusterConfig,
     broker: Upstream,
     cache: PlanCache,
@@ -81,6 +83,9 @@ impl Frontal {
                                     tracing::debug!(%job, ?rank, dropped = n, "cache invalidated");
                                     Response::Ok
                                 }
+                                (req @ Request::Notify { .. }, Some(inner)) => {
+                                    notify(&inner, req).await
+                                }
                                 (req, _) => Response::error(
                                     qcg_proto::ErrorKind::Forbidden,
                                     format!(
@@ -102,6 +107,7 @@ impl Frontal {
                     Some(Request::RegisterCluster(cluster.clone())),
                     Some(on_connect),
                 ),
+                routes: Default::default(),
                 cluster,
                 cache: PlanCache::default(),
                 stats: Stats::default(),
@@ -164,15 +170,65 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
         return;
     }
     tracing::info!(%peer, "helper connected");
+    let c = conn.clone();
     let handler = move |req: Request| {
-        let inner = inner.clone();
-        async move { handle(&inner, req).await }
+        let (inner, conn) = (inner.clone(), c.clone());
+        async move { handle(&inner, &conn, req).await }
     };
     let why = quic::serve(conn, handler).await;
     tracing::info!(%peer, reason = %why, "helper disconnected");
 }
 
-async fn handle(inner: &Inner, req: Request) -> Response {
+/// Passes a broker's notice to the helper of the target's node.
+async fn notify(inner: &Inner, req: Request) -> Response {
+    let Request::Notify { target, .. } = &req else {
+        return Response::error(qcg_proto::ErrorKind::Internal, "not a notice");
+    };
+    let conn = lock(&inner.routes).get(target).cloned();
+    let Some(conn) = conn else {
+        return Response::error(
+            qcg_proto::ErrorKind::UnknownProcess,
+            format!(
+                "process {target} is not registered in cluster `{}`",
+                inner.cluster.name
+            ),
+        );
+    };
+    match tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        quic::request(&conn, &req),
+    )
+    .await
+    {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Response::error(
+            qcg_proto::ErrorKind::Unavailable,
+            format!("helper of {target}: {e}"),
+        ),
+        Err(_) => Response::error(
+            qcg_proto::ErrorKind::Unavailable,
+            format!("helper of {target} did not answer"),
+        ),
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Response {
+    match &req {
+        Request::Register(ap) => {
+            lock(&inner.routes).insert(ap.process.clone(), helper.clone());
+        }
+        Request::Unregister { process } => {
+            lock(&inner.routes).remove(process);
+        }
+        Request::JobEnd { job } => {
+            lock(&inner.routes).retain(|p, _| &p.job != job);
+        }
+        _ => {}
+    }
     match req {
         Request::ClusterInfo => Response::Cluster(inner.cluster.clone()),
         Request::Lookup { ref target, .. } => {
@@ -189,7 +245,11 @@ async fn handle(inner: &Inner, req: Request) -> Response {
             }
             resp
         }
-        Request::RegisterCluster(_) | Request::Invalidate { .. } => Response::error(
+        Request::RegisterCluster(_)
+        | Request::Invalidate { .. }
+        | Request::Notify { .. }
+        | Request::RegisterProxy { .. }
+        | Request::ExpectRelay { .. } => Response::error(
             qcg_proto::ErrorKind::Forbidden,
             format!("`{}` is not a request a helper may send", req.kind()),
         ),

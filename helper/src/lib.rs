@@ -19,6 +19,7 @@
 //! ```
 
 pub mod config;
+pub mod raw;
 
 use qcg_proto::frame::{self, FrameError};
 use qcg_proto::quic::{self, Upstream};
@@ -31,7 +32,16 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+type Subscribers = std::sync::Mutex<
+    std::collections::HashMap<
+        qcg_proto::ProcName,
+        tokio::sync::mpsc::UnboundedSender<qcg_proto::Notice>,
+    >,
+>;
+
 struct Inner {
+    /// Processes of this node waiting for notices.
+    subs: Subscribers,
     node: String,
     bind_addr: IpAddr,
     frontal: Upstream,
@@ -55,10 +65,30 @@ impl Helper {
         bind_addr: IpAddr,
     ) -> anyhow::Result<Helper> {
         let endpoint = quic::client_endpoint(&id)?;
-        let inner = Arc::new(Inner {
-            node,
-            bind_addr,
-            frontal: Upstream::new(endpoint, frontal, Role::Frontal, None, None),
+        let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
+            let weak = weak.clone();
+            // Requests the frontal opens toward us: notices for our processes.
+            let on_connect = Arc::new(move |conn: quinn::Connection| {
+                let weak = weak.clone();
+                tokio::spawn(async move {
+                    let handler = move |req: Request| {
+                        let weak = weak.clone();
+                        async move {
+                            match weak.upgrade() {
+                                Some(inner) => notice(&inner, req).await,
+                                None => Response::error(ErrorKind::Unavailable, "helper stopping"),
+                            }
+                        }
+                    };
+                    quic::serve(conn, handler).await;
+                });
+            });
+            Inner {
+                subs: Default::default(),
+                node,
+                bind_addr,
+                frontal: Upstream::new(endpoint, frontal, Role::Frontal, None, Some(on_connect)),
+            }
         });
         if socket.exists() {
             // Only replace a socket nobody answers on: never steal a live helper's.
@@ -118,6 +148,9 @@ impl Helper {
 async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
     loop {
         let resp = match frame::read_frame::<Request, _>(&mut stream).await {
+            Ok(Some(Request::Subscribe { process })) => {
+                return subscribed(stream, inner, process).await;
+            }
             Ok(Some(req)) => handle(&inner, req).await,
             Ok(None) => return,
             Err(e @ (FrameError::Io(_) | FrameError::Truncated)) => {
@@ -142,7 +175,119 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
     }
 }
 
-async fn handle(inner: &Inner, req: Request) -> Response {
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A process's notice connection: notices go out as they come until it hangs up.
+async fn subscribed(mut stream: UnixStream, inner: Arc<Inner>, process: qcg_proto::ProcName) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    lock(&inner.subs).insert(process.clone(), tx.clone());
+    if frame::write_frame(&mut stream, &Response::Ok).await.is_ok() {
+        let (mut rd, mut wr) = stream.split();
+        let mut probe = [0u8; 1];
+        loop {
+            tokio::select! {
+                n = tokio::io::AsyncReadExt::read(&mut rd, &mut probe) => {
+                    if !matches!(n, Ok(n) if n > 0) { break }
+                }
+                n = rx.recv() => match n {
+                    Some(n) => if frame::write_frame(&mut wr, &Response::Notice(n)).await.is_err() { break },
+                    None => break,
+                },
+            }
+        }
+    }
+    let mut subs = lock(&inner.subs);
+    // Only our own entry: a newer subscription of the same process stays.
+    if subs.get(&process).is_some_and(|t| t.same_channel(&tx)) {
+        subs.remove(&process);
+    }
+}
+
+/// A request the frontal pushed: a notice for one of our processes, or a SYN to inject.
+async fn notice(inner: &Inner, req: Request) -> Response {
+    let Request::Notify { target, notice } = req else {
+        return Response::error(
+            ErrorKind::Forbidden,
+            format!("`{}` is not a request a frontal may push", req.kind()),
+        );
+    };
+    if let qcg_proto::Notice::Inject { packet } = notice {
+        return match tokio::task::spawn_blocking(move || raw::inject(&packet)).await {
+            Ok(Ok(())) => Response::Ok,
+            Ok(Err(e)) => {
+                Response::error(ErrorKind::Unavailable, format!("SYN injection failed: {e}"))
+            }
+            Err(e) => Response::error(ErrorKind::Internal, e.to_string()),
+        };
+    }
+    let tx = lock(&inner.subs).get(&target).cloned();
+    match tx.map(|t| t.send(notice)) {
+        Some(Ok(())) => Response::Ok,
+        _ => Response::error(
+            ErrorKind::UnknownProcess,
+            format!(
+                "process {target} is not listening for notices on node {}",
+                inner.node
+            ),
+        ),
+    }
+}
+
+/// Starts capturing the process's next SYN toward `remote`; answers once the capture
+/// is in place, and sends the SYN up when it is seen.
+async fn watch_syn(inner: Arc<Inner>, req: Request) -> Response {
+    let Request::WatchSyn {
+        from,
+        target,
+        local,
+        remote,
+    } = req
+    else {
+        return Response::error(ErrorKind::Internal, "not a watch");
+    };
+    let sock = match raw::capture_socket() {
+        Ok(s) => s,
+        Err(e) => {
+            return Response::error(
+                ErrorKind::Unavailable,
+                format!(
+                    "cannot capture packets on node {} (root needed): {e}",
+                    inner.node
+                ),
+            )
+        }
+    };
+    tokio::spawn(async move {
+        let got = tokio::task::spawn_blocking(move || {
+            raw::capture_syn(sock, local, remote, std::time::Duration::from_secs(5))
+        })
+        .await;
+        match got {
+            Ok(Ok(Some(packet))) => {
+                let r = inner
+                    .frontal
+                    .forward(&Request::Syn {
+                        from,
+                        target,
+                        packet,
+                    })
+                    .await;
+                if !matches!(r, Response::Ok) {
+                    tracing::warn!(?r, "SYN not delivered");
+                }
+            }
+            other => tracing::warn!(?other, %local, %remote, "no SYN seen"),
+        }
+    });
+    Response::Ok
+}
+
+async fn handle(inner: &Arc<Inner>, req: Request) -> Response {
+    if let Request::WatchSyn { .. } = req {
+        return watch_syn(inner.clone(), req).await;
+    }
     match req {
         Request::NodeInfo => match inner.frontal.forward(&Request::ClusterInfo).await {
             Response::Cluster(cluster) => Response::Node {
@@ -152,7 +297,12 @@ async fn handle(inner: &Inner, req: Request) -> Response {
             },
             other => other,
         },
-        Request::RegisterCluster(_) | Request::Invalidate { .. } => Response::error(
+        Request::RegisterCluster(_)
+        | Request::Invalidate { .. }
+        | Request::Notify { .. }
+        | Request::Syn { .. }
+        | Request::RegisterProxy { .. }
+        | Request::ExpectRelay { .. } => Response::error(
             ErrorKind::Forbidden,
             format!("`{}` is not a request a process may send", req.kind()),
         ),

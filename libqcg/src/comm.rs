@@ -170,7 +170,7 @@ impl Comm {
             cluster: cluster.name.clone(),
             node: node.clone(),
             private_addr: local.ip(),
-            public_addr: if cluster.nat {
+            public_addr: if cluster.nat.is_nat() {
                 cluster.public_address
             } else {
                 None

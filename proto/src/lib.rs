@@ -22,10 +22,11 @@
 pub mod config;
 pub mod frame;
 pub mod msg;
+pub mod packet;
 pub mod quic;
 pub mod tls;
 
 pub use msg::{
-    AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, Plan, Policy, ProcName, Request,
-    Response, Technique,
+    AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, Nat, Notice, Plan, Policy,
+    ProcName, Request, Response, Technique,
 };
