@@ -6,7 +6,8 @@ use qcg_broker::Broker;
 use qcg_frontal::Frontal;
 use qcg_helper::Helper;
 use qcg_proto::tls::{Ca, Role};
-use qcg_proto::{ClusterConfig, Policy};
+use qcg_proto::{ClusterConfig, Nat, Policy};
+use qcg_proxy::Proxy;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -28,16 +29,31 @@ pub struct LocalGrid {
     /// One frontal per cluster.
     pub frontals: Vec<Frontal>,
     helpers: Vec<Helper>,
+    /// Relay proxies.
+    pub proxies: Vec<Proxy>,
     /// Nodes, cluster by cluster.
     pub nodes: Vec<NodeSlot>,
     _dir: tempfile::TempDir,
 }
 
 impl LocalGrid {
-    /// Starts a grid with one cluster per entry of `policies`, each with
-    /// `nodes_per_cluster` nodes. Everything binds to 127.0.0.1 on free ports.
+    /// Starts a grid with one cluster per entry of `policies` (no NAT), each with
+    /// `nodes_per_cluster` nodes, and one relay proxy. Everything binds to 127.0.0.1
+    /// on free ports.
     pub async fn start(policies: &[Policy], nodes_per_cluster: usize) -> anyhow::Result<LocalGrid> {
-        anyhow::ensure!(!policies.is_empty(), "a grid needs at least one cluster");
+        let specs: Vec<(Policy, Nat)> = policies.iter().map(|&p| (p, Nat::None)).collect();
+        Self::start_with(&specs, nodes_per_cluster, 1).await
+    }
+
+    /// Like [`LocalGrid::start`], with a NAT kind per cluster and `proxies` proxies.
+    /// On loopback nothing is really blocked or translated: the policies only shape
+    /// the broker's plans.
+    pub async fn start_with(
+        clusters: &[(Policy, Nat)],
+        nodes_per_cluster: usize,
+        proxies: usize,
+    ) -> anyhow::Result<LocalGrid> {
+        anyhow::ensure!(!clusters.is_empty(), "a grid needs at least one cluster");
         anyhow::ensure!(nodes_per_cluster > 0, "a cluster needs at least one node");
         let ca = Ca::generate()?;
         let lo: SocketAddr = "127.0.0.1:0".parse()?;
@@ -46,13 +62,13 @@ impl LocalGrid {
         let mut frontals = Vec::new();
         let mut helpers = Vec::new();
         let mut nodes = Vec::new();
-        for (c, policy) in policies.iter().enumerate() {
+        for (c, (policy, nat)) in clusters.iter().enumerate() {
             let name = format!("cluster-{c}");
             let cluster = ClusterConfig {
                 name: name.clone(),
                 policy: *policy,
-                nat: qcg_proto::Nat::None,
-                public_address: None,
+                nat: *nat,
+                public_address: nat.is_nat().then(|| [127, 0, 0, 1].into()),
             };
             let f = Frontal::start(
                 ca.identity(Role::Frontal, &name)?,
@@ -81,10 +97,33 @@ impl LocalGrid {
             }
             frontals.push(f);
         }
+        let mut px = Vec::new();
+        for i in 0..proxies {
+            let name = format!("proxy-{i}");
+            px.push(
+                Proxy::start(ca.identity(Role::Proxy, &name)?, lo, None, broker.quic_addr).await?,
+            );
+        }
+        // Wait until the broker counts every proxy alive.
+        for _ in 0..500 {
+            let alive = broker
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .proxies()
+                .iter()
+                .filter(|p| p.alive)
+                .count();
+            if alive >= proxies {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         Ok(LocalGrid {
             broker,
             frontals,
             helpers,
+            proxies: px,
             nodes,
             _dir: dir,
         })
@@ -106,6 +145,9 @@ impl LocalGrid {
 
     /// Stops everything.
     pub async fn shutdown(self) {
+        for p in self.proxies {
+            p.shutdown();
+        }
         for h in self.helpers {
             h.shutdown().await;
         }

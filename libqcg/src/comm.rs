@@ -55,6 +55,7 @@ struct Inner {
     reports: Mutex<Option<Reporter>>,
     dialing: Mutex<()>,
     streams: Mutex<Vec<TcpStream>>,
+    streams_unix: Mutex<Vec<std::os::unix::net::UnixStream>>,
     mail: Mutex<Mailbox>,
     arrived: Condvar,
     closed: AtomicBool,
@@ -116,6 +117,38 @@ impl std::fmt::Debug for Comm {
     }
 }
 
+/// A socket with SO_REUSEADDR and SO_REUSEPORT, so that punching and traversal can
+/// dial out from the listener's own port.
+fn reusable(addr: SocketAddr) -> std::io::Result<socket2::Socket> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.bind(&addr.into())?;
+    Ok(s)
+}
+
+/// Our listener. It binds without SO_REUSEPORT, so it only gets a port nobody uses
+/// (no second listener can share it), and turns SO_REUSEPORT on afterwards so our own
+/// outgoing sockets can dial from the same port.
+fn listen_on(addr: IpAddr, port: u16) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let a = SocketAddr::new(addr, port);
+    let s = Socket::new(Domain::for_address(a), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&a.into())?;
+    s.set_reuse_port(true)?;
+    s.listen(1024)?;
+    Ok(s.into())
+}
+
+/// Dials `to` from our listener's address and port.
+fn dial_from(local: SocketAddr, to: SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
+    let s = reusable(local)?;
+    s.connect_timeout(&to.into(), timeout)?;
+    Ok(s.into())
+}
+
 fn bind(addr: IpAddr, policy: &Policy, rank: u32) -> Result<TcpListener> {
     match *policy {
         Policy::PortRange { lo, hi } => {
@@ -125,7 +158,7 @@ fn bind(addr: IpAddr, policy: &Policy, rank: u32) -> Result<TcpListener> {
             let start = (rank + std::process::id()) % width;
             for i in 0..width {
                 let port = lo + ((start + i) % width) as u16;
-                if let Ok(l) = TcpListener::bind((addr, port)) {
+                if let Ok(l) = listen_on(addr, port) {
                     return Ok(l);
                 }
             }
@@ -134,7 +167,7 @@ fn bind(addr: IpAddr, policy: &Policy, rank: u32) -> Result<TcpListener> {
                 message: "every port of the cluster's open range is in use".into(),
             })
         }
-        _ => TcpListener::bind((addr, 0)).map_err(|e| Error::Bind {
+        _ => listen_on(addr, 0).map_err(|e| Error::Bind {
             addr: format!("{addr}:0"),
             message: e.to_string(),
         }),
@@ -191,10 +224,39 @@ impl Comm {
             reports: Mutex::new(reporter(&env_helper)),
             dialing: Default::default(),
             streams: Default::default(),
+            streams_unix: Default::default(),
             mail: Default::default(),
             arrived: Condvar::new(),
             closed: AtomicBool::new(false),
         });
+        // A second line to the helper, on which the grid tells us our part of links
+        // other ranks make (connect back, punch, meet at a proxy).
+        let notices = std::os::unix::net::UnixStream::connect(&inner.env.helper)
+            .and_then(|mut s| {
+                qcg_proto::frame::write_frame_sync(
+                    &mut s,
+                    &Request::Subscribe {
+                        process: ProcName::new(&inner.env.job, inner.env.rank),
+                    },
+                )
+                .map_err(std::io::Error::other)?;
+                match qcg_proto::frame::read_frame_sync::<Response, _>(&mut s) {
+                    Ok(Some(Response::Ok)) => Ok(s),
+                    other => Err(std::io::Error::other(format!("subscribe: {other:?}"))),
+                }
+            })
+            .map_err(|e| Error::Helper {
+                socket: inner.env.helper.clone(),
+                message: format!("cannot subscribe to notices: {e}"),
+            })?;
+        let weak = Arc::downgrade(&inner);
+        lock(&inner.streams_unix).push(notices.try_clone().map_err(|e| Error::Helper {
+            socket: inner.env.helper.clone(),
+            message: e.to_string(),
+        })?);
+        let _ = std::thread::Builder::new()
+            .name("qcg-notices".into())
+            .spawn(move || notice_loop(weak, notices));
         let acc = inner.clone();
         std::thread::Builder::new()
             .name("qcg-accept".into())
@@ -482,7 +544,7 @@ impl Comm {
         let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
         let mut failures = Vec::new();
         for attempt in &plan.attempts {
-            let r = self.try_attempt(attempt.addr, dest);
+            let r = self.attempt(attempt, dest);
             let ok = r.is_ok();
             self.report(Request::Report {
                 from: me.clone(),
@@ -491,9 +553,9 @@ impl Comm {
                 ok,
             });
             match r {
-                Ok(stream) => {
+                Ok(link) => {
                     tracing::debug!(dest, technique = %attempt.technique, addr = %attempt.addr, "link made");
-                    return Ok(add_link(&self.inner, dest, stream));
+                    return Ok(link);
                 }
                 Err(e) => {
                     tracing::debug!(dest, technique = %attempt.technique, error = %e, "attempt failed");
@@ -517,25 +579,68 @@ impl Comm {
         }
     }
 
-    fn try_attempt(&self, addr: SocketAddr, dest: u32) -> std::result::Result<TcpStream, String> {
-        let mut s =
-            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-            .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
-            .map_err(|e| e.to_string())?;
-        handshake::initiate(
-            &mut s,
-            &self.inner.env.job,
-            &self.inner.env.secret,
-            self.inner.env.rank,
-            dest,
-        )
-        .map_err(|e| format!("handshake: {e}"))?;
-        s.set_read_timeout(None)
-            .and_then(|_| s.set_write_timeout(None))
-            .and_then(|_| s.set_nodelay(true))
-            .map_err(|e| e.to_string())?;
-        Ok(s)
+    /// One attempt of a plan: a link to `dest`, or why not.
+    fn attempt(
+        &self,
+        attempt: &qcg_proto::Attempt,
+        dest: u32,
+    ) -> std::result::Result<Arc<Link>, String> {
+        use qcg_proto::Technique::*;
+        let inner = &self.inner;
+        let me = ProcName::new(&inner.env.job, inner.env.rank);
+        let target = ProcName::new(&inner.env.job, dest);
+        let rendezvous = |technique| -> std::result::Result<Response, String> {
+            inner
+                .control
+                .request(&Request::Rendezvous {
+                    from: me.clone(),
+                    target: target.clone(),
+                    technique,
+                })
+                .map_err(|e| e.to_string())
+        };
+        let stream = match attempt.technique {
+            Direct | PortRange => TcpStream::connect_timeout(&attempt.addr, CONNECT_TIMEOUT)
+                .map_err(|e| e.to_string())?,
+            Reversed => {
+                rendezvous(Reversed)?;
+                // The target dials our listener; the acceptor makes the link.
+                let until = Instant::now() + CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT;
+                while Instant::now() < until {
+                    if let Some(l) = lock(&inner.links).get(&dest) {
+                        return Ok(l.clone());
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                return Err("the target did not connect back in time".into());
+            }
+            Punched => {
+                rendezvous(Punched)?;
+                punch(inner.local, attempt.addr)?
+            }
+            Traversed => {
+                inner
+                    .control
+                    .request(&Request::WatchSyn {
+                        from: me.clone(),
+                        target: target.clone(),
+                        local: inner.local,
+                        remote: attempt.addr,
+                    })
+                    .map_err(|e| e.to_string())?;
+                dial_from(inner.local, attempt.addr, CONNECT_TIMEOUT).map_err(|e| e.to_string())?
+            }
+            Relayed => match rendezvous(Relayed)? {
+                Response::Relay { proxy, token } => meet(proxy, &token)?,
+                other => {
+                    return Err(format!(
+                        "unexpected answer to a relay rendezvous: {other:?}"
+                    ))
+                }
+            },
+        };
+        let s = handshake_as(stream, inner, dest, Role::Initiator)?;
+        Ok(add_link(inner, dest, s))
     }
 
     fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
@@ -607,8 +712,136 @@ impl Drop for Closer {
         for s in lock(&inner.streams).drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
+        for s in lock(&inner.streams_unix).drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
         // Wake the acceptor so it sees `closed`.
         let _ = TcpStream::connect_timeout(&inner.local, Duration::from_millis(100));
+    }
+}
+
+/// Which side of the job handshake a connection takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Initiator,
+    Acceptor,
+}
+
+/// Runs the job handshake on a fresh connection with `peer`; the stream is ready for
+/// data afterwards.
+fn handshake_as(
+    mut s: TcpStream,
+    inner: &Inner,
+    peer: u32,
+    role: Role,
+) -> std::result::Result<TcpStream, String> {
+    let env = &inner.env;
+    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+        .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    match role {
+        Role::Initiator => handshake::initiate(&mut s, &env.job, &env.secret, env.rank, peer)
+            .map_err(|e| format!("handshake: {e}"))?,
+        Role::Acceptor => {
+            let from = handshake::accept(&mut s, &env.job, &env.secret, env.rank, env.size)
+                .map_err(|e| format!("handshake: {e}"))?;
+            if from != peer {
+                return Err(format!("handshake: expected rank {peer}, got rank {from}"));
+            }
+        }
+    }
+    s.set_read_timeout(None)
+        .and_then(|_| s.set_write_timeout(None))
+        .and_then(|_| s.set_nodelay(true))
+        .map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// TCP simultaneous open: dial `to` from our listener's port, again and again until
+/// the peer's SYN (sent at the same time toward us) lets one through.
+fn punch(local: SocketAddr, to: SocketAddr) -> std::result::Result<TcpStream, String> {
+    let until = Instant::now() + CONNECT_TIMEOUT;
+    let mut last = String::from("no try");
+    while Instant::now() < until {
+        let left = until
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(10));
+        match dial_from(local, to, left) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                last = e.to_string();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    Err(format!("simultaneous open failed: {last}"))
+}
+
+/// Meets the peer at a relay proxy: presents the token and waits for the pairing.
+fn meet(proxy: SocketAddr, token: &str) -> std::result::Result<TcpStream, String> {
+    let mut s = TcpStream::connect_timeout(&proxy, CONNECT_TIMEOUT)
+        .map_err(|e| format!("proxy {proxy}: {e}"))?;
+    s.write_all(b"QCGR")
+        .and_then(|_| s.write_all(token.as_bytes()))
+        .map_err(|e| format!("proxy {proxy}: {e}"))?;
+    s.set_read_timeout(Some(CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut k = [0u8; 1];
+    match s.read(&mut k) {
+        Ok(1) if k[0] == b'K' => Ok(s),
+        Ok(_) => Err(format!("proxy {proxy} refused the token")),
+        Err(e) => Err(format!("proxy {proxy}: no pairing: {e}")),
+    }
+}
+
+/// Acts on a notice from the grid: our part of a link another rank is making.
+fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
+    use qcg_proto::Notice;
+    let (from, result) = match notice {
+        Notice::ConnectBack { from, addr } => (
+            from.clone(),
+            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                .map_err(|e| e.to_string())
+                .and_then(|s| handshake_as(s, inner, from.rank, Role::Initiator)),
+        ),
+        Notice::Punch { from, addr } => (
+            from.clone(),
+            punch(inner.local, addr)
+                .and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor)),
+        ),
+        Notice::Relay { from, proxy, token } => (
+            from.clone(),
+            meet(proxy, &token).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor)),
+        ),
+        Notice::Inject { .. } => return,
+    };
+    if from.job != inner.env.job || from.rank >= inner.env.size {
+        tracing::warn!(%from, "ignored a notice about a process of another job");
+        return;
+    }
+    match result {
+        Ok(s) => {
+            add_link(inner, from.rank, s);
+        }
+        Err(e) => tracing::warn!(peer = from.rank, error = %e, "could not take our part of a link"),
+    }
+}
+
+/// Reads notices from the helper until it hangs up; each is handled on its own thread.
+fn notice_loop(inner: std::sync::Weak<Inner>, mut stream: std::os::unix::net::UnixStream) {
+    loop {
+        let n = match qcg_proto::frame::read_frame_sync::<Response, _>(&mut stream) {
+            Ok(Some(Response::Notice(n))) => n,
+            Ok(Some(_)) => continue,
+            _ => return,
+        };
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name("qcg-notice".into())
+            .spawn(move || on_notice(&inner, n));
     }
 }
 
