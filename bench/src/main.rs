@@ -6,6 +6,7 @@
 //!   TCP between the same two processes, with the ratio.
 
 mod coll;
+mod netpipe;
 mod svg;
 
 use clap::{Parser, Subcommand};
@@ -60,6 +61,33 @@ enum Cmd {
         #[command(flatten)]
         args: coll::CollArgs,
     },
+    /// NetPIPE's method over a libqcg link between two processes (two clusters of an
+    /// embedded grid on loopback), and Debian's NPtcp on the same path in the same run:
+    /// np.out columns, CSV, an SVG of throughput against size, and the ratios.
+    Netpipe {
+        /// Largest message, bytes.
+        #[arg(long, default_value_t = 8 << 20)]
+        max: usize,
+        /// Seconds per trial (NetPIPE 3 uses 0.1).
+        #[arg(long, default_value_t = 0.1)]
+        trial: f64,
+        /// Skip NPtcp (when netpipe-tcp is not installed).
+        #[arg(long)]
+        no_nptcp: bool,
+        /// Folder for np-*.out, netpipe.csv and netpipe.svg.
+        #[arg(long, default_value = "bench-out")]
+        out: std::path::PathBuf,
+    },
+    /// (internal) one rank of `netpipe`.
+    #[command(hide = true)]
+    NetpipeRank {
+        #[arg(long)]
+        max: usize,
+        #[arg(long)]
+        trial: f64,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
     /// (internal) one rank of `coll`.
     #[command(hide = true)]
     CollRank {
@@ -90,6 +118,22 @@ fn main() -> anyhow::Result<()> {
             args,
         } => coll_job(n, clusters, nodes_per_cluster, &costs, &args),
         Cmd::CollRank { args } => coll::rank(&args),
+        Cmd::Netpipe {
+            max,
+            trial,
+            no_nptcp,
+            out,
+        } => netpipe_job(max, trial, no_nptcp, &out),
+        Cmd::NetpipeRank { max, trial, out } => {
+            let comm = qcg::init()?;
+            if comm.rank() == 0 {
+                let pts = netpipe::measure(&comm, max, trial)?;
+                netpipe::write_outputs(&out, &[("qcg", &pts)])?;
+            } else {
+                netpipe::echo(&comm)?;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -237,6 +281,77 @@ fn coll_job(
         anyhow::Ok(out.code())
     })?;
     anyhow::ensure!(code == 0, "a rank failed");
+    Ok(())
+}
+
+/// Runs NPtcp (receiver and sender) on loopback; returns its points.
+fn nptcp(max: usize, dir: &std::path::Path) -> anyhow::Result<Vec<netpipe::Point>> {
+    use std::process::{Command, Stdio};
+    let missing = |e: std::io::Error| {
+        anyhow::anyhow!("NPtcp: {e}: install Debian's netpipe-tcp (bash scripts/bench-deps.sh), or pass --no-nptcp")
+    };
+    let mut rx = Command::new("NPtcp")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(missing)?;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = dir.join("np-nptcp.out");
+    let st = Command::new("NPtcp")
+        .args(["-h", "127.0.0.1", "-u", &max.to_string(), "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(missing);
+    let _ = rx.kill();
+    let _ = rx.wait();
+    anyhow::ensure!(st?.success(), "NPtcp failed");
+    Ok(netpipe::parse_np_out(&std::fs::read_to_string(&out)?))
+}
+
+fn netpipe_job(
+    max: usize,
+    trial: f64,
+    no_nptcp: bool,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let code = rt.block_on(async {
+        let g = LocalGrid::start(&[Policy::Open, Policy::Open], 1).await?;
+        let job = qcg_cli::launch::Job {
+            id: grid::job_id(),
+            secret: grid::secret(),
+            program: std::env::current_exe()?,
+            args: vec![
+                "netpipe-rank".into(),
+                format!("--max={max}"),
+                format!("--trial={trial}"),
+                format!("--out={}", out.display()),
+            ],
+            sockets: g.placement(2).into_iter().map(|s| s.socket).collect(),
+        };
+        let o = qcg_cli::launch::run(&job).await?;
+        g.shutdown().await;
+        anyhow::Ok(o.code())
+    })?;
+    anyhow::ensure!(code == 0, "a rank failed");
+    let qcg_pts = netpipe::parse_np_out(&std::fs::read_to_string(out.join("np-qcg.out"))?);
+    if no_nptcp {
+        return Ok(());
+    }
+    let np = nptcp(max, out)?;
+    netpipe::write_outputs(out, &[("qcg", &qcg_pts), ("NPtcp", &np)])?;
+    let (ql, qp) = netpipe::summary(&qcg_pts);
+    let (nl, npk) = netpipe::summary(&np);
+    println!("# netpipe on loopback, same run: qcg direct link vs NPtcp");
+    println!("{:<12} {:>14} {:>16}", "", "latency (us)", "peak (Mbps)");
+    println!("{:<12} {:>14.2} {:>16.1}", "qcg", ql, qp);
+    println!("{:<12} {:>14.2} {:>16.1}", "NPtcp", nl, npk);
+    println!("{:<12} {:>14.2} {:>16.2}", "qcg/NPtcp", ql / nl, qp / npk);
+    println!(
+        "# wrote {}/np-qcg.out, np-nptcp.out, netpipe.csv, netpipe.svg",
+        out.display()
+    );
     Ok(())
 }
 
