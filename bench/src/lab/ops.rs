@@ -68,8 +68,16 @@ pub fn up(path: &Path, prefix: Option<&str>) -> Result<State> {
 }
 
 fn build(plan: &Plan, st: &mut State) -> Result<()> {
+    // For the tests of an interrupted `up`: a pause before each step.
+    let pause = std::env::var("QCG_LAB_STEP_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis);
     let step = |name: &str| {
         tracing::info!(step = name, "up");
+        if let Some(p) = pause {
+            std::thread::sleep(p);
+        }
         sys::check_interrupted()
     };
     step("namespaces")?;
