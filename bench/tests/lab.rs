@@ -584,7 +584,9 @@ bandwidth_mbit = 20
         (median - 30.0).abs() <= 3.0,
         "RTT {median} ms, expected 30 ms ± 10%: {text}"
     );
-    assert!(check::field(&text, "min").unwrap() >= 29.0, "{text}");
+    // The delay line may send a packet early by at most MAX_EARLY, each way.
+    let floor = 30.0 - 2.0 * qcg_bench::lab::delay::MAX_EARLY.as_secs_f64() * 1e3 - 0.05;
+    assert!(check::field(&text, "min").unwrap() >= floor, "{text}");
     // The public host is not behind the WAN link: no delay.
     let _w = lab.serve("world", &[5001]);
     let out = lab.exec(

@@ -134,7 +134,7 @@ impl Line {
 }
 
 /// Most the writer wakes ahead of a packet's due time.
-pub const MAX_EARLY: Duration = Duration::from_millis(1);
+pub const MAX_EARLY: Duration = Duration::from_micros(500);
 
 /// How early the writer should wake: a timed wait overshoots by the timer's slack and
 /// the scheduler's delay (a tenth of a millisecond or more on a busy machine), so the
