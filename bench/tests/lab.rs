@@ -557,6 +557,9 @@ nat = "port-preserving"
 firewall = "closed"
 [[public]]
 name = "world"
+[[public]]
+name = "relay"
+site = "near"
 [[wan]]
 sites = ["near", "far"]
 delay_ms = 15
@@ -600,6 +603,23 @@ bandwidth_mbit = 20
     );
     let median = check::field(&String::from_utf8_lossy(&out.stdout), "median").unwrap();
     assert!(median < 5.0, "RTT to the public host {median} ms");
+
+    // A public host in near's DMZ reaches far over near's WAN link.
+    let _g = lab.serve("far-gw", &[5002]);
+    let out = lab.exec(
+        "relay",
+        &[
+            "rtt",
+            &at(lab.addr("far-gw"), 5002).to_string(),
+            "--count",
+            "10",
+        ],
+    );
+    let median = check::field(&String::from_utf8_lossy(&out.stdout), "median").unwrap();
+    assert!(
+        (median - 30.0).abs() <= 3.0,
+        "RTT from near's DMZ to far {median} ms"
+    );
 
     // And `qcg-lab check` agrees, bandwidth included.
     let out = Command::new(QCG_LAB)

@@ -49,15 +49,17 @@ pub fn run(args: &[&str], input: Option<&str>) -> Result<String> {
     let mut child = cmd
         .spawn()
         .map_err(|e| LabError::io(format!("cannot start `{}`", describe(args)), e))?;
-    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
-        stdin
-            .write_all(text.as_bytes())
-            .map_err(|e| LabError::io(format!("writing to `{}`", describe(args)), e))?;
-    }
+    // A write error (the command ended early) shows in its status and stderr below.
+    let written = match (input, child.stdin.take()) {
+        (Some(text), Some(mut stdin)) => stdin.write_all(text.as_bytes()),
+        _ => Ok(()),
+    };
     let out = child
         .wait_with_output()
         .map_err(|e| LabError::io(format!("waiting for `{}`", describe(args)), e))?;
-    if !out.status.success() {
+    if out.status.success() {
+        written.map_err(|e| LabError::io(format!("writing to `{}`", describe(args)), e))?;
+    } else {
         let mut cmd = describe(args);
         if let Some(text) = input {
             let first: Vec<&str> = text.lines().take(3).collect();
