@@ -633,6 +633,66 @@ bandwidth_mbit = 20
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("near-far"));
+
+    // A lab that does not match its file fails the check, naming the link and figures:
+    // the state now claims 25 ms while the delay line keeps 15 ms.
+    let path = qcg_bench::lab::state::file(&lab.prefix);
+    let mut st = qcg_bench::lab::state::State::load(&lab.prefix)
+        .unwrap()
+        .unwrap();
+    st.topology.wan[0].delay_ms = 25.0;
+    std::fs::write(&path, serde_json::to_string(&st).unwrap()).unwrap();
+    let out = Command::new(QCG_LAB)
+        .args(["check", "--prefix", &lab.prefix, "--secs", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("link near-far: RTT") && err.contains("expected 50.00 ms"),
+        "{err}"
+    );
+}
+
+#[test]
+fn lab_exec_runs_in_the_host_and_passes_on_its_status() {
+    let lab = Lab::up("ex", KINDS);
+    let run = |host: &str, script: &str| {
+        Command::new(QCG_LAB)
+            .args([
+                "exec",
+                "--prefix",
+                &lab.prefix,
+                host,
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run("pp-1", "ip -4 -o addr show dev eth0");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("10.6.0.2/24"),
+        "{out:?}"
+    );
+    assert_eq!(run("open-2", "exit 7").status.code(), Some(7));
+    let out = run("nowhere", "true");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no host `nowhere`"),
+        "{out:?}"
+    );
+    let out = Command::new(QCG_LAB)
+        .args(["hosts", "--prefix", &lab.prefix])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains(&format!("{}-rp-1", lab.prefix)) && table.contains("198.18.7.2"),
+        "{table}"
+    );
 }
 
 fn leftovers(prefix: &str) -> Vec<String> {
