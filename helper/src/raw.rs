@@ -9,15 +9,17 @@ use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-const ETH_P_IP: u16 = 0x0800;
+/// Every protocol: only such taps see outgoing packets (a tap bound to IPv4 alone
+/// sees incoming ones only).
+const ETH_P_ALL: u16 = 0x0003;
 
-/// A socket that sees every IPv4 packet of every interface of this namespace,
-/// outgoing ones included, without link-layer headers.
+/// A socket that sees every packet of every interface of this namespace, outgoing
+/// ones included, without link-layer headers (non-IPv4 ones are skipped when read).
 pub fn capture_socket() -> io::Result<Socket> {
     Socket::new(
         Domain::PACKET,
         Type::DGRAM,
-        Some(Protocol::from(i32::from(ETH_P_IP.to_be()))),
+        Some(Protocol::from(i32::from(ETH_P_ALL.to_be()))),
     )
 }
 
@@ -62,6 +64,13 @@ pub fn capture_syn(
 pub fn inject(p: &[u8]) -> io::Result<()> {
     let syn = packet::parse_syn(p)
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IPv4 TCP SYN"))?;
+    // A SYN captured on its way out usually carries no TCP checksum yet (the kernel
+    // leaves it to the NIC, or to nobody on a veth): compute both checksums, or the
+    // target's stack would drop the packet.
+    let mut p = p.to_vec();
+    packet::fix_checksums(&mut p)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "truncated SYN"))?;
+    let p = &p[..];
     let sock = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(255)))?;
     sock.send_to(p, &SockAddr::from(syn.dst))?;
     Ok(())

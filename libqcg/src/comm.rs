@@ -35,6 +35,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 struct Link {
     writer: Mutex<TcpStream>,
+    /// How we made it (unset: the peer made it and we accepted).
+    technique: std::sync::OnceLock<qcg_proto::Technique>,
 }
 
 /// What this process sent to one peer (user and collective traffic alike).
@@ -405,6 +407,15 @@ impl Comm {
         Ok(())
     }
 
+    /// How the link to `rank` (a rank of this communicator) was made: the technique,
+    /// if this process made it; `None` if the peer made it, or there is no link yet.
+    pub fn link_technique(&self, rank: u32) -> Option<qcg_proto::Technique> {
+        let g = self.view.ranks.get(rank as usize)?;
+        lock(&self.inner.links)
+            .get(g)
+            .and_then(|l| l.technique.get().copied())
+    }
+
     /// Messages and bytes this process has sent to each peer (by job rank) over its
     /// links, every communicator and collective included.
     pub fn link_stats(&self) -> HashMap<u32, LinkStats> {
@@ -631,6 +642,7 @@ impl Comm {
                 let until = Instant::now() + CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT;
                 while Instant::now() < until {
                     if let Some(l) = lock(&inner.links).get(&dest) {
+                        let _ = l.technique.set(Reversed);
                         return Ok(l.clone());
                     }
                     std::thread::sleep(Duration::from_millis(1));
@@ -663,7 +675,7 @@ impl Comm {
             },
         };
         let s = handshake_as(stream, inner, dest, Role::Initiator)?;
-        Ok(add_link(inner, dest, s))
+        Ok(add_link(inner, dest, s, Some(attempt.technique)))
     }
 
     fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
@@ -844,7 +856,7 @@ fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
     }
     match result {
         Ok(s) => {
-            add_link(inner, from.rank, s);
+            add_link(inner, from.rank, s, None);
         }
         Err(e) => tracing::warn!(peer = from.rank, error = %e, "could not take our part of a link"),
     }
@@ -868,19 +880,26 @@ fn notice_loop(inner: std::sync::Weak<Inner>, mut stream: std::os::unix::net::Un
     }
 }
 
-fn add_link(inner: &Arc<Inner>, rank: u32, stream: TcpStream) -> Arc<Link> {
+fn add_link(
+    inner: &Arc<Inner>,
+    rank: u32,
+    stream: TcpStream,
+    technique: Option<qcg_proto::Technique>,
+) -> Arc<Link> {
     let (reader, keep) = match (stream.try_clone(), stream.try_clone()) {
         (Ok(r), Ok(k)) => (r, k),
         _ => {
             // Out of descriptors: the link still works for sending.
             return Arc::new(Link {
                 writer: Mutex::new(stream),
+                technique: technique.map(std::sync::OnceLock::from).unwrap_or_default(),
             });
         }
     };
     lock(&inner.streams).push(keep);
     let new = Arc::new(Link {
         writer: Mutex::new(stream),
+        technique: technique.map(std::sync::OnceLock::from).unwrap_or_default(),
     });
     // If both ends dialled at once there are two connections; keep sending on the
     // first one registered, so order per (source, tag) holds. Both are read.
@@ -966,7 +985,7 @@ fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
                             .and_then(|_| s.set_write_timeout(None))
                             .and_then(|_| s.set_nodelay(true));
                         if ok.is_ok() {
-                            add_link(&inn, from, s);
+                            add_link(&inn, from, s, None);
                         }
                     }
                     Err(e) => {
