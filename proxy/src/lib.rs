@@ -31,6 +31,8 @@ pub struct Proxy {
     /// Its tokens and counters.
     pub tokens: Tokens,
     task: tokio::task::JoinHandle<()>,
+    endpoint: quinn::Endpoint,
+    stopped: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Proxy {
@@ -48,10 +50,15 @@ impl Proxy {
         let public = public.unwrap_or(addr);
         let tokens = Tokens::default();
         let t = tokens.clone();
+        let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let st = stopped.clone();
         std::thread::Builder::new()
             .name("qcg-proxy-accept".into())
             .spawn(move || {
                 for s in listener.incoming().flatten() {
+                    if st.load(std::sync::atomic::Ordering::SeqCst) {
+                        return;
+                    }
                     let t = t.clone();
                     let _ = std::thread::Builder::new()
                         .name("qcg-relay".into())
@@ -80,7 +87,7 @@ impl Proxy {
         let endpoint = quic::client_endpoint(&id)?;
         let hello = Request::RegisterProxy { addr: public };
         let up = Upstream::new(
-            endpoint,
+            endpoint.clone(),
             broker,
             Role::Broker,
             Some(hello.clone()),
@@ -97,11 +104,28 @@ impl Proxy {
             }
         });
         tracing::info!(%addr, %public, "proxy started");
-        Ok(Proxy { addr, tokens, task })
+        Ok(Proxy {
+            addr,
+            tokens,
+            task,
+            endpoint,
+            stopped,
+        })
     }
 
     /// Stops registering (relays in progress go on until their ends close).
     pub fn shutdown(self) {
         self.task.abort();
+    }
+
+    /// Stops everything at once, as a killed proxy would: no more registrations or
+    /// tokens, no new relays, and the relays in progress cut.
+    pub fn kill(self) {
+        self.task.abort();
+        self.endpoint.close(0u32.into(), b"proxy killed");
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_millis(100));
+        self.tokens.cut_all();
     }
 }

@@ -38,6 +38,8 @@ pub struct Tokens {
     pub paired: Arc<std::sync::atomic::AtomicU64>,
     /// Connections refused.
     pub refused: Arc<std::sync::atomic::AtomicU64>,
+    /// Sockets of the relays in progress (to cut them when the proxy stops).
+    live: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -107,7 +109,21 @@ impl Tokens {
         };
         self.paired
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        {
+            let mut live = lock(&self.live);
+            live.retain(|s| s.peer_addr().is_ok());
+            live.extend([first.try_clone(), s.try_clone()].into_iter().flatten());
+        }
         pair(first, s);
+    }
+
+    /// Cuts every relay in progress, as if the proxy had died: both ends of each see
+    /// their link break.
+    pub fn cut_all(&self) {
+        for s in lock(&self.live).drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        lock(&self.inner).clear();
     }
 }
 
