@@ -33,6 +33,7 @@
 pub mod check;
 pub mod delay;
 pub mod error;
+pub mod grid;
 pub mod ops;
 pub mod plan;
 pub mod probe;
