@@ -7,6 +7,7 @@
 
 mod coll;
 mod netpipe;
+mod netpipe_lab;
 mod svg;
 
 use clap::{Parser, Subcommand};
@@ -74,6 +75,11 @@ enum Cmd {
         /// Skip NPtcp (when netpipe-tcp is not installed).
         #[arg(long)]
         no_nptcp: bool,
+        /// Run in a lab built from this topology (as root): within a site, between
+        /// every pair of sites, relayed through each proxy, and traversed, with NPtcp on
+        /// the same host pairs. Needs the workspace's release binaries beside this one.
+        #[arg(long, value_name = "TOPO")]
+        lab: Option<std::path::PathBuf>,
         /// Folder for np-*.out, netpipe.csv and netpipe.svg.
         #[arg(long, default_value = "bench-out")]
         out: std::path::PathBuf,
@@ -122,6 +128,14 @@ fn main() -> anyhow::Result<()> {
             max,
             trial,
             no_nptcp,
+            lab: Some(topo),
+            out,
+        } => netpipe_lab::run(&topo, max, trial, no_nptcp, &out),
+        Cmd::Netpipe {
+            max,
+            trial,
+            no_nptcp,
+            lab: None,
             out,
         } => netpipe_job(max, trial, no_nptcp, &out),
         Cmd::NetpipeRank { max, trial, out } => {
@@ -129,6 +143,10 @@ fn main() -> anyhow::Result<()> {
             if comm.rank() == 0 {
                 let pts = netpipe::measure(&comm, max, trial)?;
                 netpipe::write_outputs(&out, &[("qcg", &pts)])?;
+                let how = comm
+                    .link_technique(1)
+                    .map_or("accepted".into(), |t| t.to_string());
+                println!("# link: {how}");
             } else {
                 netpipe::echo(&comm)?;
             }
