@@ -42,3 +42,24 @@ pub mod sys;
 pub mod topo;
 
 pub use error::{LabError, Result};
+
+/// The `qcg-lab` binary: this one, or the one beside it (when the lab is driven from
+/// `qcg-bench`).
+pub fn qcg_lab_exe() -> std::io::Result<std::path::PathBuf> {
+    let me = std::env::current_exe()?;
+    if me.file_stem().is_some_and(|s| s == "qcg-lab") {
+        return Ok(me);
+    }
+    let beside = me.with_file_name("qcg-lab");
+    if beside.exists() {
+        Ok(beside)
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "{} not found (build it: cargo build -p qcg-bench)",
+                beside.display()
+            ),
+        ))
+    }
+}
