@@ -5,6 +5,11 @@
 //! - `qcg-bench pingpong`: 1-byte and 1 MiB ping-pong over a libqcg link and over plain
 //!   TCP between the same two processes, with the ratio.
 
+mod coll;
+mod netpipe;
+mod netpipe_lab;
+mod svg;
+
 use clap::{Parser, Subcommand};
 use qcg::{Comm, JobEnv};
 use qcg_cli::grid::{self, LocalGrid};
@@ -38,6 +43,63 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         trials: usize,
     },
+    /// Collectives timed with OSU's method on an embedded grid, per algorithm, with
+    /// CSV and SVG output.
+    Coll {
+        /// Ranks.
+        #[arg(short = 'n', long = "np", default_value_t = 16)]
+        n: u32,
+        /// Clusters of the embedded grid.
+        #[arg(long, default_value_t = 4)]
+        clusters: usize,
+        /// Nodes per cluster.
+        #[arg(long, default_value_t = 1)]
+        nodes_per_cluster: usize,
+        /// Level costs given to the ranks' topology (QCG_TOPOLOGY_COSTS: LATENCY_US:MBITS per
+        /// level, top first), so `auto` plans for the network the lab would emulate.
+        #[arg(long, default_value = "10000:100,100:1000,5:10000")]
+        costs: String,
+        #[command(flatten)]
+        args: coll::CollArgs,
+    },
+    /// NetPIPE's method over a libqcg link between two processes (two clusters of an
+    /// embedded grid on loopback), and Debian's NPtcp on the same path in the same run:
+    /// np.out columns, CSV, an SVG of throughput against size, and the ratios.
+    Netpipe {
+        /// Largest message, bytes.
+        #[arg(long, default_value_t = 8 << 20)]
+        max: usize,
+        /// Seconds per trial (NetPIPE 3 uses 0.1).
+        #[arg(long, default_value_t = 0.1)]
+        trial: f64,
+        /// Skip NPtcp (when netpipe-tcp is not installed).
+        #[arg(long)]
+        no_nptcp: bool,
+        /// Run in a lab built from this topology (as root): within a site, between
+        /// every pair of sites, relayed through each proxy, and traversed, with NPtcp on
+        /// the same host pairs. Needs the workspace's release binaries beside this one.
+        #[arg(long, value_name = "TOPO")]
+        lab: Option<std::path::PathBuf>,
+        /// Folder for np-*.out, netpipe.csv and netpipe.svg.
+        #[arg(long, default_value = "bench-out")]
+        out: std::path::PathBuf,
+    },
+    /// (internal) one rank of `netpipe`.
+    #[command(hide = true)]
+    NetpipeRank {
+        #[arg(long)]
+        max: usize,
+        #[arg(long)]
+        trial: f64,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// (internal) one rank of `coll`.
+    #[command(hide = true)]
+    CollRank {
+        #[command(flatten)]
+        args: coll::CollArgs,
+    },
     /// (internal) one rank of `pingpong`, started by it.
     #[command(hide = true)]
     PingpongRank {
@@ -54,6 +116,42 @@ fn main() -> anyhow::Result<()> {
         Cmd::Setup { iters } => setup(iters),
         Cmd::Pingpong { reps, trials } => pingpong(reps, trials),
         Cmd::PingpongRank { reps, trials } => pingpong_rank(reps, trials),
+        Cmd::Coll {
+            n,
+            clusters,
+            nodes_per_cluster,
+            costs,
+            args,
+        } => coll_job(n, clusters, nodes_per_cluster, &costs, &args),
+        Cmd::CollRank { args } => coll::rank(&args),
+        Cmd::Netpipe {
+            max,
+            trial,
+            no_nptcp,
+            lab: Some(topo),
+            out,
+        } => netpipe_lab::run(&topo, max, trial, no_nptcp, &out),
+        Cmd::Netpipe {
+            max,
+            trial,
+            no_nptcp,
+            lab: None,
+            out,
+        } => netpipe_job(max, trial, no_nptcp, &out),
+        Cmd::NetpipeRank { max, trial, out } => {
+            let comm = qcg::init()?;
+            if comm.rank() == 0 {
+                let pts = netpipe::measure(&comm, max, trial)?;
+                netpipe::write_outputs(&out, &[("qcg", &pts)])?;
+                let how = comm
+                    .link_technique(1)
+                    .map_or("accepted".into(), |t| t.to_string());
+                println!("# link: {how}");
+            } else {
+                netpipe::echo(&comm)?;
+            }
+            Ok(())
+        }
     }
 }
 
@@ -155,6 +253,123 @@ fn pingpong(reps: usize, trials: usize) -> anyhow::Result<()> {
         anyhow::Ok(out.code())
     })?;
     anyhow::ensure!(code == 0, "a rank failed");
+    Ok(())
+}
+
+fn coll_job(
+    n: u32,
+    clusters: usize,
+    nodes: usize,
+    costs: &str,
+    a: &coll::CollArgs,
+) -> anyhow::Result<()> {
+    let mut args = vec![
+        "coll-rank".to_string(),
+        format!("--ops={}", a.ops.join(",")),
+        format!("--algo={}", a.algo.join(",")),
+        format!("--max-size={}", a.max_size),
+        format!("--iters={}", a.iters),
+        format!("--skip={}", a.skip),
+        format!("--out={}", a.out.display()),
+    ];
+    if let Some(k) = a.flits {
+        args.push(format!("--flits={k}"));
+    }
+    if a.flit_sweep {
+        args.push("--flit-sweep".into());
+    }
+    // The ranks inherit it from us.
+    std::env::set_var("QCG_TOPOLOGY_COSTS", costs);
+    let rt = tokio::runtime::Runtime::new()?;
+    let code = rt.block_on(async {
+        let g = LocalGrid::start(&vec![Policy::Open; clusters.max(1)], nodes).await?;
+        let job = qcg_cli::launch::Job {
+            id: grid::job_id(),
+            secret: grid::secret(),
+            program: std::env::current_exe()?,
+            args,
+            sockets: g
+                .placement(n as usize)
+                .into_iter()
+                .map(|s| s.socket)
+                .collect(),
+        };
+        let out = qcg_cli::launch::run(&job).await?;
+        g.shutdown().await;
+        anyhow::Ok(out.code())
+    })?;
+    anyhow::ensure!(code == 0, "a rank failed");
+    Ok(())
+}
+
+/// Runs NPtcp (receiver and sender) on loopback; returns its points.
+fn nptcp(max: usize, dir: &std::path::Path) -> anyhow::Result<Vec<netpipe::Point>> {
+    use std::process::{Command, Stdio};
+    let missing = |e: std::io::Error| {
+        anyhow::anyhow!("NPtcp: {e}: install Debian's netpipe-tcp (bash scripts/bench-deps.sh), or pass --no-nptcp")
+    };
+    let mut rx = Command::new("NPtcp")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(missing)?;
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = dir.join("np-nptcp.out");
+    let st = Command::new("NPtcp")
+        .args(["-h", "127.0.0.1", "-u", &max.to_string(), "-o"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(missing);
+    let _ = rx.kill();
+    let _ = rx.wait();
+    anyhow::ensure!(st?.success(), "NPtcp failed");
+    Ok(netpipe::parse_np_out(&std::fs::read_to_string(&out)?))
+}
+
+fn netpipe_job(
+    max: usize,
+    trial: f64,
+    no_nptcp: bool,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let code = rt.block_on(async {
+        let g = LocalGrid::start(&[Policy::Open, Policy::Open], 1).await?;
+        let job = qcg_cli::launch::Job {
+            id: grid::job_id(),
+            secret: grid::secret(),
+            program: std::env::current_exe()?,
+            args: vec![
+                "netpipe-rank".into(),
+                format!("--max={max}"),
+                format!("--trial={trial}"),
+                format!("--out={}", out.display()),
+            ],
+            sockets: g.placement(2).into_iter().map(|s| s.socket).collect(),
+        };
+        let o = qcg_cli::launch::run(&job).await?;
+        g.shutdown().await;
+        anyhow::Ok(o.code())
+    })?;
+    anyhow::ensure!(code == 0, "a rank failed");
+    let qcg_pts = netpipe::parse_np_out(&std::fs::read_to_string(out.join("np-qcg.out"))?);
+    if no_nptcp {
+        return Ok(());
+    }
+    let np = nptcp(max, out)?;
+    netpipe::write_outputs(out, &[("qcg", &qcg_pts), ("NPtcp", &np)])?;
+    let (ql, qp) = netpipe::summary(&qcg_pts);
+    let (nl, npk) = netpipe::summary(&np);
+    println!("# netpipe on loopback, same run: qcg direct link vs NPtcp");
+    println!("{:<12} {:>14} {:>16}", "", "latency (us)", "peak (Mbps)");
+    println!("{:<12} {:>14.2} {:>16.1}", "qcg", ql, qp);
+    println!("{:<12} {:>14.2} {:>16.1}", "NPtcp", nl, npk);
+    println!("{:<12} {:>14.2} {:>16.2}", "qcg/NPtcp", ql / nl, qp / npk);
+    println!(
+        "# wrote {}/np-qcg.out, np-nptcp.out, netpipe.csv, netpipe.svg",
+        out.display()
+    );
     Ok(())
 }
 

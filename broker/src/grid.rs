@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 /// Connections of the registered frontals, by cluster.
 pub type Frontals = Arc<Mutex<HashMap<String, quinn::Connection>>>;
 
+/// Connections of the registered relay proxies, by the address they offer.
+pub type Proxies = Arc<Mutex<HashMap<std::net::SocketAddr, quinn::Connection>>>;
+
 /// Jobs and resources.
 #[derive(Debug, Default)]
 pub struct Book {
@@ -37,6 +40,8 @@ pub struct Ctx {
     pub book: Arc<Mutex<Book>>,
     /// Frontal connections.
     pub frontals: Frontals,
+    /// Relay proxy connections.
+    pub proxies: Proxies,
     /// Bumped whenever a job changes (output, state), for long polls.
     pub changed: Arc<tokio::sync::watch::Sender<u64>>,
     /// How often each pair of clusters is measured.
@@ -54,6 +59,7 @@ impl Ctx {
             registry,
             book: Default::default(),
             frontals: Default::default(),
+            proxies: Default::default(),
             changed: Arc::new(tokio::sync::watch::channel(0).0),
             probe_interval,
         }
@@ -70,8 +76,11 @@ impl Ctx {
 
     /// The resource topology jobs are scheduled on.
     pub fn topology(&self) -> ResourceTopology {
-        let configs = lock(&self.registry).clusters();
-        self.book().topo.topology(&configs)
+        let (configs, relay) = {
+            let r = lock(&self.registry);
+            (r.clusters(), r.proxies().iter().any(|p| p.alive))
+        };
+        self.book().topo.topology(&configs, relay)
     }
 
     /// Submits a parsed profile; returns the job id.

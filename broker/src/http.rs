@@ -83,7 +83,7 @@ mod tests {
             qcg_proto::Request::RegisterCluster(ClusterConfig {
                 name: "orsay".into(),
                 policy: Policy::Open,
-                nat: false,
+                nat: qcg_proto::Nat::None,
                 public_address: None,
             }),
         );

@@ -1,7 +1,7 @@
 //! The qcg broker: one per grid.
 //!
-//! It accepts frontals over QUIC with mutual TLS (each must hold a `frontal`
-//! certificate from the grid CA), keeps every cluster's configuration and the contact
+//! It accepts frontals and relay proxies over QUIC with mutual TLS (each must hold a
+//! `frontal` or `proxy` certificate from the grid CA), keeps every cluster's configuration and the contact
 //! registry of every process, and answers connection requests with a plan chosen by
 //! the pure function in [`plan`]. An HTTP API ([`http`]) shows its state and metrics.
 //!
@@ -34,10 +34,10 @@ pub mod registry;
 pub mod topology;
 
 use grid::Ctx;
-use qcg_proto::msg::{Request, Response};
+use qcg_proto::msg::{ErrorKind, Request, Response};
 use qcg_proto::quic;
 use qcg_proto::tls::{peer_has_role, Identity, Role};
-use registry::Registry;
+use registry::{Effect, Registry};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -87,6 +87,11 @@ pub fn new_secret_hex() -> String {
     hex::encode(random::<32>())
 }
 
+/// A fresh relay token, 64 hex digits.
+fn random_token() -> String {
+    hex::encode(random::<32>())
+}
+
 fn random<const N: usize>() -> [u8; N] {
     use ring::rand::SecureRandom;
     let mut b = [0u8; N];
@@ -128,7 +133,8 @@ impl Broker {
     pub async fn start_with(id: Identity, opts: Options) -> anyhow::Result<Broker> {
         let endpoint = quic::server_endpoint(opts.quic, &id)?;
         let quic_addr = endpoint.local_addr()?;
-        let state: http::Shared = Arc::new(Mutex::new(Registry::default()));
+        let state: http::Shared =
+            Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
         let ctx = Ctx::new(state.clone(), opts.probe_interval);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -183,8 +189,17 @@ impl Broker {
                 t.spawn(async move {
                     let peer = incoming.remote_address();
                     match incoming.await {
-                        Ok(conn) => serve_frontal(conn, cx).await,
-                        Err(e) => tracing::warn!(%peer, error = %e, "frontal handshake failed"),
+                        Ok(conn) => {
+                            if quic::check_peer_role(&conn, Role::Frontal).is_ok() {
+                                serve_frontal(conn, cx).await
+                            } else if quic::check_peer_role(&conn, Role::Proxy).is_ok() {
+                                serve_proxy(conn, cx).await
+                            } else {
+                                tracing::warn!(%peer, "refused connection: neither a frontal nor a proxy certificate");
+                                conn.close(1u32.into(), b"a frontal certificate is required");
+                            }
+                        }
+                        Err(e) => tracing::warn!(%peer, error = %e, "handshake failed"),
                     }
                 });
             }
@@ -306,11 +321,7 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
                 Request::RegisterCluster(c) => Some(c.name.clone()),
                 _ => None,
             };
-            let (resp, inv) = ctx
-                .registry
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .handle(current.as_deref(), req);
+            let resp = handle(&ctx, current, req).await;
             if let (Some(name), Response::Ok) = (name, &resp) {
                 *cluster.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.clone());
                 ctx.frontals
@@ -318,9 +329,6 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(name.clone(), conn);
                 tracing::info!(%peer, cluster = %name, "cluster registered");
-            }
-            if let Some(inv) = inv {
-                grid::push_invalidation(&ctx.frontals, inv);
             }
             resp
         }
@@ -348,4 +356,115 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
         }
     }
     tracing::info!(%peer, reason = %why, "frontal disconnected");
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How long the broker waits for a proxy or a frontal to take a pushed request.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(3);
+
+async fn push(conn: &quinn::Connection, req: &Request) -> Result<Response, String> {
+    match tokio::time::timeout(PUSH_TIMEOUT, quic::request(conn, req)).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer in {} s", PUSH_TIMEOUT.as_secs())),
+    }
+}
+
+/// Handles a frontal's request for the registry and carries out its effects. A relay
+/// whose proxy does not take the token is retried on the next live proxy.
+async fn handle(ctx: &Ctx, cluster: Option<String>, req: Request) -> Response {
+    'retry: for _ in 0..8 {
+        let (resp, effects) = lock(&ctx.registry).handle(cluster.as_deref(), req.clone());
+        for e in &effects {
+            if let Effect::ExpectRelay { proxy, token } = e {
+                let conn = lock(&ctx.proxies).get(proxy).cloned();
+                let r = match conn {
+                    Some(c) => {
+                        push(
+                            &c,
+                            &Request::ExpectRelay {
+                                token: token.clone(),
+                                valid_ms: registry::RELAY_TOKEN_MS,
+                            },
+                        )
+                        .await
+                    }
+                    None => Err("not connected".into()),
+                };
+                if !matches!(r, Ok(Response::Ok)) {
+                    tracing::warn!(%proxy, outcome = ?r, "proxy failed its check; marking it dead");
+                    lock(&ctx.registry).set_proxy_alive(*proxy, false);
+                    continue 'retry;
+                }
+            }
+        }
+        for e in effects {
+            match e {
+                Effect::ExpectRelay { .. } => {}
+                Effect::Invalidate(inv) => grid::push_invalidation(&ctx.frontals, inv),
+                Effect::Notify {
+                    cluster,
+                    target,
+                    notice,
+                } => {
+                    let conn = lock(&ctx.frontals).get(&cluster).cloned();
+                    let what = format!("process {target} in cluster `{cluster}`");
+                    let r = match conn {
+                        Some(c) => push(&c, &Request::Notify { target, notice }).await,
+                        None => Err("its frontal is not connected".into()),
+                    };
+                    match r {
+                        Ok(Response::Ok) => {}
+                        Ok(Response::Error(e)) => return Response::Error(e),
+                        other => {
+                            return Response::error(
+                                ErrorKind::Unavailable,
+                                format!("cannot reach {what}: {other:?}"),
+                            )
+                        }
+                    }
+                }
+            }
+        }
+        return resp;
+    }
+    Response::error(ErrorKind::NoRoute, "no relay proxy took the link")
+}
+
+async fn serve_proxy(conn: quinn::Connection, ctx: Ctx) {
+    let peer = conn.remote_address();
+    let offered: Arc<Mutex<Option<SocketAddr>>> = Default::default();
+    let (cx, of, c2) = (ctx.clone(), offered.clone(), conn.clone());
+    let handler = move |req: Request| {
+        let (cx, of, c2) = (cx.clone(), of.clone(), c2.clone());
+        async move {
+            match req {
+                Request::RegisterProxy { addr } => {
+                    lock(&cx.registry).add_proxy(addr);
+                    lock(&cx.proxies).insert(addr, c2);
+                    *lock(&of) = Some(addr);
+                    tracing::info!(%peer, %addr, "proxy registered");
+                    Response::Ok
+                }
+                other => Response::error(
+                    ErrorKind::Forbidden,
+                    format!("`{}` is not a request a proxy may send", other.kind()),
+                ),
+            }
+        }
+    };
+    let why = quic::serve(conn.clone(), handler).await;
+    if let Some(addr) = *lock(&offered) {
+        lock(&ctx.registry).set_proxy_alive(addr, false);
+        let mut p = lock(&ctx.proxies);
+        if p.get(&addr)
+            .is_some_and(|c| c.stable_id() == conn.stable_id())
+        {
+            p.remove(&addr);
+        }
+    }
+    tracing::info!(%peer, reason = %why, "proxy disconnected");
 }

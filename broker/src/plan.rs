@@ -3,42 +3,55 @@
 //! New techniques (reversed, traversed, punched, relayed) arrive as new arms here;
 //! nothing else in the broker needs to change to offer them.
 
-use qcg_proto::{AccessPoint, Attempt, ClusterConfig, Plan, Policy, Technique};
+use qcg_proto::{AccessPoint, Attempt, ClusterConfig, Nat, Plan, Policy, Technique};
 
-/// The techniques to try, in order, for a process in `src` to reach one in `dst`.
-/// Empty when this build knows no way.
+/// Whether processes of `c` can be dialled from outside the cluster.
+pub fn accepts_inbound(c: &ClusterConfig) -> bool {
+    match c.policy {
+        Policy::Open => !c.nat.is_nat(),
+        // An open port range is forwarded by the gateway when there is a NAT.
+        Policy::PortRange { .. } => true,
+        Policy::SynBlock | Policy::Closed => false,
+    }
+}
+
+/// The techniques to try, in order, for a process in `src` to reach one in `dst`:
+/// simplest first, relaying always last.
 pub fn choose(src: &ClusterConfig, dst: &ClusterConfig) -> Vec<Technique> {
     if src.name == dst.name {
         // Inside a cluster nodes reach each other; the gateway is not on the path.
         return vec![Technique::Direct];
     }
+    let mut plan = Vec::new();
     match (dst.policy, dst.nat) {
-        (Policy::Open, false) => vec![Technique::Direct],
-        // An open port range is forwarded by the gateway when there is a NAT, so it
-        // works with or without one.
-        (Policy::PortRange { .. }, _) => vec![Technique::PortRange],
-        (Policy::Open, true) | (Policy::SynBlock, _) | (Policy::Closed, _) => Vec::new(),
+        (Policy::Open, Nat::None) => plan.push(Technique::Direct),
+        (Policy::PortRange { .. }, _) => plan.push(Technique::PortRange),
+        _ => {
+            if accepts_inbound(src) {
+                plan.push(Technique::Reversed);
+            }
+            // The injected SYN's answer must leave through a firewall that keeps no
+            // state, and with no translation on the target's side.
+            if dst.policy == Policy::SynBlock && dst.nat == Nat::None {
+                plan.push(Technique::Traversed);
+            }
+            // Simultaneous open needs ports that survive translation on both sides,
+            // and one side whose firewall lets the other's SYN/ACK through.
+            let keeps_ports = src.nat != Nat::RandomPort && dst.nat != Nat::RandomPort;
+            let both_stateless = src.policy == Policy::SynBlock && dst.policy == Policy::SynBlock;
+            if keeps_ports && !both_stateless {
+                plan.push(Technique::Punched);
+            }
+        }
     }
+    plan.push(Technique::Relayed);
+    plan
 }
 
-/// A plan for reaching `target` from a process of cluster `src`, or why there is none.
-pub fn plan(
-    src: &ClusterConfig,
-    dst: &ClusterConfig,
-    target: &AccessPoint,
-) -> Result<Plan, String> {
-    let techniques = choose(src, dst);
-    if techniques.is_empty() {
-        return Err(format!(
-            "no technique links cluster `{}` to cluster `{}` (policy {}{}): this broker offers direct and port-range links only",
-            src.name,
-            dst.name,
-            dst.policy,
-            if dst.nat { ", behind NAT" } else { "" }
-        ));
-    }
+/// A plan for reaching `target` from a process of cluster `src`.
+pub fn plan(src: &ClusterConfig, dst: &ClusterConfig, target: &AccessPoint) -> Plan {
     let inside = src.name == dst.name;
-    let attempts = techniques
+    let attempts = choose(src, dst)
         .into_iter()
         .map(|technique| Attempt {
             technique,
@@ -49,10 +62,10 @@ pub fn plan(
             },
         })
         .collect();
-    Ok(Plan {
+    Plan {
         target: target.process.clone(),
         attempts,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -60,41 +73,81 @@ mod tests {
     use super::*;
     use qcg_proto::ProcName;
 
-    fn cluster(name: &str, policy: Policy, nat: bool) -> ClusterConfig {
+    fn cluster(name: &str, policy: Policy, nat: Nat) -> ClusterConfig {
         ClusterConfig {
             name: name.into(),
             policy,
             nat,
-            public_address: nat.then(|| [192, 0, 2, 1].into()),
+            public_address: nat.is_nat().then(|| [192, 0, 2, 1].into()),
         }
     }
 
-    /// The whole table: every policy and NAT setting on both sides, inside and across
-    /// clusters.
+    /// The whole table: every policy and NAT kind on both sides, across clusters;
+    /// inside one cluster always direct.
     #[test]
     fn technique_table_over_all_pairs() {
+        use Technique::*;
+        let nats = [Nat::None, Nat::PortPreserving, Nat::RandomPort];
         for sp in Policy::ALL {
-            for snat in [false, true] {
+            for sn in nats {
                 for dp in Policy::ALL {
-                    for dnat in [false, true] {
-                        let (s, d) = (cluster("a", sp, snat), cluster("b", dp, dnat));
-                        let expected: &[Technique] = match (dp, dnat) {
-                            (Policy::Open, false) => &[Technique::Direct],
-                            (Policy::PortRange { .. }, _) => &[Technique::PortRange],
-                            _ => &[],
-                        };
-                        assert_eq!(
-                            choose(&s, &d),
-                            expected,
-                            "{sp} nat={snat} -> {dp} nat={dnat}"
-                        );
-                        // Inside one cluster, always direct.
-                        let same = cluster("b", dp, dnat);
-                        assert_eq!(choose(&same, &d), [Technique::Direct]);
+                    for dn in nats {
+                        let (s, d) = (cluster("a", sp, sn), cluster("b", dp, dn));
+                        let src_in = matches!(sp, Policy::PortRange { .. })
+                            || (sp == Policy::Open && sn == Nat::None);
+                        let mut expected = Vec::new();
+                        match (dp, dn) {
+                            (Policy::Open, Nat::None) => expected.push(Direct),
+                            (Policy::PortRange { .. }, _) => expected.push(PortRange),
+                            _ => {
+                                if src_in {
+                                    expected.push(Reversed);
+                                }
+                                if dp == Policy::SynBlock && dn == Nat::None {
+                                    expected.push(Traversed);
+                                }
+                                if sn != Nat::RandomPort
+                                    && dn != Nat::RandomPort
+                                    && !(sp == Policy::SynBlock && dp == Policy::SynBlock)
+                                {
+                                    expected.push(Punched);
+                                }
+                            }
+                        }
+                        expected.push(Relayed);
+                        let got = choose(&s, &d);
+                        assert_eq!(got, expected, "{sp} {sn:?} -> {dp} {dn:?}");
+                        // Plans are ordered simplest first, and relaying is always last.
+                        assert!(got.windows(2).all(|w| w[0] < w[1]));
+                        assert_eq!(got.last(), Some(&Relayed));
+                        assert_eq!(choose(&d, &cluster("b", sp, sn)), [Direct]);
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_issue_cases_get_the_expected_first_technique() {
+        let open = cluster("a", Policy::Open, Nat::None);
+        let first = |s: &ClusterConfig, d: &ClusterConfig| choose(s, d)[0];
+        assert_eq!(
+            first(&open, &cluster("b", Policy::Closed, Nat::None)),
+            Technique::Reversed
+        );
+        let closed = cluster("a", Policy::Closed, Nat::None);
+        assert_eq!(
+            first(&closed, &cluster("b", Policy::SynBlock, Nat::None)),
+            Technique::Traversed
+        );
+        assert_eq!(
+            first(&closed, &cluster("b", Policy::Closed, Nat::PortPreserving)),
+            Technique::Punched
+        );
+        assert_eq!(
+            first(&closed, &cluster("b", Policy::Closed, Nat::RandomPort)),
+            Technique::Relayed
+        );
     }
 
     #[test]
@@ -113,14 +166,12 @@ mod tests {
                 lo: 20000,
                 hi: 20099,
             },
-            true,
+            Nat::PortPreserving,
         );
-        let a = cluster("a", Policy::Closed, false);
-        let p = plan(&a, &b, &ap).unwrap();
+        let a = cluster("a", Policy::Closed, Nat::None);
+        let p = plan(&a, &b, &ap);
         assert_eq!(p.attempts[0].addr, "192.0.2.1:20001".parse().unwrap());
-        let p = plan(&b, &b, &ap).unwrap();
+        let p = plan(&b, &b, &ap);
         assert_eq!(p.attempts[0].addr, "10.0.0.5:20001".parse().unwrap());
-        let err = plan(&b, &a, &ap).unwrap_err();
-        assert!(err.contains("`b` to cluster `a` (policy closed)"), "{err}");
     }
 }

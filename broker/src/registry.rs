@@ -1,9 +1,20 @@
 //! The broker's state and the pure handling of control-plane requests.
+//!
+//! [`Registry::handle`] answers a request and lists the [`Effect`]s the async shell
+//! must carry out (cache invalidations, notices to a target process, a token to hand
+//! to a proxy). Tokens come from a generator the shell provides, so tests are
+//! deterministic.
 
 use crate::plan;
-use qcg_proto::{AccessPoint, ClusterConfig, ErrorKind, ProcName, Request, Response, Technique};
+use qcg_proto::{
+    AccessPoint, ClusterConfig, ErrorKind, Notice, ProcName, Request, Response, Technique,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+/// How long a relay token is valid, in milliseconds.
+pub const RELAY_TOKEN_MS: u64 = 30_000;
 
 /// Cache invalidation to push to every frontal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,6 +23,30 @@ pub struct Invalidation {
     pub job: String,
     /// One rank, or the whole job.
     pub rank: Option<u32>,
+}
+
+/// Something the shell must do after a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// Tell every frontal to forget cached answers.
+    Invalidate(Invalidation),
+    /// Tell a process (through its cluster's frontal) to act.
+    Notify {
+        /// The process's cluster.
+        cluster: String,
+        /// The process.
+        target: ProcName,
+        /// What to tell it.
+        notice: Notice,
+    },
+    /// Hand a token to a proxy before anyone presents it. Must succeed before the
+    /// answer goes out; if the proxy cannot be reached, mark it dead and ask again.
+    ExpectRelay {
+        /// The proxy.
+        proxy: SocketAddr,
+        /// The token.
+        token: String,
+    },
 }
 
 /// Attempts and their outcomes, per technique.
@@ -23,112 +58,152 @@ pub struct LinkCounts {
     pub failed: u64,
 }
 
+/// A relay proxy the broker knows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProxyEntry {
+    /// Where processes reach it.
+    pub addr: SocketAddr,
+    /// Whether it passed its last health check.
+    pub alive: bool,
+    /// Relayed links handed to it.
+    pub assigned: u64,
+}
+
 /// Everything the broker knows.
-#[derive(Debug, Default)]
 pub struct Registry {
     clusters: BTreeMap<String, ClusterConfig>,
     processes: BTreeMap<ProcName, AccessPoint>,
     links: BTreeMap<Technique, LinkCounts>,
     requests: BTreeMap<&'static str, u64>,
     lookups: BTreeMap<&'static str, u64>,
+    proxies: Vec<ProxyEntry>,
+    next_proxy: usize,
+    tokens: Box<dyn FnMut() -> String + Send>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        let mut n = 0u64;
+        Registry::with_tokens(Box::new(move || {
+            n += 1;
+            format!("{n:064x}")
+        }))
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("clusters", &self.clusters.len())
+            .field("processes", &self.processes.len())
+            .finish()
+    }
+}
+
+fn err(kind: ErrorKind, msg: impl Into<String>) -> (Response, Vec<Effect>) {
+    (Response::error(kind, msg), Vec::new())
+}
+
+/// Which side of the broker a connection is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peer<'a> {
+    /// A frontal that has registered this cluster (or none yet).
+    Frontal(Option<&'a str>),
+    /// A relay proxy.
+    Proxy,
 }
 
 impl Registry {
+    /// A registry whose relay tokens come from `tokens` (64 hex digits each).
+    pub fn with_tokens(tokens: Box<dyn FnMut() -> String + Send>) -> Self {
+        Registry {
+            clusters: Default::default(),
+            processes: Default::default(),
+            links: Default::default(),
+            requests: Default::default(),
+            lookups: Default::default(),
+            proxies: Vec::new(),
+            next_proxy: 0,
+            tokens,
+        }
+    }
+
     /// Handles one request from the frontal of `cluster` (`None` until the frontal has
-    /// registered its cluster). Returns the answer and, when cached answers went stale,
-    /// what frontals must forget.
-    pub fn handle(
-        &mut self,
-        cluster: Option<&str>,
-        req: Request,
-    ) -> (Response, Option<Invalidation>) {
+    /// registered its cluster). Returns the answer and what the shell must do.
+    pub fn handle(&mut self, cluster: Option<&str>, req: Request) -> (Response, Vec<Effect>) {
         *self.requests.entry(req.kind()).or_default() += 1;
         if let Request::RegisterCluster(c) = &req {
             if let Some(own) = cluster {
                 if own != c.name {
-                    return (
-                        Response::error(
-                            ErrorKind::Forbidden,
-                            format!(
-                                "this connection speaks for cluster `{own}`, not `{}`",
-                                c.name
-                            ),
+                    return err(
+                        ErrorKind::Forbidden,
+                        format!(
+                            "this connection speaks for cluster `{own}`, not `{}`",
+                            c.name
                         ),
-                        None,
                     );
                 }
             }
             self.clusters.insert(c.name.clone(), c.clone());
-            return (Response::Ok, None);
+            return (Response::Ok, Vec::new());
         }
         let Some(cluster) = cluster else {
-            return (
-                Response::error(
-                    ErrorKind::Forbidden,
-                    "register the cluster (RegisterCluster) before any other request",
-                ),
-                None,
+            return err(
+                ErrorKind::Forbidden,
+                "register the cluster (RegisterCluster) before any other request",
             );
         };
         match req {
-            Request::RegisterCluster(_) => unreachable!("handled above"),
             Request::ClusterInfo => match self.clusters.get(cluster) {
-                Some(c) => (Response::Cluster(c.clone()), None),
-                None => (
-                    Response::error(ErrorKind::Internal, "cluster vanished"),
-                    None,
-                ),
+                Some(c) => (Response::Cluster(c.clone()), Vec::new()),
+                None => err(ErrorKind::Internal, "cluster vanished"),
             },
             Request::Register(ap) => {
                 if ap.cluster != cluster {
-                    return (
-                        Response::error(
-                            ErrorKind::Forbidden,
-                            format!(
-                                "the frontal of cluster `{cluster}` cannot register process {} in cluster `{}`",
-                                ap.process, ap.cluster
-                            ),
+                    return err(
+                        ErrorKind::Forbidden,
+                        format!(
+                            "the frontal of cluster `{cluster}` cannot register process {} in cluster `{}`",
+                            ap.process, ap.cluster
                         ),
-                        None,
                     );
                 }
                 let name = ap.process.clone();
                 let old = self.processes.insert(name.clone(), ap);
-                let inv = old.map(|_| Invalidation {
-                    job: name.job.clone(),
-                    rank: Some(name.rank),
-                });
-                (Response::Ok, inv)
+                let effects = old
+                    .map(|_| {
+                        Effect::Invalidate(Invalidation {
+                            job: name.job.clone(),
+                            rank: Some(name.rank),
+                        })
+                    })
+                    .into_iter()
+                    .collect();
+                (Response::Ok, effects)
             }
             Request::Unregister { process } => {
                 match self.processes.get(&process) {
                     Some(ap) if ap.cluster != cluster => {
-                        return (
-                            Response::error(
-                                ErrorKind::Forbidden,
-                                format!("process {process} belongs to cluster `{}`", ap.cluster),
-                            ),
-                            None,
+                        return err(
+                            ErrorKind::Forbidden,
+                            format!("process {process} belongs to cluster `{}`", ap.cluster),
                         )
                     }
                     Some(_) => {}
                     None => {
-                        return (
-                            Response::error(
-                                ErrorKind::UnknownProcess,
-                                format!("process {process} is not registered"),
-                            ),
-                            None,
+                        return err(
+                            ErrorKind::UnknownProcess,
+                            format!("process {process} is not registered"),
                         )
                     }
                 }
                 self.processes.remove(&process);
                 (
                     Response::Ok,
-                    Some(Invalidation {
+                    vec![Effect::Invalidate(Invalidation {
                         job: process.job,
                         rank: Some(process.rank),
-                    }),
+                    })],
                 )
             }
             Request::Lookup { from: _, target } => {
@@ -139,7 +214,7 @@ impl Registry {
                     _ => "no_route",
                 };
                 *self.lookups.entry(result).or_default() += 1;
-                (resp, None)
+                (resp, Vec::new())
             }
             Request::Report { technique, ok, .. } => {
                 let c = self.links.entry(technique).or_default();
@@ -148,27 +223,28 @@ impl Registry {
                 } else {
                     c.failed += 1;
                 }
-                (Response::Ok, None)
+                (Response::Ok, Vec::new())
             }
             Request::JobEnd { job } => {
                 self.processes.retain(|p, _| p.job != job);
-                (Response::Ok, Some(Invalidation { job, rank: None }))
+                (
+                    Response::Ok,
+                    vec![Effect::Invalidate(Invalidation { job, rank: None })],
+                )
             }
-            other @ (Request::NodeInfo
-            | Request::Invalidate { .. }
-            | Request::RegisterNode(_)
-            | Request::ClusterNodes { .. }
-            | Request::ProbePeer { .. }
-            | Request::Echo { .. }
-            | Request::Launch(_)
-            | Request::Kill { .. }
-            | Request::Output { .. }
-            | Request::ProcessExited { .. }) => (
-                Response::error(
-                    ErrorKind::Forbidden,
-                    format!("`{}` is not a request the broker answers", other.kind()),
-                ),
-                None,
+            Request::Rendezvous {
+                from,
+                target,
+                technique,
+            } => self.rendezvous(cluster, from, target, technique),
+            Request::Syn {
+                from,
+                target,
+                packet,
+            } => self.syn(cluster, from, target, packet),
+            other => err(
+                ErrorKind::Forbidden,
+                format!("`{}` is not a request a frontal may send", other.kind()),
             ),
         }
     }
@@ -180,6 +256,160 @@ impl Registry {
             job: job.to_string(),
             rank: None,
         }
+    }
+
+    /// The two ends of a link being made, checked: `from` must be registered in the
+    /// asking cluster, and `target` anywhere.
+    fn ends(
+        &self,
+        cluster: &str,
+        from: &ProcName,
+        target: &ProcName,
+    ) -> Result<(&AccessPoint, &AccessPoint), (Response, Vec<Effect>)> {
+        let a = self.processes.get(from).ok_or_else(|| {
+            err(
+                ErrorKind::UnknownProcess,
+                format!("process {from} is not registered"),
+            )
+        })?;
+        if a.cluster != cluster {
+            return Err(err(
+                ErrorKind::Forbidden,
+                format!("process {from} does not belong to cluster `{cluster}`"),
+            ));
+        }
+        let b = self.processes.get(target).ok_or_else(|| {
+            err(
+                ErrorKind::UnknownProcess,
+                format!("process {target} is not registered"),
+            )
+        })?;
+        Ok((a, b))
+    }
+
+    /// Whether the plan from `a`'s cluster to `b`'s offers `t`.
+    fn offers(&self, a: &AccessPoint, b: &AccessPoint, t: Technique) -> bool {
+        match (self.clusters.get(&a.cluster), self.clusters.get(&b.cluster)) {
+            (Some(src), Some(dst)) => plan::choose(src, dst).contains(&t),
+            _ => false,
+        }
+    }
+
+    fn rendezvous(
+        &mut self,
+        cluster: &str,
+        from: ProcName,
+        target: ProcName,
+        technique: Technique,
+    ) -> (Response, Vec<Effect>) {
+        let (a, b) = match self.ends(cluster, &from, &target) {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
+        if !self.offers(a, b, technique) {
+            return err(
+                ErrorKind::Forbidden,
+                format!("the plan from {from} to {target} does not offer {technique}"),
+            );
+        }
+        let (a_public, b_cluster) = (a.public(), b.cluster.clone());
+        match technique {
+            Technique::Reversed | Technique::Punched => {
+                let notice = if technique == Technique::Reversed {
+                    Notice::ConnectBack {
+                        from: from.clone(),
+                        addr: a_public,
+                    }
+                } else {
+                    Notice::Punch {
+                        from: from.clone(),
+                        addr: a_public,
+                    }
+                };
+                (
+                    Response::Ok,
+                    vec![Effect::Notify {
+                        cluster: b_cluster,
+                        target,
+                        notice,
+                    }],
+                )
+            }
+            Technique::Relayed => {
+                let Some(proxy) = self.pick_proxy() else {
+                    return err(ErrorKind::NoRoute, "no relay proxy is alive");
+                };
+                let token = (self.tokens)();
+                (
+                    Response::Relay {
+                        proxy,
+                        token: token.clone(),
+                    },
+                    vec![
+                        Effect::ExpectRelay {
+                            proxy,
+                            token: token.clone(),
+                        },
+                        Effect::Notify {
+                            cluster: b_cluster,
+                            target,
+                            notice: Notice::Relay { from, proxy, token },
+                        },
+                    ],
+                )
+            }
+            other => err(ErrorKind::Forbidden, format!("{other} needs no rendezvous")),
+        }
+    }
+
+    /// A captured SYN: forwarded only if it is the SYN of a link the plan between the
+    /// two processes makes by traversal, from the initiator's access point to the
+    /// target's.
+    fn syn(
+        &mut self,
+        cluster: &str,
+        from: ProcName,
+        target: ProcName,
+        packet: Vec<u8>,
+    ) -> (Response, Vec<Effect>) {
+        let (a, b) = match self.ends(cluster, &from, &target) {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
+        if !self.offers(a, b, Technique::Traversed) {
+            return err(
+                ErrorKind::Forbidden,
+                format!("no plan from {from} to {target} uses Traversing TCP: SYN refused"),
+            );
+        }
+        let Some(syn) = qcg_proto::packet::parse_syn(&packet) else {
+            return err(ErrorKind::Malformed, "not an IPv4 TCP SYN packet");
+        };
+        let (want_src, want_dst) = (a.public(), b.public());
+        // The initiator's NAT (if any) keeps ports; its address becomes the public one.
+        if syn.src.port() != want_src.port() || syn.dst != want_dst {
+            return err(
+                ErrorKind::Forbidden,
+                format!(
+                    "SYN {} -> {} does not match the link {from} ({want_src}) -> {target} ({want_dst})",
+                    syn.src, syn.dst
+                ),
+            );
+        }
+        let packet = if syn.src.ip() != want_src.ip() {
+            qcg_proto::packet::rewrite_source(&packet, want_src.ip()).unwrap_or(packet)
+        } else {
+            packet
+        };
+        let b_cluster = b.cluster.clone();
+        (
+            Response::Ok,
+            vec![Effect::Notify {
+                cluster: b_cluster,
+                target,
+                notice: Notice::Inject { packet },
+            }],
+        )
     }
 
     fn lookup(&self, cluster: &str, target: &ProcName) -> Response {
@@ -196,14 +426,48 @@ impl Registry {
                 format!("cluster `{}` of process {target} is unknown", ap.cluster),
             );
         };
-        match plan::plan(src, dst, ap) {
-            Ok(p) => Response::Plan(p),
-            Err(msg) => Response::error(ErrorKind::NoRoute, msg),
+        Response::Plan(plan::plan(src, dst, ap))
+    }
+
+    /// A proxy offers relaying (again).
+    pub fn add_proxy(&mut self, addr: SocketAddr) {
+        match self.proxies.iter_mut().find(|p| p.addr == addr) {
+            Some(p) => p.alive = true,
+            None => self.proxies.push(ProxyEntry {
+                addr,
+                alive: true,
+                assigned: 0,
+            }),
         }
     }
 
-    /// A frontal went away: its cluster stays known (its processes may still be alive
-    /// and reachable), but nothing else changes.
+    /// Records a proxy's health.
+    pub fn set_proxy_alive(&mut self, addr: SocketAddr, alive: bool) {
+        if let Some(p) = self.proxies.iter_mut().find(|p| p.addr == addr) {
+            p.alive = alive;
+        }
+    }
+
+    /// The next live proxy, round-robin.
+    pub fn pick_proxy(&mut self) -> Option<SocketAddr> {
+        let n = self.proxies.len();
+        for i in 0..n {
+            let k = (self.next_proxy + i) % n;
+            if self.proxies[k].alive {
+                self.next_proxy = (k + 1) % n;
+                self.proxies[k].assigned += 1;
+                return Some(self.proxies[k].addr);
+            }
+        }
+        None
+    }
+
+    /// The proxies.
+    pub fn proxies(&self) -> Vec<ProxyEntry> {
+        self.proxies.clone()
+    }
+
+    /// Every known cluster.
     pub fn clusters(&self) -> Vec<ClusterConfig> {
         self.clusters.values().cloned().collect()
     }
@@ -213,6 +477,11 @@ impl Registry {
         self.processes.values().cloned().collect()
     }
 
+    /// The cluster of a registered process.
+    pub fn cluster_of(&self, p: &ProcName) -> Option<String> {
+        self.processes.get(p).map(|a| a.cluster.clone())
+    }
+
     /// Link outcomes per technique (every known technique listed).
     pub fn links(&self) -> BTreeMap<&'static str, LinkCounts> {
         Technique::ALL
@@ -220,7 +489,6 @@ impl Registry {
             .map(|t| (t.name(), self.links.get(t).copied().unwrap_or_default()))
             .collect()
     }
-
     /// Prometheus text exposition of the counters.
     pub fn metrics(&self) -> String {
         use std::fmt::Write;
@@ -262,6 +530,13 @@ impl Registry {
         let _ = writeln!(out, "# HELP qcg_broker_clusters Clusters known.");
         let _ = writeln!(out, "# TYPE qcg_broker_clusters gauge");
         let _ = writeln!(out, "qcg_broker_clusters {}", self.clusters.len());
+        let _ = writeln!(out, "# HELP qcg_broker_proxies_alive Relay proxies alive.");
+        let _ = writeln!(out, "# TYPE qcg_broker_proxies_alive gauge");
+        let _ = writeln!(
+            out,
+            "qcg_broker_proxies_alive {}",
+            self.proxies.iter().filter(|p| p.alive).count()
+        );
         let _ = writeln!(out, "# HELP qcg_broker_processes Processes registered.");
         let _ = writeln!(out, "# TYPE qcg_broker_processes gauge");
         let _ = writeln!(out, "qcg_broker_processes {}", self.processes.len());
@@ -278,7 +553,7 @@ mod tests {
         ClusterConfig {
             name: name.into(),
             policy,
-            nat: false,
+            nat: qcg_proto::Nat::None,
             public_address: None,
         }
     }
@@ -362,34 +637,175 @@ mod tests {
             .0
         };
         assert!(matches!(look(&mut r, "b", 0), Response::Plan(_)));
-        assert_eq!(kind(&look(&mut r, "a", 1)), Some(ErrorKind::NoRoute));
+        // a (open) to b (closed): b connects back, or punch, or relay.
+        match look(&mut r, "a", 1) {
+            Response::Plan(p) => assert_eq!(
+                p.attempts.iter().map(|a| a.technique).collect::<Vec<_>>(),
+                [Technique::Reversed, Technique::Punched, Technique::Relayed]
+            ),
+            other => panic!("{other:?}"),
+        }
         assert!(matches!(look(&mut r, "b", 1), Response::Plan(_)));
         // Re-registering a name invalidates cached answers about it.
         let (_, inv) = r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
         assert_eq!(
             inv,
-            Some(Invalidation {
+            [Effect::Invalidate(Invalidation {
                 job: "j".into(),
                 rank: Some(0)
-            })
+            })]
         );
         let (_, inv) = r.handle(Some("a"), Request::JobEnd { job: "j".into() });
         assert_eq!(
             inv,
-            Some(Invalidation {
+            [Effect::Invalidate(Invalidation {
                 job: "j".into(),
                 rank: None
-            })
+            })]
         );
         assert!(r.processes().is_empty());
         let m = r.metrics();
         assert!(
-            m.contains("qcg_broker_lookups_total{result=\"plan\"} 2"),
+            m.contains("qcg_broker_lookups_total{result=\"plan\"} 3"),
             "{m}"
         );
         assert!(
-            m.contains("qcg_broker_lookups_total{result=\"no_route\"} 1"),
+            m.contains("qcg_broker_lookups_total{result=\"plan\"} 3"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn relays_go_round_robin_over_live_proxies_with_fresh_tokens() {
+        let mut r = setup();
+        r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
+        r.handle(Some("b"), Request::Register(ap("j", 1, "b")));
+        let rv = |r: &mut Registry, t| {
+            r.handle(
+                Some("a"),
+                Request::Rendezvous {
+                    from: ProcName::new("j", 0),
+                    target: ProcName::new("j", 1),
+                    technique: t,
+                },
+            )
+        };
+        assert_eq!(
+            kind(&rv(&mut r, Technique::Relayed).0),
+            Some(ErrorKind::NoRoute)
+        );
+        let (p1, p2): (SocketAddr, SocketAddr) = (
+            "10.9.0.1:9000".parse().unwrap(),
+            "10.9.0.2:9000".parse().unwrap(),
+        );
+        r.add_proxy(p1);
+        r.add_proxy(p2);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            match rv(&mut r, Technique::Relayed) {
+                (Response::Relay { proxy, token }, fx) => {
+                    assert!(fx.contains(&Effect::ExpectRelay {
+                        proxy,
+                        token: token.clone()
+                    }));
+                    assert!(fx.iter().any(|e| matches!(e, Effect::Notify { cluster, notice: Notice::Relay { token: t, .. }, .. } if cluster == "b" && *t == token)));
+                    seen.push((proxy, token));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!([seen[0].0, seen[1].0, seen[2].0], [p1, p2, p1]);
+        assert!(seen[0].1 != seen[1].1 && seen[1].1 != seen[2].1);
+        r.set_proxy_alive(p2, false);
+        for _ in 0..2 {
+            assert!(
+                matches!(rv(&mut r, Technique::Relayed).0, Response::Relay { proxy, .. } if proxy == p1)
+            );
+        }
+        // The target connects back: a notice to b's frontal with a's address.
+        let (resp, fx) = rv(&mut r, Technique::Reversed);
+        assert_eq!(resp, Response::Ok);
+        assert!(
+            matches!(&fx[..], [Effect::Notify { notice: Notice::ConnectBack { addr, .. }, .. }] if addr.port() == 4000)
+        );
+        // Traversal is not in this plan (b is closed, not syn-block).
+        assert_eq!(
+            kind(&rv(&mut r, Technique::Traversed).0),
+            Some(ErrorKind::Forbidden)
+        );
+    }
+
+    #[test]
+    fn syns_nobody_asked_for_are_refused() {
+        let mut r = Registry::default();
+        r.handle(None, Request::RegisterCluster(cluster("a", Policy::Closed)));
+        r.handle(
+            None,
+            Request::RegisterCluster(cluster("s", Policy::SynBlock)),
+        );
+        r.handle(None, Request::RegisterCluster(cluster("o", Policy::Open)));
+        r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
+        r.handle(Some("s"), Request::Register(ap("j", 1, "s")));
+        r.handle(Some("o"), Request::Register(ap("j", 2, "o")));
+        let syn = |sport: u16, dport: u16| {
+            let mut p = vec![0u8; 40];
+            p[0] = 0x45;
+            p[2..4].copy_from_slice(&40u16.to_be_bytes());
+            p[9] = 6;
+            p[12..16].copy_from_slice(&[127, 0, 0, 1]);
+            p[16..20].copy_from_slice(&[127, 0, 0, 1]);
+            p[20..22].copy_from_slice(&sport.to_be_bytes());
+            p[22..24].copy_from_slice(&dport.to_be_bytes());
+            p[32] = 5 << 4;
+            p[33] = 0x02;
+            p
+        };
+        let send = |r: &mut Registry, target: u32, packet: Vec<u8>| {
+            r.handle(
+                Some("a"),
+                Request::Syn {
+                    from: ProcName::new("j", 0),
+                    target: ProcName::new("j", target),
+                    packet,
+                },
+            )
+        };
+        // The right SYN to a syn-block cluster is forwarded for injection.
+        let (resp, fx) = send(&mut r, 1, syn(4000, 4001));
+        assert_eq!(resp, Response::Ok);
+        assert!(matches!(
+            &fx[..],
+            [Effect::Notify {
+                notice: Notice::Inject { .. },
+                ..
+            }]
+        ));
+        // To an open cluster nobody traverses; wrong ports; not a SYN.
+        assert_eq!(
+            kind(&send(&mut r, 2, syn(4000, 4002)).0),
+            Some(ErrorKind::Forbidden)
+        );
+        assert_eq!(
+            kind(&send(&mut r, 1, syn(4000, 9999)).0),
+            Some(ErrorKind::Forbidden)
+        );
+        assert_eq!(
+            kind(&send(&mut r, 1, syn(5555, 4001)).0),
+            Some(ErrorKind::Forbidden)
+        );
+        assert_eq!(
+            kind(&send(&mut r, 1, vec![1, 2, 3]).0),
+            Some(ErrorKind::Malformed)
+        );
+        // From another cluster's frontal: refused.
+        let (resp, _) = r.handle(
+            Some("s"),
+            Request::Syn {
+                from: ProcName::new("j", 0),
+                target: ProcName::new("j", 1),
+                packet: syn(4000, 4001),
+            },
+        );
+        assert_eq!(kind(&resp), Some(ErrorKind::Forbidden));
     }
 }

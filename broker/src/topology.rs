@@ -8,7 +8,8 @@
 //! both frontals are connected and its last measurement is older than the probe
 //! interval; a failed probe is tried again after a tenth of it. The topology offers
 //! a link between two clusters only when it was measured and the broker knows a
-//! technique that links processes both ways ([`crate::plan::choose`]).
+//! technique that links processes both ways ([`crate::plan::choose`]); relaying
+//! counts only while a relay proxy is alive.
 
 use qcg_jobprofile::topology::{Cluster, InterLink, ResourceTopology};
 use qcg_proto::{ClusterConfig, LinkQuality, NodeSpec};
@@ -98,8 +99,9 @@ impl TopoBook {
     }
 
     /// The topology to schedule on: clusters with nodes, in name order, and the
-    /// measured links that processes can use both ways.
-    pub fn topology(&self, configs: &[ClusterConfig]) -> ResourceTopology {
+    /// measured links that processes can use both ways. `relay`: whether a relay
+    /// proxy is alive, so that relaying can link any two clusters.
+    pub fn topology(&self, configs: &[ClusterConfig], relay: bool) -> ResourceTopology {
         let config = |n: &str| configs.iter().find(|c| c.name == n);
         let clusters: Vec<Cluster> = self
             .nodes
@@ -118,8 +120,12 @@ impl TopoBook {
             .filter(|((a, b), _)| has(a) && has(b))
             .filter(|((a, b), _)| match (config(a), config(b)) {
                 (Some(ca), Some(cb)) => {
-                    !crate::plan::choose(ca, cb).is_empty()
-                        && !crate::plan::choose(cb, ca).is_empty()
+                    let usable = |src, dst| {
+                        crate::plan::choose(src, dst)
+                            .into_iter()
+                            .any(|t| relay || t != qcg_proto::Technique::Relayed)
+                    };
+                    usable(ca, cb) && usable(cb, ca)
                 }
                 _ => false,
             })
@@ -142,8 +148,16 @@ mod tests {
         ClusterConfig {
             name: name.into(),
             policy,
-            nat: false,
+            nat: qcg_proto::Nat::None,
             public_address: None,
+        }
+    }
+
+    fn cfg_nat(name: &str, policy: Policy, nat: qcg_proto::Nat) -> ClusterConfig {
+        ClusterConfig {
+            nat,
+            public_address: Some([198, 51, 100, 1].into()),
+            ..cfg(name, policy)
         }
     }
 
@@ -191,25 +205,37 @@ mod tests {
     fn topology_keeps_usable_links_between_clusters_with_nodes() {
         let mut b = TopoBook::default();
         let now = Instant::now();
-        for c in ["a", "b", "z"] {
+        for c in ["a", "b", "y", "z"] {
             b.set_nodes(c, node(&format!("{c}1")), q(0.1));
         }
         b.set_nodes("empty", vec![], q(0.1));
         b.record("a", "b", Ok(q(5.0)), now);
         b.record("a", "z", Ok(q(5.0)), now);
+        b.record("y", "z", Ok(q(5.0)), now);
         b.record("a", "empty", Ok(q(5.0)), now);
+        let random = qcg_proto::Nat::RandomPort;
         let configs = [
             cfg("a", Policy::Open),
             cfg("b", Policy::Open),
-            cfg("z", Policy::Closed),
+            cfg_nat("y", Policy::Closed, random),
+            cfg_nat("z", Policy::Closed, random),
             cfg("empty", Policy::Open),
         ];
-        let t = b.topology(&configs);
+        let pairs = |t: &ResourceTopology| -> Vec<(String, String)> {
+            t.links.iter().map(|l| (l.a.clone(), l.b.clone())).collect()
+        };
+        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+        let t = b.topology(&configs, false);
         t.validate().unwrap();
         let names: Vec<_> = t.clusters.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["a", "b", "z"]);
-        // z is closed: no technique reaches it from a, so no link.
-        assert_eq!(t.links.len(), 1);
-        assert_eq!((t.links[0].a.as_str(), t.links[0].b.as_str()), ("a", "b"));
+        assert_eq!(names, ["a", "b", "y", "z"]);
+        // z is closed but a accepts connections: z's processes are reached in
+        // reverse. y and z are both closed behind random-port NATs: without a relay
+        // proxy no technique links them.
+        assert_eq!(pairs(&t), [s("a", "b"), s("a", "z")]);
+        // With a proxy alive, relaying links them.
+        let t = b.topology(&configs, true);
+        t.validate().unwrap();
+        assert_eq!(pairs(&t), [s("a", "b"), s("a", "z"), s("y", "z")]);
     }
 }

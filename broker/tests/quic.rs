@@ -53,7 +53,7 @@ async fn bad_frames_are_answered_and_the_connection_keeps_serving() {
     let cluster = ClusterConfig {
         name: "orsay".into(),
         policy: Policy::Open,
-        nat: false,
+        nat: qcg_proto::Nat::None,
         public_address: None,
     };
     let r = quic::request(&conn, &Request::RegisterCluster(cluster.clone()))
@@ -66,7 +66,7 @@ async fn bad_frames_are_answered_and_the_connection_keeps_serving() {
     let other = ClusterConfig {
         name: "rennes".into(),
         policy: Policy::Open,
-        nat: false,
+        nat: qcg_proto::Nat::None,
         public_address: None,
     };
     let r = quic::request(&conn, &Request::RegisterCluster(other.clone()))

@@ -7,7 +7,8 @@ use qcg_broker::Broker;
 use qcg_frontal::Frontal;
 use qcg_helper::Helper;
 use qcg_proto::tls::{Ca, Identity, Role};
-use qcg_proto::{ClusterConfig, NodeSpec, Policy};
+use qcg_proto::{ClusterConfig, Nat, NodeSpec, Policy};
+use qcg_proxy::Proxy;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -22,12 +23,14 @@ pub struct NodeSlot {
     pub socket: PathBuf,
 }
 
-/// One cluster of an embedded grid: its policy and its nodes (names are given by
-/// the grid; the figures are offered to the scheduler).
+/// One cluster of an embedded grid: its policy, its NAT and its nodes (names are
+/// given by the grid; the figures are offered to the scheduler).
 #[derive(Clone, Debug)]
 pub struct ClusterShape {
     /// Inbound policy.
     pub policy: Policy,
+    /// NAT kind (a NATed cluster's public address is 127.0.0.1).
+    pub nat: Nat,
     /// Nodes.
     pub nodes: Vec<NodeSpec>,
 }
@@ -41,31 +44,55 @@ pub struct LocalGrid {
     /// One frontal per cluster.
     pub frontals: Vec<Frontal>,
     helpers: Vec<Helper>,
+    /// Relay proxies.
+    pub proxies: Vec<Proxy>,
     /// Nodes, cluster by cluster.
     pub nodes: Vec<NodeSlot>,
     _dir: tempfile::TempDir,
 }
 
 impl LocalGrid {
-    /// Starts a grid with one cluster per entry of `policies`, each with
-    /// `nodes_per_cluster` nodes. Everything binds to 127.0.0.1 on free ports.
+    /// Starts a grid with one cluster per entry of `policies` (no NAT), each with
+    /// `nodes_per_cluster` nodes, and one relay proxy. Everything binds to 127.0.0.1
+    /// on free ports.
     pub async fn start(policies: &[Policy], nodes_per_cluster: usize) -> anyhow::Result<LocalGrid> {
+        let specs: Vec<(Policy, Nat)> = policies.iter().map(|&p| (p, Nat::None)).collect();
+        Self::start_with(&specs, nodes_per_cluster, 1).await
+    }
+
+    /// Like [`LocalGrid::start`], with a NAT kind per cluster and `proxies` proxies.
+    /// On loopback nothing is really blocked or translated: the policies only shape
+    /// the broker's plans.
+    pub async fn start_with(
+        clusters: &[(Policy, Nat)],
+        nodes_per_cluster: usize,
+        proxies: usize,
+    ) -> anyhow::Result<LocalGrid> {
         anyhow::ensure!(nodes_per_cluster > 0, "a cluster needs at least one node");
-        let shapes: Vec<ClusterShape> = policies
+        let shapes: Vec<ClusterShape> = clusters
             .iter()
-            .map(|&policy| ClusterShape {
+            .map(|&(policy, nat)| ClusterShape {
                 policy,
+                nat,
                 nodes: (0..nodes_per_cluster)
                     .map(|k| qcg_helper::node::detect(&k.to_string()))
                     .collect(),
             })
             .collect();
-        LocalGrid::start_shaped(&shapes).await
+        LocalGrid::start_shaped_with(&shapes, proxies).await
     }
 
-    /// Starts a grid with one cluster per shape; cluster `c` is `cluster-C` and its
-    /// node `k` is `cluster-C-node-K`.
+    /// Starts a grid with one cluster per shape and one relay proxy; cluster `c` is
+    /// `cluster-C` and its node `k` is `cluster-C-node-K`.
     pub async fn start_shaped(shapes: &[ClusterShape]) -> anyhow::Result<LocalGrid> {
+        LocalGrid::start_shaped_with(shapes, 1).await
+    }
+
+    /// Like [`LocalGrid::start_shaped`], with `proxies` relay proxies.
+    pub async fn start_shaped_with(
+        shapes: &[ClusterShape],
+        proxies: usize,
+    ) -> anyhow::Result<LocalGrid> {
         anyhow::ensure!(!shapes.is_empty(), "a grid needs at least one cluster");
         anyhow::ensure!(
             shapes.iter().all(|s| !s.nodes.is_empty()),
@@ -92,8 +119,8 @@ impl LocalGrid {
             let cluster = ClusterConfig {
                 name: name.clone(),
                 policy: shape.policy,
-                nat: false,
-                public_address: None,
+                nat: shape.nat,
+                public_address: shape.nat.is_nat().then(|| [127, 0, 0, 1].into()),
             };
             let f = Frontal::start(
                 ca.identity(Role::Frontal, &name)?,
@@ -126,11 +153,34 @@ impl LocalGrid {
             }
             frontals.push(f);
         }
+        let mut px = Vec::new();
+        for i in 0..proxies {
+            let name = format!("proxy-{i}");
+            px.push(
+                Proxy::start(ca.identity(Role::Proxy, &name)?, lo, None, broker.quic_addr).await?,
+            );
+        }
+        // Wait until the broker counts every proxy alive.
+        for _ in 0..500 {
+            let alive = broker
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .proxies()
+                .iter()
+                .filter(|p| p.alive)
+                .count();
+            if alive >= proxies {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         Ok(LocalGrid {
             broker,
             client: ca.identity(Role::Client, "submitter")?,
             frontals,
             helpers,
+            proxies: px,
             nodes,
             _dir: dir,
         })
@@ -190,6 +240,9 @@ impl LocalGrid {
 
     /// Stops everything.
     pub async fn shutdown(self) {
+        for p in self.proxies {
+            p.shutdown();
+        }
         for h in self.helpers {
             h.shutdown().await;
         }

@@ -53,6 +53,7 @@ fn describe(status: &ExitStatus) -> String {
 /// them. When a rank fails the others are stopped, as MPI does.
 pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
     let n = job.sockets.len();
+    let topology = topology(&job.sockets).await?;
     let mut children: Vec<tokio::process::Child> = Vec::with_capacity(n);
     let mut printers = Vec::new();
     for (rank, socket) in job.sockets.iter().enumerate() {
@@ -68,6 +69,7 @@ pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
                 qcg_proto::groups::ENV_GROUPS,
                 qcg_proto::groups::encode(&[("all".to_string(), n as u32)]),
             )
+            .env("QCG_TOPOLOGY", &topology)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -147,6 +149,38 @@ pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
         let _ = p.await;
     }
     Ok(Outcome { statuses, failure })
+}
+
+/// Asks a helper which cluster and node it serves.
+pub async fn node_info(socket: &Path) -> anyhow::Result<(String, String)> {
+    let mut s = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|e| anyhow::anyhow!("helper at {}: {e}", socket.display()))?;
+    qcg_proto::frame::write_frame(&mut s, &Request::NodeInfo).await?;
+    match qcg_proto::frame::read_frame::<Response, _>(&mut s).await? {
+        Some(Response::Node { cluster, node, .. }) => Ok((cluster.name, node)),
+        Some(Response::Error(e)) => anyhow::bail!("helper at {}: {e}", socket.display()),
+        other => anyhow::bail!(
+            "helper at {}: unexpected answer {other:?}",
+            socket.display()
+        ),
+    }
+}
+
+/// The job's topology (`QCG_TOPOLOGY`: cluster/node of every rank), from its helpers.
+pub async fn topology(sockets: &[PathBuf]) -> anyhow::Result<String> {
+    let mut known: std::collections::HashMap<&Path, (String, String)> = Default::default();
+    let mut paths = Vec::with_capacity(sockets.len());
+    for s in sockets {
+        if !known.contains_key(s.as_path()) {
+            known.insert(s, node_info(s).await?);
+        }
+        let (c, n) = &known[s.as_path()];
+        // `/` and `;` separate levels and ranks: keep them out of names.
+        let clean = |x: &str| x.replace(['/', ';'], "_");
+        paths.push(format!("{}/{}", clean(c), clean(n)));
+    }
+    Ok(paths.join(";"))
 }
 
 /// Tells the grid, through a helper, that a job has ended.

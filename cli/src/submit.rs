@@ -86,6 +86,7 @@ pub fn shape_for(profile: &JobProfile) -> Vec<ClusterShape> {
             let slots = within(t.and_then(|t| t.cpucount), f64::from(need)).max(f64::from(need));
             ClusterShape {
                 policy: Policy::Open,
+                nat: qcg_proto::Nat::None,
                 nodes: (0..nodes)
                     .map(|k| NodeSpec {
                         name: k.to_string(),

@@ -30,11 +30,14 @@ fn every_example_config_loads() {
         } else if name.starts_with("helper") {
             let c = qcg_helper::config::Config::load(&path).unwrap();
             assert!(name.contains(&c.node), "{name}");
+        } else if name.starts_with("proxy") {
+            let c = qcg_proxy::config::Config::load(&path).unwrap();
+            assert_eq!(c.broker.port(), 7700, "{name}");
         } else {
             panic!("{name}: which service is this for?");
         }
     }
-    assert_eq!(seen, 5);
+    assert_eq!(seen, 6);
     let rennes = qcg_frontal::config::Config::load(&dir.join("frontal-rennes.toml")).unwrap();
     assert_eq!(
         rennes.policy,

@@ -355,7 +355,7 @@ fn services_refuse_peers_of_another_ca_or_role() {
         let req = qcg_proto::Request::RegisterCluster(qcg_proto::ClusterConfig {
             name: "evil".into(),
             policy: qcg_proto::Policy::Open,
-            nat: false,
+            nat: qcg_proto::Nat::None,
             public_address: None,
         });
         // Another CA: the TLS handshake itself fails (each side distrusts the other).

@@ -2,7 +2,7 @@
 
 use qcg_proto::config::{load, resolve, ConfigError};
 use qcg_proto::tls::Identity;
-use qcg_proto::{ClusterConfig, Policy};
+use qcg_proto::{ClusterConfig, Nat, Policy};
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -16,9 +16,10 @@ pub struct Config {
     /// Inbound policy of the cluster's firewall: `open`, `port-range LO-HI`,
     /// `syn-block` or `closed`.
     pub policy: Policy,
-    /// Whether the cluster's nodes are behind a NAT.
+    /// The gateway's address translation: `none` (or false), `port-preserving` (or
+    /// true) or `random-port`.
     #[serde(default)]
-    pub nat: bool,
+    pub nat: Nat,
     /// The gateway's public address (needed with `nat = true`).
     pub public_address: Option<IpAddr>,
     /// The broker's QUIC address.
@@ -54,7 +55,7 @@ impl Config {
                 "must not be empty",
             ));
         }
-        if c.nat && c.public_address.is_none() {
+        if c.nat.is_nat() && c.public_address.is_none() {
             return Err(ConfigError::field(
                 path,
                 &text,

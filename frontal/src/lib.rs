@@ -53,6 +53,8 @@ type HelperEntry = (quinn::Connection, NodeSpec, Option<Duration>);
 pub const PROBE_BYTES: usize = 256 * 1024;
 
 struct Inner {
+    /// The helper connection each registered process came through.
+    routes: Mutex<std::collections::HashMap<qcg_proto::ProcName, quinn::Connection>>,
     cluster: ClusterConfig,
     broker: Upstream,
     cache: PlanCache,
@@ -103,6 +105,7 @@ impl Inner {
                 tracing::debug!(%job, ?rank, dropped = n, "cache invalidated");
                 Response::Ok
             }
+            req @ Request::Notify { .. } => notify(self, req).await,
             Request::ProbePeer { cluster, addr } => match self.probe(addr).await {
                 Ok(q) => {
                     tracing::debug!(peer = %cluster, %addr, latency_ms = q.latency_ms, bandwidth_mbps = q.bandwidth_mbps, "probed");
@@ -259,6 +262,7 @@ impl Frontal {
                     Some(Request::RegisterCluster(cluster.clone())),
                     Some(on_connect),
                 ),
+                routes: Default::default(),
                 cluster,
                 cache: PlanCache::default(),
                 stats: Stats::default(),
@@ -372,7 +376,7 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                 tracing::info!(%peer, node = %name, "node registered");
                 return Response::Ok;
             }
-            handle(&inner, req).await
+            handle(&inner, &conn, req).await
         }
     };
     let why = quic::serve(conn.clone(), handler).await;
@@ -411,7 +415,52 @@ async fn ping(conn: &quinn::Connection) -> Duration {
     best.unwrap_or_else(|| conn.rtt())
 }
 
-async fn handle(inner: &Inner, req: Request) -> Response {
+/// Passes a broker's notice to the helper of the target's node.
+async fn notify(inner: &Inner, req: Request) -> Response {
+    let Request::Notify { target, .. } = &req else {
+        return Response::error(qcg_proto::ErrorKind::Internal, "not a notice");
+    };
+    let conn = lock(&inner.routes).get(target).cloned();
+    let Some(conn) = conn else {
+        return Response::error(
+            qcg_proto::ErrorKind::UnknownProcess,
+            format!(
+                "process {target} is not registered in cluster `{}`",
+                inner.cluster.name
+            ),
+        );
+    };
+    match tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        quic::request(&conn, &req),
+    )
+    .await
+    {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Response::error(
+            qcg_proto::ErrorKind::Unavailable,
+            format!("helper of {target}: {e}"),
+        ),
+        Err(_) => Response::error(
+            qcg_proto::ErrorKind::Unavailable,
+            format!("helper of {target} did not answer"),
+        ),
+    }
+}
+
+async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Response {
+    match &req {
+        Request::Register(ap) => {
+            lock(&inner.routes).insert(ap.process.clone(), helper.clone());
+        }
+        Request::Unregister { process } => {
+            lock(&inner.routes).remove(process);
+        }
+        Request::JobEnd { job } => {
+            lock(&inner.routes).retain(|p, _| &p.job != job);
+        }
+        _ => {}
+    }
     match req {
         Request::ClusterInfo => Response::Cluster(inner.cluster.clone()),
         Request::Lookup { ref target, .. } => {
@@ -433,6 +482,8 @@ async fn handle(inner: &Inner, req: Request) -> Response {
         | Request::Report { .. }
         | Request::JobEnd { .. }
         | Request::Output { .. }
+        | Request::Rendezvous { .. }
+        | Request::Syn { .. }
         | Request::ProcessExited { .. } => inner.broker.forward(&req).await,
         other => Response::error(
             ErrorKind::Forbidden,

@@ -26,6 +26,7 @@
 pub mod config;
 pub mod node;
 pub mod procs;
+pub mod raw;
 
 use qcg_proto::frame::{self, FrameError};
 use qcg_proto::quic::{self, Upstream};
@@ -38,7 +39,16 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+type Subscribers = std::sync::Mutex<
+    std::collections::HashMap<
+        qcg_proto::ProcName,
+        tokio::sync::mpsc::UnboundedSender<qcg_proto::Notice>,
+    >,
+>;
+
 struct Inner {
+    /// Processes of this node waiting for notices.
+    subs: Subscribers,
     node: String,
     bind_addr: IpAddr,
     frontal: Arc<Upstream>,
@@ -56,38 +66,50 @@ pub struct Helper {
     tracker: TaskTracker,
 }
 
-/// Answers what the frontal asks of this helper: start or kill processes.
+/// Answers what the frontal asks of this helper: start or kill processes, pass a
+/// notice to one of our processes or inject a SYN.
 fn frontal_handler(
     weak: std::sync::Weak<Inner>,
-) -> impl Fn(Request) -> std::future::Ready<Response> + Clone + Send + Sync + 'static {
+) -> impl Fn(
+    Request,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send + 'static>>
+       + Clone
+       + Send
+       + Sync
+       + 'static {
     move |req: Request| {
-        let Some(inner) = weak.upgrade() else {
-            return std::future::ready(Response::error(
-                ErrorKind::Unavailable,
-                "the helper is stopping",
-            ));
-        };
-        std::future::ready(match req {
-            Request::Launch(spec) => {
-                inner
-                    .procs
-                    .launch(&spec, &inner.node, &inner.socket, inner.frontal.clone())
+        let weak = weak.clone();
+        Box::pin(async move {
+            match weak.upgrade() {
+                Some(inner) => answer_frontal(&inner, req).await,
+                None => Response::error(ErrorKind::Unavailable, "the helper is stopping"),
             }
-            Request::Kill { job } => {
-                inner.procs.kill(&job);
-                Response::Ok
-            }
-            Request::Echo { payload } => Response::Echoed {
-                len: payload.len() as u64,
-            },
-            other => Response::error(
-                ErrorKind::Forbidden,
-                format!(
-                    "a helper does not answer `{}` from its frontal",
-                    other.kind()
-                ),
-            ),
         })
+    }
+}
+
+async fn answer_frontal(inner: &Inner, req: Request) -> Response {
+    match req {
+        Request::Launch(spec) => {
+            inner
+                .procs
+                .launch(&spec, &inner.node, &inner.socket, inner.frontal.clone())
+        }
+        Request::Kill { job } => {
+            inner.procs.kill(&job);
+            Response::Ok
+        }
+        Request::Echo { payload } => Response::Echoed {
+            len: payload.len() as u64,
+        },
+        req @ Request::Notify { .. } => notice(inner, req).await,
+        other => Response::error(
+            ErrorKind::Forbidden,
+            format!(
+                "a helper does not answer `{}` from its frontal",
+                other.kind()
+            ),
+        ),
     }
 }
 
@@ -125,6 +147,7 @@ impl Helper {
                 });
             });
             Inner {
+                subs: Default::default(),
                 node: node.name.clone(),
                 bind_addr,
                 frontal: Arc::new(Upstream::new(
@@ -225,6 +248,9 @@ impl Helper {
 async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
     loop {
         let resp = match frame::read_frame::<Request, _>(&mut stream).await {
+            Ok(Some(Request::Subscribe { process })) => {
+                return subscribed(stream, inner, process).await;
+            }
             Ok(Some(req)) => handle(&inner, req).await,
             Ok(None) => return,
             Err(e @ (FrameError::Io(_) | FrameError::Truncated)) => {
@@ -249,7 +275,119 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
     }
 }
 
-async fn handle(inner: &Inner, req: Request) -> Response {
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A process's notice connection: notices go out as they come until it hangs up.
+async fn subscribed(mut stream: UnixStream, inner: Arc<Inner>, process: qcg_proto::ProcName) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    lock(&inner.subs).insert(process.clone(), tx.clone());
+    if frame::write_frame(&mut stream, &Response::Ok).await.is_ok() {
+        let (mut rd, mut wr) = stream.split();
+        let mut probe = [0u8; 1];
+        loop {
+            tokio::select! {
+                n = tokio::io::AsyncReadExt::read(&mut rd, &mut probe) => {
+                    if !matches!(n, Ok(n) if n > 0) { break }
+                }
+                n = rx.recv() => match n {
+                    Some(n) => if frame::write_frame(&mut wr, &Response::Notice(n)).await.is_err() { break },
+                    None => break,
+                },
+            }
+        }
+    }
+    let mut subs = lock(&inner.subs);
+    // Only our own entry: a newer subscription of the same process stays.
+    if subs.get(&process).is_some_and(|t| t.same_channel(&tx)) {
+        subs.remove(&process);
+    }
+}
+
+/// A request the frontal pushed: a notice for one of our processes, or a SYN to inject.
+async fn notice(inner: &Inner, req: Request) -> Response {
+    let Request::Notify { target, notice } = req else {
+        return Response::error(
+            ErrorKind::Forbidden,
+            format!("`{}` is not a request a frontal may push", req.kind()),
+        );
+    };
+    if let qcg_proto::Notice::Inject { packet } = notice {
+        return match tokio::task::spawn_blocking(move || raw::inject(&packet)).await {
+            Ok(Ok(())) => Response::Ok,
+            Ok(Err(e)) => {
+                Response::error(ErrorKind::Unavailable, format!("SYN injection failed: {e}"))
+            }
+            Err(e) => Response::error(ErrorKind::Internal, e.to_string()),
+        };
+    }
+    let tx = lock(&inner.subs).get(&target).cloned();
+    match tx.map(|t| t.send(notice)) {
+        Some(Ok(())) => Response::Ok,
+        _ => Response::error(
+            ErrorKind::UnknownProcess,
+            format!(
+                "process {target} is not listening for notices on node {}",
+                inner.node
+            ),
+        ),
+    }
+}
+
+/// Starts capturing the process's next SYN toward `remote`; answers once the capture
+/// is in place, and sends the SYN up when it is seen.
+async fn watch_syn(inner: Arc<Inner>, req: Request) -> Response {
+    let Request::WatchSyn {
+        from,
+        target,
+        local,
+        remote,
+    } = req
+    else {
+        return Response::error(ErrorKind::Internal, "not a watch");
+    };
+    let sock = match raw::capture_socket() {
+        Ok(s) => s,
+        Err(e) => {
+            return Response::error(
+                ErrorKind::Unavailable,
+                format!(
+                    "cannot capture packets on node {} (root needed): {e}",
+                    inner.node
+                ),
+            )
+        }
+    };
+    tokio::spawn(async move {
+        let got = tokio::task::spawn_blocking(move || {
+            raw::capture_syn(sock, local, remote, std::time::Duration::from_secs(5))
+        })
+        .await;
+        match got {
+            Ok(Ok(Some(packet))) => {
+                let r = inner
+                    .frontal
+                    .forward(&Request::Syn {
+                        from,
+                        target,
+                        packet,
+                    })
+                    .await;
+                if !matches!(r, Response::Ok) {
+                    tracing::warn!(?r, "SYN not delivered");
+                }
+            }
+            other => tracing::warn!(?other, %local, %remote, "no SYN seen"),
+        }
+    });
+    Response::Ok
+}
+
+async fn handle(inner: &Arc<Inner>, req: Request) -> Response {
+    if let Request::WatchSyn { .. } = req {
+        return watch_syn(inner.clone(), req).await;
+    }
     match req {
         Request::NodeInfo => match inner.frontal.forward(&Request::ClusterInfo).await {
             Response::Cluster(cluster) => Response::Node {
@@ -264,6 +402,7 @@ async fn handle(inner: &Inner, req: Request) -> Response {
         | Request::Unregister { .. }
         | Request::Lookup { .. }
         | Request::Report { .. }
+        | Request::Rendezvous { .. }
         | Request::JobEnd { .. } => inner.frontal.forward(&req).await,
         other => Response::error(
             ErrorKind::Forbidden,

@@ -19,8 +19,11 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a lookup waits for a peer that has not registered yet.
 const LOOKUP_PATIENCE: Duration = Duration::from_secs(60);
-/// Data frame header: tag u32, flags u32, length u64 (big-endian).
+/// Data frame header: tag u32, context u32, length u64 (big-endian). The context keeps
+/// communicators (and collective traffic) apart.
 const HEADER: usize = 16;
+/// How long a receiver spins before it sleeps.
+const SPIN: Duration = Duration::from_micros(50);
 /// Messages up to this size go out in one write with their header.
 const COALESCE: usize = 32 * 1024;
 /// Largest message a peer may announce (64 GiB).
@@ -32,6 +35,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 struct Link {
     writer: Mutex<TcpStream>,
+    /// How we made it (unset: the peer made it and we accepted).
+    technique: std::sync::OnceLock<qcg_proto::Technique>,
+}
+
+/// What this process sent to one peer (user and collective traffic alike).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Messages sent.
+    pub messages: u64,
+    /// Payload bytes sent.
+    pub bytes: u64,
 }
 
 struct Inner {
@@ -41,11 +55,15 @@ struct Inner {
     node: String,
     local: SocketAddr,
     links: Mutex<HashMap<u32, Arc<Link>>>,
-    reports: Mutex<Option<std::sync::mpsc::Sender<Request>>>,
+    sent: Mutex<HashMap<u32, LinkStats>>,
+    reports: Mutex<Option<Reporter>>,
     dialing: Mutex<()>,
     streams: Mutex<Vec<TcpStream>>,
+    streams_unix: Mutex<Vec<std::os::unix::net::UnixStream>>,
     mail: Mutex<Mailbox>,
     arrived: Condvar,
+    /// Messages (and link losses) so far: what a spinning receiver watches.
+    arrivals: std::sync::atomic::AtomicU64,
     closed: AtomicBool,
 }
 
@@ -57,17 +75,84 @@ struct Inner {
 /// the order they were sent.
 pub struct Comm {
     inner: Arc<Inner>,
+    view: Arc<View>,
+    _closer: Arc<Closer>,
 }
+
+/// Which ranks of the job a communicator spans, and its message context.
+pub(crate) struct View {
+    pub(crate) context: u32,
+    /// Global rank of each local rank.
+    pub(crate) ranks: Vec<u32>,
+    /// Our local rank.
+    pub(crate) rank: u32,
+    pub(crate) topology: qcg_coll::Topology,
+    /// Collective calls made on this communicator (tags of successive calls differ).
+    pub(crate) calls: std::sync::atomic::AtomicU32,
+    /// Sub-communicators made from this one.
+    pub(crate) splits: std::sync::atomic::AtomicU32,
+    /// How collectives run.
+    pub(crate) options: Mutex<crate::coll::CollOptions>,
+}
+
+impl View {
+    pub(crate) fn global(&self, local: u32) -> u32 {
+        self.ranks[local as usize]
+    }
+
+    pub(crate) fn local(&self, global: u32) -> Option<u32> {
+        self.ranks
+            .iter()
+            .position(|&g| g == global)
+            .map(|p| p as u32)
+    }
+}
+
+/// Shuts the process's links down when the last communicator goes.
+struct Closer(Arc<Inner>);
 
 impl std::fmt::Debug for Comm {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Comm")
             .field("job", &self.inner.env.job)
-            .field("rank", &self.inner.env.rank)
-            .field("size", &self.inner.env.size)
+            .field("rank", &self.view.rank)
+            .field("size", &self.view.ranks.len())
+            .field("context", &self.view.context)
             .field("local", &self.inner.local)
             .finish()
     }
+}
+
+/// A socket with SO_REUSEADDR and SO_REUSEPORT, so that punching and traversal can
+/// dial out from the listener's own port.
+fn reusable(addr: SocketAddr) -> std::io::Result<socket2::Socket> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.bind(&addr.into())?;
+    Ok(s)
+}
+
+/// Our listener. It binds without SO_REUSEPORT, so it only gets a port nobody uses
+/// (no second listener can share it), and turns SO_REUSEPORT on afterwards so our own
+/// outgoing sockets can dial from the same port.
+fn listen_on(addr: IpAddr, port: u16) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let a = SocketAddr::new(addr, port);
+    let s = Socket::new(Domain::for_address(a), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.bind(&a.into())?;
+    s.set_reuse_port(true)?;
+    s.listen(1024)?;
+    Ok(s.into())
+}
+
+/// Dials `to` from our listener's address and port.
+fn dial_from(local: SocketAddr, to: SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
+    let s = reusable(local)?;
+    s.connect_timeout(&to.into(), timeout)?;
+    Ok(s.into())
 }
 
 fn bind(addr: IpAddr, policy: &Policy, rank: u32) -> Result<TcpListener> {
@@ -79,7 +164,7 @@ fn bind(addr: IpAddr, policy: &Policy, rank: u32) -> Result<TcpListener> {
             let start = (rank + std::process::id()) % width;
             for i in 0..width {
                 let port = lo + ((start + i) % width) as u16;
-                if let Ok(l) = TcpListener::bind((addr, port)) {
+                if let Ok(l) = listen_on(addr, port) {
                     return Ok(l);
                 }
             }
@@ -88,7 +173,7 @@ fn bind(addr: IpAddr, policy: &Policy, rank: u32) -> Result<TcpListener> {
                 message: "every port of the cluster's open range is in use".into(),
             })
         }
-        _ => TcpListener::bind((addr, 0)).map_err(|e| Error::Bind {
+        _ => listen_on(addr, 0).map_err(|e| Error::Bind {
             addr: format!("{addr}:0"),
             message: e.to_string(),
         }),
@@ -124,7 +209,7 @@ impl Comm {
             cluster: cluster.name.clone(),
             node: node.clone(),
             private_addr: local.ip(),
-            public_addr: if cluster.nat {
+            public_addr: if cluster.nat.is_nat() {
                 cluster.public_address
             } else {
                 None
@@ -141,13 +226,44 @@ impl Comm {
             node,
             local,
             links: Default::default(),
+            sent: Default::default(),
             reports: Mutex::new(reporter(&env_helper)),
             dialing: Default::default(),
             streams: Default::default(),
+            streams_unix: Default::default(),
             mail: Default::default(),
             arrived: Condvar::new(),
+            arrivals: Default::default(),
             closed: AtomicBool::new(false),
         });
+        // A second line to the helper, on which the grid tells us our part of links
+        // other ranks make (connect back, punch, meet at a proxy).
+        let notices = std::os::unix::net::UnixStream::connect(&inner.env.helper)
+            .and_then(|mut s| {
+                qcg_proto::frame::write_frame_sync(
+                    &mut s,
+                    &Request::Subscribe {
+                        process: ProcName::new(&inner.env.job, inner.env.rank),
+                    },
+                )
+                .map_err(std::io::Error::other)?;
+                match qcg_proto::frame::read_frame_sync::<Response, _>(&mut s) {
+                    Ok(Some(Response::Ok)) => Ok(s),
+                    other => Err(std::io::Error::other(format!("subscribe: {other:?}"))),
+                }
+            })
+            .map_err(|e| Error::Helper {
+                socket: inner.env.helper.clone(),
+                message: format!("cannot subscribe to notices: {e}"),
+            })?;
+        let weak = Arc::downgrade(&inner);
+        lock(&inner.streams_unix).push(notices.try_clone().map_err(|e| Error::Helper {
+            socket: inner.env.helper.clone(),
+            message: e.to_string(),
+        })?);
+        let _ = std::thread::Builder::new()
+            .name("qcg-notices".into())
+            .spawn(move || notice_loop(weak, notices));
         let acc = inner.clone();
         std::thread::Builder::new()
             .name("qcg-accept".into())
@@ -156,17 +272,61 @@ impl Comm {
                 addr: local.to_string(),
                 message: format!("cannot start the acceptor thread: {e}"),
             })?;
-        Ok(Comm { inner })
+        let size = inner.env.size;
+        let topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
+        let view = Arc::new(View {
+            context: 0,
+            ranks: (0..size).collect(),
+            rank: inner.env.rank,
+            topology,
+            calls: Default::default(),
+            splits: Default::default(),
+            options: Mutex::new(crate::coll::CollOptions::from_env()),
+        });
+        Ok(Comm {
+            _closer: Arc::new(Closer(inner.clone())),
+            inner,
+            view,
+        })
     }
 
-    /// This process's rank.
+    /// A communicator over the same process with another view (sub-communicators).
+    pub(crate) fn with_view(&self, view: View) -> Comm {
+        Comm {
+            inner: self.inner.clone(),
+            view: Arc::new(view),
+            _closer: self._closer.clone(),
+        }
+    }
+
+    pub(crate) fn view(&self) -> &View {
+        &self.view
+    }
+
+    /// This process's rank in this communicator.
     pub fn rank(&self) -> u32 {
+        self.view.rank
+    }
+
+    /// Number of processes in this communicator.
+    pub fn size(&self) -> u32 {
+        self.view.ranks.len() as u32
+    }
+
+    /// This process's rank in the whole job.
+    pub fn job_rank(&self) -> u32 {
         self.inner.env.rank
     }
 
-    /// Number of processes in the job.
-    pub fn size(&self) -> u32 {
-        self.inner.env.size
+    /// The global (job) rank of this communicator's rank `r`.
+    pub fn job_rank_of(&self, r: u32) -> Option<u32> {
+        self.view.ranks.get(r as usize).copied()
+    }
+
+    /// The communicator's topology: one path (site, node, …) per rank, and a cost per
+    /// level, used by the collectives.
+    pub fn topology(&self) -> &qcg_coll::Topology {
+        &self.view.topology
     }
 
     /// The job's identifier.
@@ -200,16 +360,27 @@ impl Comm {
     }
 
     /// Sends `data` to rank `dest` with `tag`. Returns once the bytes are handed to
-    /// the operating system.
+    /// the operating system (the peer's library drains its links continuously, so a
+    /// send never waits for the matching receive).
     pub fn send(&self, dest: u32, tag: u32, data: &[u8]) -> Result<()> {
         self.check_rank(dest)?;
-        if dest == self.rank() {
+        self.send_in(self.view.context, self.view.global(dest), tag, data)
+    }
+
+    /// Sends to a global rank in a context.
+    pub(crate) fn send_in(&self, context: u32, dest: u32, tag: u32, data: &[u8]) -> Result<()> {
+        let me = self.inner.env.rank;
+        if dest == me {
             let mut mb = lock(&self.inner.mail);
-            mb.push(Message {
-                source: dest,
-                tag,
-                data: data.to_vec(),
-            });
+            mb.push(
+                context,
+                Message {
+                    source: dest,
+                    tag,
+                    data: data.to_vec(),
+                },
+            );
+            self.inner.arrivals.fetch_add(1, Ordering::Release);
             self.inner.arrived.notify_all();
             return Ok(());
         }
@@ -217,6 +388,7 @@ impl Comm {
         let mut w = lock(&link.writer);
         let mut header = [0u8; HEADER];
         header[..4].copy_from_slice(&tag.to_be_bytes());
+        header[4..8].copy_from_slice(&context.to_be_bytes());
         header[8..].copy_from_slice(&(data.len() as u64).to_be_bytes());
         let r = if data.len() <= COALESCE {
             let mut buf = Vec::with_capacity(HEADER + data.len());
@@ -226,13 +398,56 @@ impl Comm {
         } else {
             w.write_all(&header).and_then(|_| w.write_all(data))
         };
-        r.map_err(|source| Error::Send { rank: dest, source })
+        drop(w);
+        r.map_err(|source| Error::Send { rank: dest, source })?;
+        let mut sent = lock(&self.inner.sent);
+        let st = sent.entry(dest).or_default();
+        st.messages += 1;
+        st.bytes += data.len() as u64;
+        Ok(())
+    }
+
+    /// How the link to `rank` (a rank of this communicator) was made: the technique,
+    /// if this process made it; `None` if the peer made it, or there is no link yet.
+    pub fn link_technique(&self, rank: u32) -> Option<qcg_proto::Technique> {
+        let g = self.view.ranks.get(rank as usize)?;
+        lock(&self.inner.links)
+            .get(g)
+            .and_then(|l| l.technique.get().copied())
+    }
+
+    /// Messages and bytes this process has sent to each peer (by job rank) over its
+    /// links, every communicator and collective included.
+    pub fn link_stats(&self) -> HashMap<u32, LinkStats> {
+        lock(&self.inner.sent).clone()
+    }
+
+    /// The same communicator with another topology (for collectives), e.g. one read
+    /// from a file or measured. Its size must be this communicator's.
+    pub fn with_topology(&self, topology: qcg_coll::Topology) -> Result<Comm> {
+        if topology.size() != self.size() as usize {
+            return Err(Error::InvalidArgument(format!(
+                "a topology of {} ranks for a communicator of {}",
+                topology.size(),
+                self.size()
+            )));
+        }
+        let v = &self.view;
+        Ok(self.with_view(View {
+            context: v.context,
+            ranks: v.ranks.clone(),
+            rank: v.rank,
+            topology,
+            calls: std::sync::atomic::AtomicU32::new(v.calls.load(Ordering::Relaxed)),
+            splits: std::sync::atomic::AtomicU32::new(v.splits.load(Ordering::Relaxed)),
+            options: Mutex::new(*lock(&v.options)),
+        }))
     }
 
     /// Receives the oldest message matching `source` and `tag` (`None` = any),
     /// waiting as long as needed. Fails if the awaited peer is gone.
     pub fn recv(&self, source: Option<u32>, tag: Option<u32>) -> Result<Message> {
-        self.recv_deadline(source, tag, None)
+        self.recv_local(source, tag, None)
     }
 
     /// Like [`Comm::recv`], but gives up after `timeout`.
@@ -242,21 +457,55 @@ impl Comm {
         tag: Option<u32>,
         timeout: Duration,
     ) -> Result<Message> {
-        self.recv_deadline(source, tag, Some(Instant::now() + timeout))
+        self.recv_local(source, tag, Some(timeout))
     }
 
-    fn recv_deadline(
+    fn recv_local(
         &self,
         source: Option<u32>,
         tag: Option<u32>,
-        deadline: Option<Instant>,
+        timeout: Option<Duration>,
     ) -> Result<Message> {
         if let Some(s) = source {
             self.check_rank(s)?;
         }
+        let global = source.map(|s| self.view.global(s));
+        let mut m = self.recv_in(self.view.context, global, tag, timeout)?;
+        m.source = self.view.local(m.source).unwrap_or(m.source);
+        Ok(m)
+    }
+
+    /// Receives from a global rank (or any) in a context; the message's source is the
+    /// global rank.
+    pub(crate) fn recv_in(
+        &self,
+        context: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+        timeout: Option<Duration>,
+    ) -> Result<Message> {
+        self.recv_or_abort(context, source, tag, timeout, None)
+    }
+
+    /// Like `recv_in`, but a message of `context` with tag `abort` from anyone ends
+    /// the wait: it is returned instead (the caller tells them apart by tag).
+    pub(crate) fn recv_or_abort(
+        &self,
+        context: u32,
+        source: Option<u32>,
+        tag: Option<u32>,
+        timeout: Option<Duration>,
+        abort: Option<u32>,
+    ) -> Result<Message> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let size = self.inner.env.size;
+        let mut spin = true;
         let mut mb = lock(&self.inner.mail);
         loop {
-            if let Some(m) = mb.take(source, tag) {
+            if let Some(m) = mb.take(context, source, tag) {
+                return Ok(m);
+            }
+            if let Some(m) = abort.and_then(|a| mb.take(context, None, Some(a))) {
                 return Ok(m);
             }
             match source {
@@ -268,13 +517,29 @@ impl Comm {
                         });
                     }
                 }
-                None if self.size() > 1 && mb.lost.len() as u32 >= self.size() - 1 => {
+                None if size > 1 && mb.lost.len() as u32 >= size - 1 => {
                     return Err(Error::PeerLost {
                         rank: *mb.lost.keys().next().unwrap_or(&0),
                         reason: "every other rank is gone".into(),
                     })
                 }
                 None => {}
+            }
+            // Spin briefly before sleeping: a message that arrives within the spin
+            // is taken without a futex wake-up and a rescheduling, which is most of
+            // a small message's latency. Yielding keeps the reader threads running
+            // when cores are scarce.
+            if spin {
+                spin = false;
+                let seen = self.inner.arrivals.load(Ordering::Acquire);
+                drop(mb);
+                let start = Instant::now();
+                while self.inner.arrivals.load(Ordering::Acquire) == seen && start.elapsed() < SPIN
+                {
+                    std::thread::yield_now();
+                }
+                mb = lock(&self.inner.mail);
+                continue;
             }
             mb = match deadline {
                 None => self
@@ -288,7 +553,7 @@ impl Comm {
                         let from = source.map_or("any rank".to_string(), |s| format!("rank {s}"));
                         return Err(Error::Timeout {
                             what: format!("a message from {from}"),
-                            secs: 0.0,
+                            secs: timeout.map_or(0.0, |t| t.as_secs_f64()),
                         });
                     }
                     self.inner
@@ -310,10 +575,10 @@ impl Comm {
             return Ok(l.clone());
         }
         let plan = self.lookup(dest)?;
-        let me = ProcName::new(&self.inner.env.job, self.rank());
+        let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
         let mut failures = Vec::new();
         for attempt in &plan.attempts {
-            let r = self.try_attempt(attempt.addr, dest);
+            let r = self.attempt(attempt, dest);
             let ok = r.is_ok();
             self.report(Request::Report {
                 from: me.clone(),
@@ -322,9 +587,9 @@ impl Comm {
                 ok,
             });
             match r {
-                Ok(stream) => {
+                Ok(link) => {
                     tracing::debug!(dest, technique = %attempt.technique, addr = %attempt.addr, "link made");
-                    return Ok(add_link(&self.inner, dest, stream));
+                    return Ok(link);
                 }
                 Err(e) => {
                     tracing::debug!(dest, technique = %attempt.technique, error = %e, "attempt failed");
@@ -343,35 +608,79 @@ impl Comm {
 
     /// Reports an attempt's outcome off the critical path of the first message.
     fn report(&self, req: Request) {
-        if let Some(tx) = lock(&self.inner.reports).as_ref() {
-            let _ = tx.send(req);
+        if let Some(r) = lock(&self.inner.reports).as_ref() {
+            let _ = r.tx.send(req);
         }
     }
 
-    fn try_attempt(&self, addr: SocketAddr, dest: u32) -> std::result::Result<TcpStream, String> {
-        let mut s =
-            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-            .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
-            .map_err(|e| e.to_string())?;
-        handshake::initiate(
-            &mut s,
-            &self.inner.env.job,
-            &self.inner.env.secret,
-            self.rank(),
-            dest,
-        )
-        .map_err(|e| format!("handshake: {e}"))?;
-        s.set_read_timeout(None)
-            .and_then(|_| s.set_write_timeout(None))
-            .and_then(|_| s.set_nodelay(true))
-            .map_err(|e| e.to_string())?;
-        Ok(s)
+    /// One attempt of a plan: a link to `dest`, or why not.
+    fn attempt(
+        &self,
+        attempt: &qcg_proto::Attempt,
+        dest: u32,
+    ) -> std::result::Result<Arc<Link>, String> {
+        use qcg_proto::Technique::*;
+        let inner = &self.inner;
+        let me = ProcName::new(&inner.env.job, inner.env.rank);
+        let target = ProcName::new(&inner.env.job, dest);
+        let rendezvous = |technique| -> std::result::Result<Response, String> {
+            inner
+                .control
+                .request(&Request::Rendezvous {
+                    from: me.clone(),
+                    target: target.clone(),
+                    technique,
+                })
+                .map_err(|e| e.to_string())
+        };
+        let stream = match attempt.technique {
+            Direct | PortRange => TcpStream::connect_timeout(&attempt.addr, CONNECT_TIMEOUT)
+                .map_err(|e| e.to_string())?,
+            Reversed => {
+                rendezvous(Reversed)?;
+                // The target dials our listener; the acceptor makes the link.
+                let until = Instant::now() + CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT;
+                while Instant::now() < until {
+                    if let Some(l) = lock(&inner.links).get(&dest) {
+                        let _ = l.technique.set(Reversed);
+                        return Ok(l.clone());
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                return Err("the target did not connect back in time".into());
+            }
+            Punched => {
+                rendezvous(Punched)?;
+                punch(inner.local, attempt.addr)?
+            }
+            Traversed => {
+                inner
+                    .control
+                    .request(&Request::WatchSyn {
+                        from: me.clone(),
+                        target: target.clone(),
+                        local: inner.local,
+                        remote: attempt.addr,
+                    })
+                    .map_err(|e| e.to_string())?;
+                dial_from(inner.local, attempt.addr, CONNECT_TIMEOUT).map_err(|e| e.to_string())?
+            }
+            Relayed => match rendezvous(Relayed)? {
+                Response::Relay { proxy, token } => meet(proxy, &token)?,
+                other => {
+                    return Err(format!(
+                        "unexpected answer to a relay rendezvous: {other:?}"
+                    ))
+                }
+            },
+        };
+        let s = handshake_as(stream, inner, dest, Role::Initiator)?;
+        Ok(add_link(inner, dest, s, Some(attempt.technique)))
     }
 
     fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
         let req = Request::Lookup {
-            from: ProcName::new(&self.inner.env.job, self.rank()),
+            from: ProcName::new(&self.inner.env.job, self.inner.env.rank),
             target: ProcName::new(&self.inner.env.job, dest),
         };
         let start = Instant::now();
@@ -401,10 +710,15 @@ impl Comm {
 
 /// A thread with its own line to the helper that sends link reports, so that a new
 /// link's first message does not wait for the broker to note the outcome.
-fn reporter(helper: &std::path::Path) -> Option<std::sync::mpsc::Sender<Request>> {
+struct Reporter {
+    tx: std::sync::mpsc::Sender<Request>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn reporter(helper: &std::path::Path) -> Option<Reporter> {
     let control = Control::connect(helper).ok()?;
     let (tx, rx) = std::sync::mpsc::channel::<Request>();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("qcg-report".into())
         .spawn(move || {
             for req in rx {
@@ -414,19 +728,26 @@ fn reporter(helper: &std::path::Path) -> Option<std::sync::mpsc::Sender<Request>
             }
         })
         .ok()?;
-    Some(tx)
+    Some(Reporter { tx, thread })
 }
 
-impl Drop for Comm {
+impl Drop for Closer {
     fn drop(&mut self) {
-        let inner = &self.inner;
+        let inner = &self.0;
         inner.closed.store(true, Ordering::SeqCst);
-        // Closing the channel lets the reporter deliver what is queued and end.
-        lock(&inner.reports).take();
+        // Closing the channel lets the reporter deliver what is queued and end; wait
+        // for it, or the reports of the last links would be lost at exit.
+        if let Some(r) = lock(&inner.reports).take() {
+            drop(r.tx);
+            let _ = r.thread.join();
+        }
         let _ = inner.control.request(&Request::Unregister {
             process: ProcName::new(&inner.env.job, inner.env.rank),
         });
         for s in lock(&inner.streams).drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        for s in lock(&inner.streams_unix).drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
         // Wake the acceptor so it sees `closed`.
@@ -434,19 +755,151 @@ impl Drop for Comm {
     }
 }
 
-fn add_link(inner: &Arc<Inner>, rank: u32, stream: TcpStream) -> Arc<Link> {
+/// Which side of the job handshake a connection takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Initiator,
+    Acceptor,
+}
+
+/// Runs the job handshake on a fresh connection with `peer`; the stream is ready for
+/// data afterwards.
+fn handshake_as(
+    mut s: TcpStream,
+    inner: &Inner,
+    peer: u32,
+    role: Role,
+) -> std::result::Result<TcpStream, String> {
+    let env = &inner.env;
+    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+        .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    match role {
+        Role::Initiator => handshake::initiate(&mut s, &env.job, &env.secret, env.rank, peer)
+            .map_err(|e| format!("handshake: {e}"))?,
+        Role::Acceptor => {
+            let from = handshake::accept(&mut s, &env.job, &env.secret, env.rank, env.size)
+                .map_err(|e| format!("handshake: {e}"))?;
+            if from != peer {
+                return Err(format!("handshake: expected rank {peer}, got rank {from}"));
+            }
+        }
+    }
+    s.set_read_timeout(None)
+        .and_then(|_| s.set_write_timeout(None))
+        .and_then(|_| s.set_nodelay(true))
+        .map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// TCP simultaneous open: dial `to` from our listener's port, again and again until
+/// the peer's SYN (sent at the same time toward us) lets one through.
+fn punch(local: SocketAddr, to: SocketAddr) -> std::result::Result<TcpStream, String> {
+    let until = Instant::now() + CONNECT_TIMEOUT;
+    let mut last = String::from("no try");
+    while Instant::now() < until {
+        let left = until
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(10));
+        match dial_from(local, to, left) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                last = e.to_string();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    Err(format!("simultaneous open failed: {last}"))
+}
+
+/// Meets the peer at a relay proxy: presents the token and waits for the pairing.
+fn meet(proxy: SocketAddr, token: &str) -> std::result::Result<TcpStream, String> {
+    let mut s = TcpStream::connect_timeout(&proxy, CONNECT_TIMEOUT)
+        .map_err(|e| format!("proxy {proxy}: {e}"))?;
+    s.write_all(b"QCGR")
+        .and_then(|_| s.write_all(token.as_bytes()))
+        .map_err(|e| format!("proxy {proxy}: {e}"))?;
+    s.set_read_timeout(Some(CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut k = [0u8; 1];
+    match s.read(&mut k) {
+        Ok(1) if k[0] == b'K' => Ok(s),
+        Ok(_) => Err(format!("proxy {proxy} refused the token")),
+        Err(e) => Err(format!("proxy {proxy}: no pairing: {e}")),
+    }
+}
+
+/// Acts on a notice from the grid: our part of a link another rank is making.
+fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
+    use qcg_proto::Notice;
+    let (from, result) = match notice {
+        Notice::ConnectBack { from, addr } => (
+            from.clone(),
+            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                .map_err(|e| e.to_string())
+                .and_then(|s| handshake_as(s, inner, from.rank, Role::Initiator)),
+        ),
+        Notice::Punch { from, addr } => (
+            from.clone(),
+            punch(inner.local, addr)
+                .and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor)),
+        ),
+        Notice::Relay { from, proxy, token } => (
+            from.clone(),
+            meet(proxy, &token).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor)),
+        ),
+        Notice::Inject { .. } => return,
+    };
+    if from.job != inner.env.job || from.rank >= inner.env.size {
+        tracing::warn!(%from, "ignored a notice about a process of another job");
+        return;
+    }
+    match result {
+        Ok(s) => {
+            add_link(inner, from.rank, s, None);
+        }
+        Err(e) => tracing::warn!(peer = from.rank, error = %e, "could not take our part of a link"),
+    }
+}
+
+/// Reads notices from the helper until it hangs up; each is handled on its own thread.
+fn notice_loop(inner: std::sync::Weak<Inner>, mut stream: std::os::unix::net::UnixStream) {
+    loop {
+        let n = match qcg_proto::frame::read_frame_sync::<Response, _>(&mut stream) {
+            Ok(Some(Response::Notice(n))) => n,
+            Ok(Some(_)) => continue,
+            _ => return,
+        };
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name("qcg-notice".into())
+            .spawn(move || on_notice(&inner, n));
+    }
+}
+
+fn add_link(
+    inner: &Arc<Inner>,
+    rank: u32,
+    stream: TcpStream,
+    technique: Option<qcg_proto::Technique>,
+) -> Arc<Link> {
     let (reader, keep) = match (stream.try_clone(), stream.try_clone()) {
         (Ok(r), Ok(k)) => (r, k),
         _ => {
             // Out of descriptors: the link still works for sending.
             return Arc::new(Link {
                 writer: Mutex::new(stream),
+                technique: technique.map(std::sync::OnceLock::from).unwrap_or_default(),
             });
         }
     };
     lock(&inner.streams).push(keep);
     let new = Arc::new(Link {
         writer: Mutex::new(stream),
+        technique: technique.map(std::sync::OnceLock::from).unwrap_or_default(),
     });
     // If both ends dialled at once there are two connections; keep sending on the
     // first one registered, so order per (source, tag) holds. Both are read.
@@ -469,6 +922,7 @@ fn read_loop(inner: Arc<Inner>, rank: u32, mut s: TcpStream) {
             };
         }
         let tag = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+        let context = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
         let len = u64::from_be_bytes([
             header[8], header[9], header[10], header[11], header[12], header[13], header[14],
             header[15],
@@ -485,16 +939,21 @@ fn read_loop(inner: Arc<Inner>, rank: u32, mut s: TcpStream) {
             Ok(n) => break format!("link closed after {n} of a message's {len} bytes"),
             Err(e) => break format!("link broke inside a message of {len} bytes: {e}"),
         }
-        lock(&inner.mail).push(Message {
-            source: rank,
-            tag,
-            data,
-        });
+        lock(&inner.mail).push(
+            context,
+            Message {
+                source: rank,
+                tag,
+                data,
+            },
+        );
+        inner.arrivals.fetch_add(1, Ordering::Release);
         inner.arrived.notify_all();
     };
     if !inner.closed.load(Ordering::SeqCst) {
         tracing::debug!(rank, %reason, "link ended");
         lock(&inner.mail).lost.insert(rank, reason);
+        inner.arrivals.fetch_add(1, Ordering::Release);
         inner.arrived.notify_all();
     }
 }
@@ -526,7 +985,7 @@ fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
                             .and_then(|_| s.set_write_timeout(None))
                             .and_then(|_| s.set_nodelay(true));
                         if ok.is_ok() {
-                            add_link(&inn, from, s);
+                            add_link(&inn, from, s, None);
                         }
                     }
                     Err(e) => {

@@ -70,6 +70,17 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// A collective call failed on this rank.
+    #[error("{op}: {message}")]
+    Collective {
+        /// The operation.
+        op: &'static str,
+        /// What went wrong, naming the rank at fault where known.
+        message: String,
+    },
+    /// An argument makes no sense.
+    #[error("{0}")]
+    InvalidArgument(String),
     /// Nothing arrived in time.
     #[error("timed out after {secs:.1} s waiting for {what}")]
     Timeout {

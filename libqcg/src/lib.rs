@@ -24,6 +24,7 @@
 //! }
 //! ```
 
+pub mod coll;
 pub mod comm;
 pub mod control;
 pub mod env;
@@ -31,8 +32,10 @@ pub mod error;
 pub mod groups;
 pub mod handshake;
 pub mod mailbox;
+pub mod topo;
 
-pub use comm::Comm;
+pub use coll::{Algo, CollOptions, Number, ReduceOp};
+pub use comm::{Comm, LinkStats};
 pub use env::JobEnv;
 pub use error::{Error, Result};
 pub use mailbox::Message;

@@ -333,7 +333,7 @@ mod tests {
             .prop_map(|(name, policy, nat, public_address)| ClusterConfig {
                 name,
                 policy,
-                nat,
+                nat: if nat { Nat::PortPreserving } else { Nat::None },
                 public_address,
             });
         prop_oneof![

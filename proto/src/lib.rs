@@ -23,11 +23,12 @@ pub mod config;
 pub mod frame;
 pub mod groups;
 pub mod msg;
+pub mod packet;
 pub mod quic;
 pub mod tls;
 
 pub use msg::{
     AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, ExitReport, LaunchSpec,
-    LinkQuality, NodeSpec, OutputLine, Plan, Policy, ProcName, Request, Response, Stream,
-    Technique,
+    LinkQuality, Nat, NodeSpec, Notice, OutputLine, Plan, Policy, ProcName, Request,
+    Response, Stream, Technique,
 };

@@ -123,6 +123,50 @@ impl From<Policy> for String {
     }
 }
 
+/// How a cluster's gateway translates addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Nat {
+    /// No translation: nodes' addresses are routable.
+    #[default]
+    None,
+    /// Masquerading that keeps the source port (what RFC 5382 asks for): hole
+    /// punching and Traversing TCP work through it.
+    PortPreserving,
+    /// A new external port per connection: only relaying gets through.
+    RandomPort,
+}
+
+impl Nat {
+    /// Whether there is any translation.
+    pub fn is_nat(self) -> bool {
+        self != Nat::None
+    }
+}
+
+impl<'de> Deserialize<'de> for Nat {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Name(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(false) => Ok(Nat::None),
+            Raw::Bool(true) => Ok(Nat::PortPreserving),
+            Raw::Name(s) => match s.as_str() {
+                "none" => Ok(Nat::None),
+                "port-preserving" => Ok(Nat::PortPreserving),
+                "random-port" => Ok(Nat::RandomPort),
+                _ => Err(serde::de::Error::custom(format!(
+                    "unknown NAT kind `{s}`: expected `none`, `port-preserving` or `random-port`"
+                ))),
+            },
+        }
+    }
+}
+
 /// What the broker knows of a cluster: set by its frontal from the frontal's config.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterConfig {
@@ -130,8 +174,8 @@ pub struct ClusterConfig {
     pub name: String,
     /// Inbound policy of the cluster's firewall.
     pub policy: Policy,
-    /// Whether the cluster's nodes sit behind a NAT.
-    pub nat: bool,
+    /// The gateway's address translation.
+    pub nat: Nat,
     /// The gateway's public address, when there is a NAT.
     pub public_address: Option<IpAddr>,
 }
@@ -172,17 +216,39 @@ pub enum Technique {
     Direct,
     /// TCP connect to a listener bound inside the target cluster's open port range.
     PortRange,
+    /// The target connects back to the initiator, told through the control plane.
+    Reversed,
+    /// Traversing TCP: the initiator's SYN, captured by its helper, is injected into
+    /// the target's stack by the target's helper; the target's SYN/ACK then passes
+    /// its (stateless) firewall.
+    Traversed,
+    /// TCP simultaneous open: both ends connect to each other at once from their
+    /// listeners' ports.
+    Punched,
+    /// Both ends connect to a qcg-proxy with a single-use token.
+    Relayed,
 }
 
 impl Technique {
-    /// Every technique this build knows, in plan order.
-    pub const ALL: [Technique; 2] = [Technique::Direct, Technique::PortRange];
+    /// Every technique this build knows, simplest first (the order plans use).
+    pub const ALL: [Technique; 6] = [
+        Technique::Direct,
+        Technique::PortRange,
+        Technique::Reversed,
+        Technique::Traversed,
+        Technique::Punched,
+        Technique::Relayed,
+    ];
 
     /// The name used in plans, metrics and the HTTP API.
     pub fn name(self) -> &'static str {
         match self {
             Technique::Direct => "direct",
             Technique::PortRange => "port-range",
+            Technique::Reversed => "reversed",
+            Technique::Traversed => "traversed",
+            Technique::Punched => "punched",
+            Technique::Relayed => "relayed",
         }
     }
 }
@@ -342,6 +408,63 @@ pub enum Request {
         /// The job.
         job: String,
     },
+    /// process → helper, on a second connection: push [`Notice`]s for this process
+    /// on this connection from now on (as `Response::Notice` frames).
+    Subscribe {
+        /// The process.
+        process: ProcName,
+    },
+    /// initiator → broker: have the target act its part of `technique` (connect
+    /// back, punch, or meet at a proxy). Answered `Ok`, or `Relay` for relaying.
+    Rendezvous {
+        /// The initiating process.
+        from: ProcName,
+        /// The target.
+        target: ProcName,
+        /// Reversed, Punched or Relayed.
+        technique: Technique,
+    },
+    /// broker → frontal → helper → process: a notice for `target`.
+    Notify {
+        /// The process to tell.
+        target: ProcName,
+        /// What to tell it.
+        notice: Notice,
+    },
+    /// process → its helper: capture my next SYN from `local` to `remote` and send it
+    /// on as [`Request::Syn`] (Traversing TCP).
+    WatchSyn {
+        /// The initiating process.
+        from: ProcName,
+        /// The target.
+        target: ProcName,
+        /// The initiator's socket address.
+        local: SocketAddr,
+        /// The target's address as the initiator dials it.
+        remote: SocketAddr,
+    },
+    /// helper → frontal → broker → target's frontal → target's helper: a captured SYN
+    /// (the IPv4 packet) to inject into the target's stack.
+    Syn {
+        /// The initiating process.
+        from: ProcName,
+        /// The target.
+        target: ProcName,
+        /// The IPv4 packet, as captured.
+        packet: Vec<u8>,
+    },
+    /// proxy → broker: a relay proxy offers relaying on `addr`.
+    RegisterProxy {
+        /// Where processes reach the proxy (TCP).
+        addr: SocketAddr,
+    },
+    /// broker → proxy: two processes will present `token`; pair them.
+    ExpectRelay {
+        /// The token, hex.
+        token: String,
+        /// How long it is valid, in milliseconds.
+        valid_ms: u64,
+    },
     /// broker → frontal: drop cached answers about a job (or one of its ranks).
     Invalidate {
         /// The job.
@@ -422,8 +545,49 @@ impl Request {
             Request::Kill { .. } => "kill",
             Request::Output { .. } => "output",
             Request::ProcessExited { .. } => "process_exited",
+            Request::Subscribe { .. } => "subscribe",
+            Request::Rendezvous { .. } => "rendezvous",
+            Request::Notify { .. } => "notify",
+            Request::WatchSyn { .. } => "watch_syn",
+            Request::Syn { .. } => "syn",
+            Request::RegisterProxy { .. } => "register_proxy",
+            Request::ExpectRelay { .. } => "expect_relay",
         }
     }
+}
+
+/// What a process is told to do for a link another process is making.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Notice {
+    /// Connect to `addr`, where process `from` listens, and link (reversed).
+    ConnectBack {
+        /// The initiator.
+        from: ProcName,
+        /// Its access address.
+        addr: SocketAddr,
+    },
+    /// Connect to `addr` from our listener's port, now, while `from` does the same
+    /// toward us (simultaneous open).
+    Punch {
+        /// The initiator.
+        from: ProcName,
+        /// Its access address.
+        addr: SocketAddr,
+    },
+    /// Meet `from` at the proxy `proxy` with `token`.
+    Relay {
+        /// The initiator.
+        from: ProcName,
+        /// The proxy's address.
+        proxy: SocketAddr,
+        /// The single-use token, hex.
+        token: String,
+    },
+    /// (helper only) Inject this SYN packet into the node's stack.
+    Inject {
+        /// The IPv4 packet.
+        packet: Vec<u8>,
+    },
 }
 
 /// What went wrong, as told to the peer.
@@ -488,6 +652,15 @@ pub enum Response {
         /// Length of the payload.
         len: u64,
     },
+    /// Where and how to meet the target for a relayed link.
+    Relay {
+        /// The proxy's address.
+        proxy: SocketAddr,
+        /// The single-use token, hex.
+        token: String,
+    },
+    /// Pushed to a subscribed process.
+    Notice(Notice),
     /// Something went wrong.
     Error(ErrorReply),
 }

@@ -1,0 +1,194 @@
+//! Every technique makes a working link on loopback, through the real services.
+//!
+//! On loopback nothing is really blocked: these tests prove each technique's
+//! mechanism (rendezvous, connect-back, simultaneous open, SYN capture and injection,
+//! relaying through qcg-proxy) and that the broker's plan picks it first. That the
+//! simpler techniques really fail behind the firewalls is proven in the lab tests.
+
+#![allow(clippy::unwrap_used)]
+
+use qcg::{Comm, JobEnv};
+use qcg_cli::grid::LocalGrid;
+use qcg_proto::{Nat, Policy, Technique};
+
+async fn pair(grid: &LocalGrid, job: &str) -> (Comm, Comm) {
+    let secret = qcg_cli::grid::secret();
+    let slots = grid.placement(2);
+    assert_ne!(slots[0].cluster, slots[1].cluster);
+    let job = job.to_string();
+    tokio::task::spawn_blocking(move || {
+        let e = |r: u32| JobEnv {
+            job: job.clone(),
+            rank: r,
+            size: 2,
+            helper: slots[r as usize].socket.clone(),
+            secret,
+        };
+        let (e0, e1) = (e(0), e(1));
+        let h = std::thread::spawn(move || Comm::connect(e1).unwrap());
+        (Comm::connect(e0).unwrap(), h.join().unwrap())
+    })
+    .await
+    .unwrap()
+}
+
+async fn check(clusters: [(Policy, Nat); 2], expected: Technique) {
+    let grid = LocalGrid::start_with(&clusters, 1, 1).await.unwrap();
+    let (a, b) = pair(&grid, &format!("t-{}", expected.name())).await;
+    tokio::task::spawn_blocking(move || {
+        let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i * 7) as u8).collect();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let m = b.recv(Some(0), Some(1)).unwrap();
+                b.send(0, 2, &m.data).unwrap();
+            });
+            a.send(1, 1, &data).unwrap();
+            let back = a.recv(Some(1), Some(2)).unwrap();
+            assert!(back.data == data, "echo differs");
+        });
+    })
+    .await
+    .unwrap();
+    let links = grid.broker.state.lock().unwrap().links();
+    for t in Technique::ALL {
+        let c = links[t.name()];
+        if t == expected {
+            assert_eq!((c.ok, c.failed), (1, 0), "{t}: {links:?}");
+        } else {
+            assert_eq!(
+                (c.ok, c.failed),
+                (0, 0),
+                "{t} should not be tried: {links:?}"
+            );
+        }
+    }
+    grid.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reversed_when_only_the_initiator_accepts() {
+    check(
+        [(Policy::Open, Nat::None), (Policy::Closed, Nat::None)],
+        Technique::Reversed,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn traversed_toward_a_syn_blocking_cluster() {
+    check(
+        [(Policy::Closed, Nat::None), (Policy::SynBlock, Nat::None)],
+        Technique::Traversed,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn punched_between_stateful_firewalls() {
+    check(
+        [
+            (Policy::Closed, Nat::None),
+            (Policy::Closed, Nat::PortPreserving),
+        ],
+        Technique::Punched,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn relayed_behind_a_random_port_nat() {
+    check(
+        [
+            (Policy::Closed, Nat::None),
+            (Policy::Closed, Nat::RandomPort),
+        ],
+        Technique::Relayed,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_proxy_is_skipped_for_the_live_one() {
+    let clusters = [
+        (Policy::Closed, Nat::None),
+        (Policy::Closed, Nat::RandomPort),
+    ];
+    let mut grid = LocalGrid::start_with(&clusters, 1, 2).await.unwrap();
+    let dead = grid.proxies.remove(0);
+    dead.kill();
+    // Round-robin would give every other relay to the dead proxy: all must work.
+    for i in 0..2 {
+        let (a, b) = pair(&grid, &format!("failover-{i}")).await;
+        tokio::task::spawn_blocking(move || {
+            a.send(1, 0, b"through the live proxy").unwrap();
+            assert_eq!(
+                b.recv(Some(0), Some(0)).unwrap().data,
+                b"through the live proxy"
+            );
+        })
+        .await
+        .unwrap();
+    }
+    let live = &grid.proxies[0];
+    assert_eq!(
+        live.tokens
+            .paired
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    let (links, proxies) = {
+        let st = grid.broker.state.lock().unwrap();
+        (st.links(), st.proxies())
+    };
+    assert_eq!(links["relayed"].ok, 2, "{links:?}");
+    assert_eq!(proxies.iter().filter(|p| p.alive).count(), 1, "{proxies:?}");
+    grid.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_proxy_dying_mid_transfer_is_an_error_at_both_ends() {
+    let clusters = [
+        (Policy::Closed, Nat::None),
+        (Policy::Closed, Nat::RandomPort),
+    ];
+    let mut grid = LocalGrid::start_with(&clusters, 1, 1).await.unwrap();
+    let (a, b) = pair(&grid, "cut").await;
+    // Make the link first, then cut it in the middle of a large message.
+    let (a, b) = tokio::task::spawn_blocking(move || {
+        a.send(1, 0, b"hello").unwrap();
+        b.recv(Some(0), Some(0)).unwrap();
+        (a, b)
+    })
+    .await
+    .unwrap();
+    let proxy = grid.proxies.remove(0);
+    let results = tokio::task::spawn_blocking(move || {
+        std::thread::scope(|s| {
+            let sender = s.spawn(|| {
+                let big = vec![7u8; 1 << 30];
+                let sent = a.send(1, 1, &big);
+                // Whether or not the kernel took all of it, the peer's answer never comes.
+                let answer = a.recv_timeout(Some(1), Some(2), std::time::Duration::from_secs(30));
+                (sent.is_ok(), answer.map(|m| m.data.len()))
+            });
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            proxy.kill();
+            let got = b.recv(Some(0), Some(1)).map(|m| m.data.len());
+            let _ = b.send(0, 2, b"done");
+            (sender.join().unwrap(), got)
+        })
+    })
+    .await
+    .unwrap();
+    let ((_, answer), got) = results;
+    // The receiver gets an error, never a short message taken for a whole one.
+    match got {
+        Err(e) => assert!(e.to_string().contains("rank 0"), "{e}"),
+        Ok(n) => panic!("a {n}-byte message arrived through a dead proxy"),
+    }
+    assert!(
+        answer.is_err(),
+        "the sender heard back through a dead proxy"
+    );
+    grid.shutdown().await;
+}

@@ -1,0 +1,735 @@
+//! Collectives on a communicator: broadcast, reduce, allreduce, gather, scatter,
+//! allgather, alltoall, barrier, and `split`.
+//!
+//! Every call builds this rank's schedule with [`qcg_coll::schedule_for`] from the
+//! communicator's topology and runs it over the links: sends are eager (the peer's
+//! library drains its links continuously), receives match on (source, tag) inside a
+//! context of their own, so collective traffic never meets user messages. The
+//! algorithm and flit count come from [`CollOptions`]: `Auto` asks the cost model
+//! ([`qcg_coll::auto`]) for every call.
+//!
+//! Every rank must make the same calls in the same order with the same root and
+//! sizes. When they do not, or a rank dies, the call fails on the surviving ranks with
+//! an error naming the rank they were waiting for, after at most the collective
+//! timeout (`QCG_COLL_TIMEOUT` seconds, 60 by default).
+
+use crate::comm::{Comm, View};
+use crate::error::{Error, Result};
+use qcg_coll::{Algorithm, Buf, Collective, Op, Order, Step};
+use std::time::Duration;
+
+/// Context bit of collective traffic.
+const COLL_CONTEXT: u32 = 1 << 31;
+/// Successive calls are kept apart by a sequence number above the schedule's tags.
+const SEQ_SHIFT: u32 = 18;
+const SEQ_MASK: u32 = (1 << 13) - 1;
+/// Tag of the message a failing rank sends everyone so that no one waits for it.
+const ABORT_TAG: u32 = u32::MAX;
+
+/// Which algorithm a collective uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algo {
+    /// Chosen per call from the topology's cost model.
+    Auto,
+    /// One representative per group at every level of the topology.
+    Hierarchical,
+    /// A binomial tree over ranks, ignoring the topology.
+    FlatBinomial,
+    /// The root talks to everyone.
+    FlatLinear,
+    /// A pipelined chain.
+    Chain,
+}
+
+impl std::str::FromStr for Algo {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        Ok(match s {
+            "auto" => Algo::Auto,
+            "hier" | "hierarchical" => Algo::Hierarchical,
+            "flat" | "binomial" => Algo::FlatBinomial,
+            "linear" => Algo::FlatLinear,
+            "chain" => Algo::Chain,
+            _ => {
+                return Err(format!(
+                    "unknown algorithm `{s}`: expected auto, hier, flat, linear or chain"
+                ))
+            }
+        })
+    }
+}
+
+/// How collectives run on a communicator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CollOptions {
+    /// The algorithm.
+    pub algo: Algo,
+    /// Flits per message; `None` lets the cost model pick.
+    pub flits: Option<usize>,
+    /// How long a rank waits for one message of a collective.
+    pub timeout: Duration,
+}
+
+impl Default for CollOptions {
+    fn default() -> Self {
+        CollOptions {
+            algo: Algo::Auto,
+            flits: None,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl CollOptions {
+    /// Defaults, overridden by `QCG_COLL_ALGO`, `QCG_COLL_FLITS`, `QCG_COLL_TIMEOUT`.
+    pub fn from_env() -> Self {
+        let mut o = CollOptions::default();
+        if let Some(a) = std::env::var("QCG_COLL_ALGO")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            o.algo = a;
+        }
+        if let Some(k) = std::env::var("QCG_COLL_FLITS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            o.flits = Some(k);
+        }
+        if let Some(t) = std::env::var("QCG_COLL_TIMEOUT")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+        {
+            o.timeout = Duration::from_secs_f64(t.max(0.001));
+        }
+        o
+    }
+}
+
+/// A reduction operation on numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Sum (wrapping for integers).
+    Sum,
+    /// Product (wrapping for integers).
+    Prod,
+    /// Minimum.
+    Min,
+    /// Maximum.
+    Max,
+    /// Bitwise and (integers only).
+    BitAnd,
+    /// Bitwise or (integers only).
+    BitOr,
+    /// Bitwise exclusive or (integers only).
+    BitXor,
+    /// Logical and: non-zero is true; the result is 1 or 0.
+    LogicalAnd,
+    /// Logical or.
+    LogicalOr,
+}
+
+/// A number collectives can carry and combine.
+pub trait Number: Copy + Send + Sync + 'static {
+    /// Size in bytes.
+    const SIZE: usize;
+    /// Reads one value (little-endian).
+    fn read(b: &[u8]) -> Self;
+    /// Writes one value (little-endian).
+    fn write(self, b: &mut [u8]);
+    /// `a ∘ b`, or `None` when `op` does not apply to this type.
+    fn apply(op: ReduceOp, a: Self, b: Self) -> Option<Self>;
+}
+
+macro_rules! int_number {
+    ($($t:ty),*) => {$(
+        impl Number for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn read(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(&b[..Self::SIZE]);
+                <$t>::from_le_bytes(a)
+            }
+            fn write(self, b: &mut [u8]) {
+                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
+            }
+            fn apply(op: ReduceOp, a: Self, b: Self) -> Option<Self> {
+                Some(match op {
+                    ReduceOp::Sum => a.wrapping_add(b),
+                    ReduceOp::Prod => a.wrapping_mul(b),
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::BitAnd => a & b,
+                    ReduceOp::BitOr => a | b,
+                    ReduceOp::BitXor => a ^ b,
+                    ReduceOp::LogicalAnd => (a != 0 && b != 0) as $t,
+                    ReduceOp::LogicalOr => (a != 0 || b != 0) as $t,
+                })
+            }
+        }
+    )*};
+}
+int_number!(u8, i8, u16, i16, u32, i32, u64, i64);
+
+macro_rules! float_number {
+    ($($t:ty),*) => {$(
+        impl Number for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn read(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(&b[..Self::SIZE]);
+                <$t>::from_le_bytes(a)
+            }
+            fn write(self, b: &mut [u8]) {
+                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
+            }
+            fn apply(op: ReduceOp, a: Self, b: Self) -> Option<Self> {
+                Some(match op {
+                    ReduceOp::Sum => a + b,
+                    ReduceOp::Prod => a * b,
+                    ReduceOp::Min => a.min(b),
+                    ReduceOp::Max => a.max(b),
+                    ReduceOp::LogicalAnd => (a != 0.0 && b != 0.0) as u8 as $t,
+                    ReduceOp::LogicalOr => (a != 0.0 || b != 0.0) as u8 as $t,
+                    ReduceOp::BitAnd | ReduceOp::BitOr | ReduceOp::BitXor => return None,
+                })
+            }
+        }
+    )*};
+}
+float_number!(f32, f64);
+
+fn to_bytes<T: Number>(v: &[T]) -> Vec<u8> {
+    let mut out = vec![0u8; v.len() * T::SIZE];
+    for (x, chunk) in v.iter().zip(out.chunks_exact_mut(T::SIZE)) {
+        x.write(chunk);
+    }
+    out
+}
+
+fn from_bytes<T: Number>(b: &[u8]) -> Vec<T> {
+    b.chunks_exact(T::SIZE).map(T::read).collect()
+}
+
+/// Combines `d = d ∘ s` (or `s ∘ d`) elementwise over byte slices.
+type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8], Order);
+
+fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Bcast => "bcast",
+        Op::Reduce => "reduce",
+        Op::Allreduce => "allreduce",
+        Op::Gather => "gather",
+        Op::Scatter => "scatter",
+        Op::Allgather => "allgather",
+        Op::Barrier => "barrier",
+        Op::Alltoall => "alltoall",
+    }
+}
+
+struct Buffers<'a> {
+    input: &'a [u8],
+    output: Vec<u8>,
+    temps: Vec<Vec<u8>>,
+}
+
+impl Buffers<'_> {
+    fn get(&self, b: Buf) -> &[u8] {
+        match b {
+            Buf::Input => self.input,
+            Buf::Output => &self.output,
+            Buf::Temp(i) => &self.temps[i as usize],
+        }
+    }
+
+    /// Takes a writable buffer out (put it back with `put`), so that another buffer
+    /// can be read meanwhile.
+    fn take(&mut self, b: Buf) -> Vec<u8> {
+        match b {
+            Buf::Input => Vec::new(),
+            Buf::Output => std::mem::take(&mut self.output),
+            Buf::Temp(i) => std::mem::take(&mut self.temps[i as usize]),
+        }
+    }
+
+    fn put(&mut self, b: Buf, v: Vec<u8>) {
+        match b {
+            Buf::Input => {}
+            Buf::Output => self.output = v,
+            Buf::Temp(i) => self.temps[i as usize] = v,
+        }
+    }
+}
+
+impl Comm {
+    /// The collective options of this communicator.
+    pub fn coll_options(&self) -> CollOptions {
+        *self
+            .view()
+            .options
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets how this communicator's collectives run (every rank should set the same).
+    pub fn set_coll_options(&self, o: CollOptions) {
+        *self
+            .view()
+            .options
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = o;
+    }
+
+    fn choose(&self, coll: &Collective) -> Result<(Algorithm, usize)> {
+        let o = self.coll_options();
+        let topo = self.topology();
+        let fixed = match o.algo {
+            Algo::Auto => None,
+            Algo::Hierarchical => Some(Algorithm::Hierarchical),
+            Algo::FlatBinomial => Some(Algorithm::FlatBinomial),
+            Algo::FlatLinear => Some(Algorithm::FlatLinear),
+            Algo::Chain => Some(Algorithm::Chain),
+        };
+        // Alltoall has only linear and hierarchical forms.
+        let fixed = match (coll.op, fixed) {
+            (Op::Alltoall, Some(Algorithm::FlatBinomial | Algorithm::Chain)) => {
+                Some(Algorithm::FlatLinear)
+            }
+            (_, f) => f,
+        };
+        let bad = |e: qcg_coll::ScheduleError| Error::Collective {
+            op: op_name(coll.op),
+            message: e.to_string(),
+        };
+        match (fixed, o.flits) {
+            (Some(a), Some(k)) => Ok((a, k)),
+            (Some(a), None) => {
+                let c = qcg_coll::auto::choose_among(coll, topo, &[a]).map_err(bad)?;
+                Ok((a, c.flits))
+            }
+            (None, k) => {
+                let c = qcg_coll::auto::choose(coll, topo).map_err(bad)?;
+                Ok((c.algorithm, k.unwrap_or(c.flits)))
+            }
+        }
+    }
+
+    /// Runs one collective; if it fails here, tells every other rank of the
+    /// communicator, so that they fail too instead of waiting for this one.
+    fn collective(
+        &self,
+        coll: Collective,
+        input: &[u8],
+        combine: Option<Combine>,
+    ) -> Result<Vec<u8>> {
+        self.run_collective(coll, input, combine).map_err(|e| {
+            let aborted_by_peer = matches!(&e, Error::Collective { message, .. } if message.starts_with("rank ") && message.contains(" failed: "));
+            if aborted_by_peer {
+                e
+            } else {
+                self.abort(e)
+            }
+        })
+    }
+
+    /// Tells every other rank that this rank's collective failed, and why.
+    fn abort(&self, e: Error) -> Error {
+        let ctx = self.view().context | COLL_CONTEXT;
+        let text = e.to_string();
+        for r in (0..self.size()).filter(|&r| r != self.rank()) {
+            let _ = self.send_in(ctx, self.view().global(r), ABORT_TAG, text.as_bytes());
+        }
+        e
+    }
+
+    fn run_collective(
+        &self,
+        coll: Collective,
+        input: &[u8],
+        combine: Option<Combine>,
+    ) -> Result<Vec<u8>> {
+        let name = op_name(coll.op);
+        let err = |message: String| Error::Collective { op: name, message };
+        let (algo, flits) = self.choose(&coll)?;
+        let me = self.rank() as usize;
+        let sched = qcg_coll::schedule_for(me, &coll, self.topology(), algo, flits)
+            .map_err(|e| err(e.to_string()))?;
+        if input.len() != sched.input_len {
+            return Err(err(format!(
+                "this rank passed {} bytes where {} were expected",
+                input.len(),
+                sched.input_len
+            )));
+        }
+        let view: &View = self.view();
+        let seq = view
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            & SEQ_MASK;
+        let ctx = view.context | COLL_CONTEXT;
+        let timeout = self.coll_options().timeout;
+        let mut b = Buffers {
+            input,
+            output: vec![0u8; sched.output_len],
+            temps: sched.temps.iter().map(|&n| vec![0u8; n]).collect(),
+        };
+        for step in &sched.steps {
+            match step {
+                Step::Send {
+                    to,
+                    tag,
+                    buf,
+                    range,
+                } => {
+                    let data = &b.get(*buf)[range.clone()];
+                    self.send_in(ctx, view.global(*to as u32), (seq << SEQ_SHIFT) | tag, data)
+                        .map_err(|e| err(format!("sending to rank {to}: {e}")))?;
+                }
+                Step::Recv {
+                    from,
+                    tag,
+                    buf,
+                    range,
+                } => {
+                    let m = self
+                        .recv_or_abort(
+                            ctx,
+                            Some(view.global(*from as u32)),
+                            Some((seq << SEQ_SHIFT) | tag),
+                            Some(timeout),
+                            Some(ABORT_TAG),
+                        )
+                        .map_err(|e| match e {
+                            Error::Timeout { secs, .. } => err(format!(
+                                "rank {from} sent nothing for {secs:.0} s: it died, or the ranks disagree on the call (operation, root or size)"
+                            )),
+                            Error::PeerLost { reason, .. } => err(format!("rank {from} is gone: {reason}")),
+                            other => err(format!("receiving from rank {from}: {other}")),
+                        })?;
+                    if m.tag == ABORT_TAG {
+                        let who = view.local(m.source).unwrap_or(m.source);
+                        return Err(err(format!(
+                            "rank {who} failed: {}",
+                            String::from_utf8_lossy(&m.data)
+                        )));
+                    }
+                    if m.data.len() != range.len() {
+                        return Err(err(format!(
+                            "rank {from} sent {} bytes where {} were expected: the ranks disagree on sizes or roots",
+                            m.data.len(),
+                            range.len()
+                        )));
+                    }
+                    let mut dst = b.take(*buf);
+                    dst[range.clone()].copy_from_slice(&m.data);
+                    b.put(*buf, dst);
+                }
+                Step::Copy {
+                    dst,
+                    dst_range,
+                    src,
+                    src_range,
+                } => {
+                    if dst == src {
+                        let mut d = b.take(*dst);
+                        d.copy_within(src_range.clone(), dst_range.start);
+                        b.put(*dst, d);
+                    } else {
+                        let mut d = b.take(*dst);
+                        d[dst_range.clone()].copy_from_slice(&b.get(*src)[src_range.clone()]);
+                        b.put(*dst, d);
+                    }
+                }
+                Step::Reduce {
+                    dst,
+                    dst_range,
+                    src,
+                    src_range,
+                    order,
+                } => {
+                    let Some(f) = combine else {
+                        return Err(err(
+                            "schedule asked for a reduction without an operation".into()
+                        ));
+                    };
+                    let mut d = b.take(*dst);
+                    if dst == src {
+                        let s = d[src_range.clone()].to_vec();
+                        f(&mut d[dst_range.clone()], &s, *order);
+                    } else {
+                        f(
+                            &mut d[dst_range.clone()],
+                            &b.get(*src)[src_range.clone()],
+                            *order,
+                        );
+                    }
+                    b.put(*dst, d);
+                }
+            }
+        }
+        Ok(b.output)
+    }
+
+    /// Broadcasts `buf` from `root` to every rank. Every rank passes a buffer of the
+    /// same length; on return every rank's buffer holds the root's bytes.
+    pub fn bcast(&self, root: u32, buf: &mut [u8]) -> Result<()> {
+        self.check_root(root)?;
+        let coll = Collective::new(Op::Bcast, root as usize, buf.len());
+        let input: &[u8] = if self.rank() == root { buf } else { &[] };
+        let out = self.collective(coll, input, None)?;
+        buf.copy_from_slice(&out);
+        Ok(())
+    }
+
+    fn check_root(&self, root: u32) -> Result<()> {
+        if root >= self.size() {
+            return Err(Error::InvalidRank {
+                rank: root,
+                size: self.size(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Reduces byte vectors of elements of `elem_size` bytes with `f` (`f(a, b)`
+    /// must leave `a ∘ b` in `a`, element by element). Non-commutative operations
+    /// combine in rank order: the result is `x0 ∘ x1 ∘ … ∘ x(P−1)`. The result is
+    /// returned at `root` only.
+    pub fn reduce_bytes(
+        &self,
+        root: u32,
+        data: &[u8],
+        elem_size: usize,
+        commutative: bool,
+        f: &dyn Fn(&mut [u8], &[u8]),
+    ) -> Result<Option<Vec<u8>>> {
+        self.check_root(root)?;
+        let out = self.reduction(Op::Reduce, root, data, elem_size, commutative, f)?;
+        Ok((self.rank() == root).then_some(out))
+    }
+
+    /// Like [`Comm::reduce_bytes`], with the result on every rank.
+    pub fn allreduce_bytes(
+        &self,
+        data: &[u8],
+        elem_size: usize,
+        commutative: bool,
+        f: &dyn Fn(&mut [u8], &[u8]),
+    ) -> Result<Vec<u8>> {
+        self.reduction(Op::Allreduce, 0, data, elem_size, commutative, f)
+    }
+
+    fn reduction(
+        &self,
+        op: Op,
+        root: u32,
+        data: &[u8],
+        elem_size: usize,
+        commutative: bool,
+        f: &dyn Fn(&mut [u8], &[u8]),
+    ) -> Result<Vec<u8>> {
+        if elem_size == 0 || data.len() % elem_size != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes are not a whole number of {elem_size}-byte elements",
+                data.len()
+            )));
+        }
+        let coll = Collective::new(op, root as usize, data.len())
+            .elem_size(elem_size)
+            .commutative(commutative);
+        let combine = |d: &mut [u8], s: &[u8], order: Order| {
+            for (dc, sc) in d.chunks_exact_mut(elem_size).zip(s.chunks_exact(elem_size)) {
+                match order {
+                    Order::DstFirst => f(dc, sc),
+                    Order::SrcFirst => {
+                        let mut tmp = sc.to_vec();
+                        f(&mut tmp, dc);
+                        dc.copy_from_slice(&tmp);
+                    }
+                }
+            }
+        };
+        self.collective(coll, data, Some(&combine))
+    }
+
+    fn typed_op<T: Number>(op: ReduceOp) -> Result<impl Fn(&mut [u8], &[u8])> {
+        if T::apply(
+            op,
+            T::read(&vec![0u8; T::SIZE]),
+            T::read(&vec![0u8; T::SIZE]),
+        )
+        .is_none()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{op:?} does not apply to {}",
+                std::any::type_name::<T>()
+            )));
+        }
+        Ok(move |a: &mut [u8], b: &[u8]| {
+            if let Some(r) = T::apply(op, T::read(a), T::read(b)) {
+                r.write(a);
+            }
+        })
+    }
+
+    /// Reduces `data` elementwise with `op` at `root` (`Some` there, `None` elsewhere).
+    pub fn reduce<T: Number>(&self, root: u32, data: &[T], op: ReduceOp) -> Result<Option<Vec<T>>> {
+        let f = Self::typed_op::<T>(op)?;
+        Ok(self
+            .reduce_bytes(root, &to_bytes(data), T::SIZE, true, &f)?
+            .map(|b| from_bytes(&b)))
+    }
+
+    /// Reduces `data` elementwise with `op`; every rank gets the result.
+    pub fn allreduce<T: Number>(&self, data: &[T], op: ReduceOp) -> Result<Vec<T>> {
+        let f = Self::typed_op::<T>(op)?;
+        Ok(from_bytes(&self.allreduce_bytes(
+            &to_bytes(data),
+            T::SIZE,
+            true,
+            &f,
+        )?))
+    }
+
+    /// Reduces with a closure `f(a, b) = a ∘ b`; when `commutative` is false the
+    /// result is `x0 ∘ x1 ∘ … ∘ x(P−1)`, always in rank order.
+    pub fn reduce_with<T: Number>(
+        &self,
+        root: u32,
+        data: &[T],
+        commutative: bool,
+        f: impl Fn(T, T) -> T,
+    ) -> Result<Option<Vec<T>>> {
+        let g = |a: &mut [u8], b: &[u8]| f(T::read(a), T::read(b)).write(a);
+        Ok(self
+            .reduce_bytes(root, &to_bytes(data), T::SIZE, commutative, &g)?
+            .map(|b| from_bytes(&b)))
+    }
+
+    /// Gathers every rank's block (all of the same length) at `root`, in rank order.
+    pub fn gather(&self, root: u32, data: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_root(root)?;
+        let out = self.collective(
+            Collective::new(Op::Gather, root as usize, data.len()),
+            data,
+            None,
+        )?;
+        Ok((self.rank() == root).then_some(out))
+    }
+
+    /// Scatters `data` (at `root`: `size() * block` bytes, block r for rank r; ignored
+    /// elsewhere) so that every rank gets its `block` bytes.
+    pub fn scatter(&self, root: u32, data: &[u8], block: usize) -> Result<Vec<u8>> {
+        self.check_root(root)?;
+        let input: &[u8] = if self.rank() == root {
+            if data.len() != block * self.size() as usize {
+                return Err(self.abort(Error::InvalidArgument(format!(
+                    "scatter: the root passed {} bytes, not {} blocks of {block}",
+                    data.len(),
+                    self.size()
+                ))));
+            }
+            data
+        } else {
+            &[]
+        };
+        self.collective(
+            Collective::new(Op::Scatter, root as usize, block),
+            input,
+            None,
+        )
+    }
+
+    /// Every rank's block (same length everywhere) to every rank, in rank order.
+    pub fn allgather(&self, data: &[u8]) -> Result<Vec<u8>> {
+        self.collective(Collective::new(Op::Allgather, 0, data.len()), data, None)
+    }
+
+    /// Block j of `data` (`size()` blocks of equal length) goes to rank j; the result
+    /// holds block i from rank i.
+    pub fn alltoall(&self, data: &[u8]) -> Result<Vec<u8>> {
+        let p = self.size() as usize;
+        if data.len() % p != 0 {
+            return Err(self.abort(Error::InvalidArgument(format!(
+                "alltoall: {} bytes are not {p} equal blocks",
+                data.len()
+            ))));
+        }
+        self.collective(Collective::new(Op::Alltoall, 0, data.len() / p), data, None)
+    }
+
+    /// Returns once every rank has entered.
+    pub fn barrier(&self) -> Result<()> {
+        self.collective(Collective::new(Op::Barrier, 0, 0), &[], None)
+            .map(|_| ())
+    }
+
+    /// Splits the communicator: ranks passing the same `color` form a new
+    /// communicator, ranked by (`key`, old rank). Ranks passing `None` get `None`.
+    /// Collective: every rank must call it.
+    pub fn split(&self, color: Option<u32>, key: u32) -> Result<Option<Comm>> {
+        let c = color.unwrap_or(u32::MAX);
+        if color == Some(u32::MAX) {
+            return Err(Error::InvalidArgument(
+                "split: color u32::MAX is reserved".into(),
+            ));
+        }
+        let mut mine = c.to_le_bytes().to_vec();
+        mine.extend_from_slice(&key.to_le_bytes());
+        let all = self.allgather(&mine)?;
+        let seq = self
+            .view()
+            .splits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(color) = color else { return Ok(None) };
+        let mut members: Vec<(u32, u32)> = all
+            .chunks_exact(8)
+            .enumerate()
+            .filter_map(|(r, b)| {
+                let c = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                let k = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+                (c == color).then_some((k, r as u32))
+            })
+            .collect();
+        members.sort();
+        let locals: Vec<usize> = members.iter().map(|&(_, r)| r as usize).collect();
+        let view = self.view();
+        let ranks: Vec<u32> = locals.iter().map(|&r| view.global(r as u32)).collect();
+        let rank = locals
+            .iter()
+            .position(|&r| r as u32 == self.rank())
+            .unwrap_or(0) as u32;
+        let topology = self
+            .topology()
+            .subset(&locals)
+            .map_err(|e| Error::Collective {
+                op: "split",
+                message: e.to_string(),
+            })?;
+        Ok(Some(self.with_view(View {
+            context: child_context(view.context, seq, color),
+            ranks,
+            rank,
+            topology,
+            calls: Default::default(),
+            splits: Default::default(),
+            options: std::sync::Mutex::new(self.coll_options()),
+        })))
+    }
+}
+
+/// A context every member of a split derives alike (FNV-1a of parent, call, color),
+/// below the collective bit and never 0 (the job's own context).
+fn child_context(parent: u32, seq: u32, color: u32) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in parent
+        .to_le_bytes()
+        .iter()
+        .chain(&seq.to_le_bytes())
+        .chain(&color.to_le_bytes())
+    {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    (h & !COLL_CONTEXT).max(1)
+}

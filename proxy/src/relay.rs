@@ -1,0 +1,262 @@
+//! Pairing connections that present the same token, and moving their bytes.
+//!
+//! A process opens a TCP connection to the proxy and sends `QCGR` and its token (64
+//! hex digits). The token must have been announced by the broker, unexpired and not
+//! used yet; anything else is closed at once. When both ends are there, each gets one
+//! byte, `K`, and from then on the proxy moves bytes both ways with splice(2) (through
+//! a pipe, without copying them into user space) until each side has closed.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The first bytes a relayed connection sends.
+pub const MAGIC: &[u8; 4] = b"QCGR";
+/// Token length, hex digits.
+pub const TOKEN_LEN: usize = 64;
+
+enum Slot {
+    /// Announced, nobody arrived yet.
+    Empty,
+    /// One end is waiting.
+    Waiting(TcpStream),
+}
+
+struct Expected {
+    until: Instant,
+    slot: Slot,
+}
+
+/// Tokens the broker announced.
+#[derive(Clone, Default)]
+pub struct Tokens {
+    inner: Arc<Mutex<HashMap<String, Expected>>>,
+    /// Relays made.
+    pub paired: Arc<std::sync::atomic::AtomicU64>,
+    /// Connections refused.
+    pub refused: Arc<std::sync::atomic::AtomicU64>,
+    /// Sockets of the relays in progress (to cut them when the proxy stops).
+    live: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Tokens {
+    /// The broker announces a token valid for `valid`.
+    pub fn expect(&self, token: String, valid: Duration) {
+        let mut t = lock(&self.inner);
+        let now = Instant::now();
+        t.retain(|_, e| e.until > now);
+        t.insert(
+            token,
+            Expected {
+                until: now + valid,
+                slot: Slot::Empty,
+            },
+        );
+    }
+
+    /// Handles one incoming connection: reads its token and pairs it, or refuses it.
+    pub fn arrive(&self, mut s: TcpStream) {
+        let peer = s
+            .peer_addr()
+            .map_or_else(|_| "?".to_string(), |a| a.to_string());
+        let refuse = |why: &str| {
+            self.refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(%peer, why, "relay connection refused");
+        };
+        let mut head = [0u8; 4 + TOKEN_LEN];
+        let magic = s
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .and_then(|_| s.read_exact(&mut head[..4]));
+        if magic.is_err() || &head[..4] != MAGIC {
+            return refuse("not a qcg relay request");
+        }
+        if s.read_exact(&mut head[4..]).is_err() {
+            return refuse("no token");
+        }
+        let token = String::from_utf8_lossy(&head[4..]).into_owned();
+        let other = {
+            let mut t = lock(&self.inner);
+            let now = Instant::now();
+            match t.get_mut(&token) {
+                None => None,
+                Some(e) if e.until <= now => {
+                    t.remove(&token);
+                    None
+                }
+                Some(e) => match std::mem::replace(&mut e.slot, Slot::Empty) {
+                    Slot::Empty => {
+                        e.slot = Slot::Waiting(s);
+                        return;
+                    }
+                    Slot::Waiting(first) => {
+                        // Single use: gone once paired.
+                        t.remove(&token);
+                        Some(first)
+                    }
+                },
+            }
+        };
+        let Some(first) = other else {
+            return refuse("unknown, expired or already used token");
+        };
+        self.paired
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        {
+            let mut live = lock(&self.live);
+            live.retain(|s| s.peer_addr().is_ok());
+            live.extend([first.try_clone(), s.try_clone()].into_iter().flatten());
+        }
+        pair(first, s);
+    }
+
+    /// Cuts every relay in progress, as if the proxy had died: both ends of each see
+    /// their link break.
+    pub fn cut_all(&self) {
+        for s in lock(&self.live).drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        lock(&self.inner).clear();
+    }
+}
+
+fn pair(mut a: TcpStream, mut b: TcpStream) {
+    let ok = a
+        .set_read_timeout(None)
+        .and_then(|_| b.set_read_timeout(None))
+        .and_then(|_| a.write_all(b"K"))
+        .and_then(|_| b.write_all(b"K"));
+    if ok.is_err() {
+        let _ = a.shutdown(Shutdown::Both);
+        let _ = b.shutdown(Shutdown::Both);
+        return;
+    }
+    let (a2, b2) = match (a.try_clone(), b.try_clone()) {
+        (Ok(x), Ok(y)) => (x, y),
+        _ => return,
+    };
+    let t = std::thread::spawn(move || pump(a2, b2));
+    pump(b, a);
+    let _ = t.join();
+}
+
+/// Moves bytes from `src` to `dst` until `src` ends, then half-closes `dst`. On an
+/// error both sockets are shut down, so that both processes see the link break
+/// rather than wait or take a short stream for a complete one.
+fn pump(src: TcpStream, dst: TcpStream) {
+    match splice_all(&src, &dst) {
+        Ok(()) => {
+            let _ = dst.shutdown(Shutdown::Write);
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "relay broke");
+            let _ = src.shutdown(Shutdown::Both);
+            let _ = dst.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+fn splice_all(src: &TcpStream, dst: &TcpStream) -> nix::Result<()> {
+    use nix::fcntl::{splice, SpliceFFlags};
+    let (pr, pw) = nix::unistd::pipe()?;
+    let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_MORE;
+    loop {
+        let n = splice(src.as_fd(), None, pw.as_fd(), None, 1 << 20, flags)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let mut left = n;
+        while left > 0 {
+            let m = splice(pr.as_fd(), None, dst.as_fd(), None, left, flags)?;
+            if m == 0 {
+                return Err(nix::errno::Errno::EPIPE);
+            }
+            left -= m;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn proxy() -> (Tokens, std::net::SocketAddr) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = Tokens::default();
+        let t2 = t.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming().flatten() {
+                let t = t2.clone();
+                std::thread::spawn(move || t.arrive(s));
+            }
+        });
+        (t, addr)
+    }
+
+    fn present(addr: std::net::SocketAddr, token: &str) -> TcpStream {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(MAGIC).unwrap();
+        s.write_all(token.as_bytes()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    }
+
+    fn answered(s: &mut TcpStream) -> bool {
+        let mut k = [0u8; 1];
+        matches!(s.read(&mut k), Ok(1)) && k[0] == b'K'
+    }
+
+    #[test]
+    fn pairs_once_and_moves_bytes_both_ways() {
+        let (t, addr) = proxy();
+        let tok = "a".repeat(64);
+        t.expect(tok.clone(), Duration::from_secs(10));
+        let mut a = present(addr, &tok);
+        let mut b = present(addr, &tok);
+        assert!(answered(&mut a) && answered(&mut b));
+        let big: Vec<u8> = (0..5_000_000u32).map(|i| i as u8).collect();
+        let big2 = big.clone();
+        let mut a2 = a.try_clone().unwrap();
+        let w = std::thread::spawn(move || {
+            a2.write_all(&big2).unwrap();
+            a2.shutdown(Shutdown::Write).unwrap();
+        });
+        let mut got = Vec::new();
+        b.read_to_end(&mut got).unwrap();
+        w.join().unwrap();
+        assert!(got == big);
+        b.write_all(b"back").unwrap();
+        let mut back = [0u8; 4];
+        a.read_exact(&mut back).unwrap();
+        assert_eq!(&back, b"back");
+        // Reused: refused (closed without the K).
+        let mut c = present(addr, &tok);
+        assert!(!answered(&mut c));
+    }
+
+    #[test]
+    fn forged_and_expired_tokens_are_refused() {
+        let (t, addr) = proxy();
+        let mut f = present(addr, &"f".repeat(64));
+        assert!(!answered(&mut f));
+        let tok = "e".repeat(64);
+        t.expect(tok.clone(), Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(20));
+        let mut e = present(addr, &tok);
+        assert!(!answered(&mut e));
+        let mut junk = TcpStream::connect(addr).unwrap();
+        junk.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        junk.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert!(!answered(&mut junk));
+        assert!(t.refused.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+    }
+}
