@@ -426,7 +426,24 @@ impl Registry {
                 format!("cluster `{}` of process {target} is unknown", ap.cluster),
             );
         };
-        Response::Plan(plan::plan(src, dst, ap))
+        let plan = plan::plan(src, dst, ap);
+        let relay_only = plan
+            .attempts
+            .iter()
+            .all(|a| a.technique == Technique::Relayed);
+        if relay_only && !self.proxies.iter().any(|p| p.alive) {
+            return Response::error(
+                ErrorKind::NoRoute,
+                format!(
+                    "no technique links cluster `{}` to cluster `{}` (policy {}{}): only relaying would, and no relay proxy is alive",
+                    src.name,
+                    dst.name,
+                    dst.policy,
+                    if dst.nat.is_nat() { ", behind NAT" } else { "" }
+                ),
+            );
+        }
+        Response::Plan(plan)
     }
 
     /// A proxy offers relaying (again).

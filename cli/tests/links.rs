@@ -166,7 +166,10 @@ async fn port_range_cluster_binds_inside_its_range_and_is_reached_through_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unreachable_cluster_gets_a_clear_error() {
-    let grid = LocalGrid::start(&[Policy::Open, Policy::Closed], 1)
+    // Both closed behind NATs that change ports, and no relay proxy: nothing links
+    // them.
+    let closed = (Policy::Closed, qcg_proto::Nat::RandomPort);
+    let grid = LocalGrid::start_with(&[closed, closed], 1, 0)
         .await
         .unwrap();
     let comms = join(&grid, "closed", 2).await;

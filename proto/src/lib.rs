@@ -29,6 +29,6 @@ pub mod tls;
 
 pub use msg::{
     AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, ExitReport, LaunchSpec,
-    LinkQuality, Nat, NodeSpec, Notice, OutputLine, Plan, Policy, ProcName, Request,
-    Response, Stream, Technique,
+    LinkQuality, Nat, NodeSpec, Notice, OutputLine, Plan, Policy, ProcName, Request, Response,
+    Stream, Technique,
 };
