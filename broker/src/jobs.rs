@@ -561,6 +561,15 @@ fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
         .collect();
     let groups = qcg_proto::groups::encode(&groups);
     let size = mapping.ranks.len().to_string();
+    // Where every rank runs (cluster/node, `;` between ranks), for the collectives;
+    // the same form `qcg run` gives (QCG_TOPOLOGY).
+    let clean = |x: &str| x.replace(['/', ';'], "_");
+    let topology = mapping
+        .ranks
+        .iter()
+        .map(|r| format!("{}/{}", clean(&r.cluster), clean(&r.node)))
+        .collect::<Vec<_>>()
+        .join(";");
     mapping
         .ranks
         .iter()
@@ -579,6 +588,7 @@ fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
                     job.submission.secret_hex.clone(),
                 ),
                 (qcg_proto::groups::ENV_GROUPS.to_string(), groups.clone()),
+                ("QCG_TOPOLOGY".to_string(), topology.clone()),
             ]);
             Action::Launch {
                 cluster: r.cluster.clone(),
@@ -680,6 +690,7 @@ mod tests {
         let env: BTreeMap<_, _> = spec.env.iter().cloned().collect();
         assert_eq!(env["QCG_SIZE"], "3");
         assert_eq!(env["QCG_GROUPS"], "g:3");
+        assert_eq!(env["QCG_TOPOLOGY"].split(';').count(), 3);
         assert_eq!(spec.working_directory.as_deref(), Some("/tmp"));
         assert_eq!(jobs.used().values().sum::<u32>(), 3);
         // A second job of 3 does not fit in the one free slot: it waits.

@@ -22,6 +22,8 @@ const LOOKUP_PATIENCE: Duration = Duration::from_secs(60);
 /// Data frame header: tag u32, context u32, length u64 (big-endian). The context keeps
 /// communicators (and collective traffic) apart.
 const HEADER: usize = 16;
+/// How long the target of a simultaneous open waits before dialling.
+const PUNCH_LAG: Duration = Duration::from_millis(30);
 /// How long a receiver spins before it sleeps.
 const SPIN: Duration = Duration::from_micros(50);
 /// Messages up to this size go out in one write with their header.
@@ -839,11 +841,13 @@ fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
                 .map_err(|e| e.to_string())
                 .and_then(|s| handshake_as(s, inner, from.rank, Role::Initiator)),
         ),
-        Notice::Punch { from, addr } => (
-            from.clone(),
-            punch(inner.local, addr)
-                .and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor)),
-        ),
+        Notice::Punch { from, addr } => (from.clone(), {
+            // Let the initiator's SYN leave first: behind real firewalls either order
+            // works, but where nothing blocks (one host), our SYN reaching its listener
+            // first would take the 4-tuple its own dial needs.
+            std::thread::sleep(PUNCH_LAG);
+            punch(inner.local, addr).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor))
+        }),
         Notice::Relay { from, proxy, token } => (
             from.clone(),
             meet(proxy, &token).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor)),
