@@ -80,6 +80,9 @@ enum Cmd {
         /// the same host pairs. Needs the workspace's release binaries beside this one.
         #[arg(long, value_name = "TOPO")]
         lab: Option<std::path::PathBuf>,
+        /// With --lab: run only the cases whose name contains this (e.g. `relayed`).
+        #[arg(long)]
+        only: Option<String>,
         /// Folder for np-*.out, netpipe.csv and netpipe.svg.
         #[arg(long, default_value = "bench-out")]
         out: std::path::PathBuf,
@@ -129,14 +132,16 @@ fn main() -> anyhow::Result<()> {
             trial,
             no_nptcp,
             lab: Some(topo),
+            only,
             out,
-        } => netpipe_lab::run(&topo, max, trial, no_nptcp, &out),
+        } => netpipe_lab::run(&topo, max, trial, no_nptcp, only.as_deref(), &out),
         Cmd::Netpipe {
             max,
             trial,
             no_nptcp,
             lab: None,
             out,
+            ..
         } => netpipe_job(max, trial, no_nptcp, &out),
         Cmd::NetpipeRank { max, trial, out } => {
             let comm = qcg::init()?;

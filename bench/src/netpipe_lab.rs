@@ -204,6 +204,7 @@ pub fn run(
     max: usize,
     trial: f64,
     no_nptcp: bool,
+    only: Option<&str>,
     out: &Path,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(
@@ -228,7 +229,11 @@ pub fn run(
     let mut g = LabGrid::start(&prefix, &t, &bins, &grid::as_built)?;
     let mut rows = Vec::new();
     let mut shape_now = (Shape::AsBuilt, String::new(), String::new());
-    for (n, c) in cases(&t).iter().enumerate() {
+    for (n, c) in cases(&t)
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| only.is_none_or(|o| c.name.contains(o)))
+    {
         let (sa, sb) = (site_of(&c.a).to_string(), site_of(&c.b).to_string());
         let want = (c.shape, sa.clone(), sb.clone());
         if c.shape != shape_now.0 || (c.shape != Shape::AsBuilt && want != shape_now) {

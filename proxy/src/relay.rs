@@ -128,9 +128,12 @@ impl Tokens {
 }
 
 fn pair(mut a: TcpStream, mut b: TcpStream) {
+    // No Nagle: the ends send small messages and wait for answers.
     let ok = a
         .set_read_timeout(None)
         .and_then(|_| b.set_read_timeout(None))
+        .and_then(|_| a.set_nodelay(true))
+        .and_then(|_| b.set_nodelay(true))
         .and_then(|_| a.write_all(b"K"))
         .and_then(|_| b.write_all(b"K"));
     if ok.is_err() {
@@ -166,7 +169,9 @@ fn pump(src: TcpStream, dst: TcpStream) {
 fn splice_all(src: &TcpStream, dst: &TcpStream) -> nix::Result<()> {
     use nix::fcntl::{splice, SpliceFFlags};
     let (pr, pw) = nix::unistd::pipe()?;
-    let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_MORE;
+    // Not SPLICE_F_MORE: it corks the outgoing socket, holding a small message back
+    // for up to 200 ms in the hope of more.
+    let flags = SpliceFFlags::SPLICE_F_MOVE;
     loop {
         let n = splice(src.as_fd(), None, pw.as_fd(), None, 1 << 20, flags)?;
         if n == 0 {
