@@ -1,6 +1,7 @@
 //! `qcg-broker`: the grid's broker, started from one config file.
 
 use clap::Parser;
+use qcg_proto::service::fail;
 use std::path::PathBuf;
 
 /// The qcg broker: keeps the grid's clusters and processes and answers connection
@@ -17,33 +18,14 @@ struct Cli {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    qcg_proto::service::init_logging();
     let cli = Cli::parse();
-    let cfg = match qcg_broker::config::Config::load(&cli.config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("qcg-broker: {e}");
-            std::process::exit(2);
-        }
-    };
-    let id = match cfg.identity() {
-        Ok(id) => id,
-        Err(e) => {
-            eprintln!("qcg-broker: {e}");
-            std::process::exit(2);
-        }
-    };
-    let broker = match qcg_broker::Broker::start_with(id, cfg.options()).await {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("qcg-broker: {e}");
-            std::process::exit(1);
-        }
-    };
+    let cfg =
+        qcg_broker::config::Config::load(&cli.config).unwrap_or_else(|e| fail("qcg-broker", 2, e));
+    let id = cfg.identity().unwrap_or_else(|e| fail("qcg-broker", 2, e));
+    let broker = qcg_broker::Broker::start_with(id, cfg.options())
+        .await
+        .unwrap_or_else(|e| fail("qcg-broker", 1, e));
     println!("qcg-broker: QUIC on {}", broker.quic_addr);
     if let Some(a) = broker.http_addr {
         println!("qcg-broker: HTTP API on http://{a}");

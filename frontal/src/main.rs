@@ -1,6 +1,7 @@
 //! `qcg-frontal`: a cluster's frontal, started from one config file.
 
 use clap::Parser;
+use qcg_proto::service::fail;
 use std::path::PathBuf;
 
 /// The qcg frontal: runs on a cluster's gateway, links the cluster's helpers to the
@@ -19,41 +20,15 @@ struct Cli {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    qcg_proto::service::init_logging();
     let cli = Cli::parse();
-    let cfg = match qcg_frontal::config::Config::load(&cli.config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("qcg-frontal: {e}");
-            std::process::exit(2);
-        }
-    };
-    let id = match cfg.identity() {
-        Ok(id) => id,
-        Err(e) => {
-            eprintln!("qcg-frontal: {e}");
-            std::process::exit(2);
-        }
-    };
-    let frontal = match qcg_frontal::Frontal::start_with(
-        id,
-        cfg.cluster(),
-        cfg.broker,
-        cfg.listen,
-        cfg.settings(),
-    )
-    .await
-    {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("qcg-frontal: {e}");
-            std::process::exit(1);
-        }
-    };
+    let cfg = qcg_frontal::config::Config::load(&cli.config)
+        .unwrap_or_else(|e| fail("qcg-frontal", 2, e));
+    let id = cfg.identity().unwrap_or_else(|e| fail("qcg-frontal", 2, e));
+    let frontal =
+        qcg_frontal::Frontal::start_with(id, cfg.cluster(), cfg.broker, cfg.listen, cfg.settings())
+            .await
+            .unwrap_or_else(|e| fail("qcg-frontal", 1, e));
     println!(
         "qcg-frontal: cluster {} serving helpers on {}",
         cfg.cluster, frontal.addr

@@ -1,6 +1,7 @@
 //! `qcg-helper`: a node's helper, started from one config file.
 
 use clap::Parser;
+use qcg_proto::service::fail;
 use std::path::PathBuf;
 
 /// The qcg helper: runs on every node, serves the node's processes on a unix socket
@@ -16,27 +17,12 @@ struct Cli {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    qcg_proto::service::init_logging();
     let cli = Cli::parse();
-    let cfg = match qcg_helper::config::Config::load(&cli.config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("qcg-helper: {e}");
-            std::process::exit(2);
-        }
-    };
-    let id = match cfg.identity() {
-        Ok(id) => id,
-        Err(e) => {
-            eprintln!("qcg-helper: {e}");
-            std::process::exit(2);
-        }
-    };
-    let helper = match qcg_helper::Helper::start(
+    let cfg =
+        qcg_helper::config::Config::load(&cli.config).unwrap_or_else(|e| fail("qcg-helper", 2, e));
+    let id = cfg.identity().unwrap_or_else(|e| fail("qcg-helper", 2, e));
+    let helper = qcg_helper::Helper::start(
         id,
         cfg.node.clone(),
         cfg.frontal,
@@ -44,13 +30,7 @@ async fn main() {
         cfg.bind_address,
     )
     .await
-    {
-        Ok(h) => h,
-        Err(e) => {
-            eprintln!("qcg-helper: {e}");
-            std::process::exit(1);
-        }
-    };
+    .unwrap_or_else(|e| fail("qcg-helper", 1, e));
     println!(
         "qcg-helper: node {} serving processes on {}",
         cfg.node,

@@ -25,6 +25,7 @@ pub mod groups;
 pub mod msg;
 pub mod packet;
 pub mod quic;
+pub mod service;
 pub mod tls;
 
 pub use msg::{

@@ -1,6 +1,7 @@
 //! `qcg-proxy`: a relay proxy, started from one config file.
 
 use clap::Parser;
+use qcg_proto::service::fail;
 use std::path::PathBuf;
 
 /// The qcg relay proxy: relays the bytes of links between processes that cannot
@@ -16,34 +17,14 @@ struct Cli {
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    qcg_proto::service::init_logging();
     let cli = Cli::parse();
-    let cfg = match qcg_proxy::config::Config::load(&cli.config) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("qcg-proxy: {e}");
-            std::process::exit(2);
-        }
-    };
-    let id = match cfg.identity() {
-        Ok(id) => id,
-        Err(e) => {
-            eprintln!("qcg-proxy: {e}");
-            std::process::exit(2);
-        }
-    };
-    let proxy = match qcg_proxy::Proxy::start(id, cfg.listen, cfg.public_address, cfg.broker).await
-    {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("qcg-proxy: {e}");
-            std::process::exit(1);
-        }
-    };
+    let cfg =
+        qcg_proxy::config::Config::load(&cli.config).unwrap_or_else(|e| fail("qcg-proxy", 2, e));
+    let id = cfg.identity().unwrap_or_else(|e| fail("qcg-proxy", 2, e));
+    let proxy = qcg_proxy::Proxy::start(id, cfg.listen, cfg.public_address, cfg.broker)
+        .await
+        .unwrap_or_else(|e| fail("qcg-proxy", 1, e));
     println!("qcg-proxy: relaying on {}", proxy.addr);
     let _ = tokio::signal::ctrl_c().await;
     proxy.shutdown();
