@@ -1,0 +1,120 @@
+//! The harness the end-to-end tests share: the workspace's binaries, services started
+//! as separate processes (killed when the test ends), their ready lines, the `qcg`
+//! command, plain HTTP and certificate issuing.
+
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: build it first with `cargo build --workspace --bins --examples`",
+        p.display()
+    );
+    p
+}
+
+pub fn example(name: &str) -> PathBuf {
+    bin(&format!("examples/{name}"))
+}
+
+/// Children killed when the test ends, pass or fail.
+pub struct Services(pub Vec<Child>);
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts a service; its stdout lines arrive on the returned channel.
+pub fn start(services: &mut Services, name: &str, config: &Path) -> mpsc::Receiver<String> {
+    let mut child = Command::new(bin(name))
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    services.0.push(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// Waits for the line starting with `prefix`; returns the rest of it.
+pub fn wait_for(lines: &mpsc::Receiver<String>, prefix: &str) -> String {
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no line starting with `{prefix}`"));
+        if let Some(rest) = line.strip_prefix(prefix) {
+            return rest.trim().to_string();
+        }
+    }
+}
+
+pub fn qcg(args: &[&str]) -> Output {
+    Command::new(bin("qcg")).args(args).output().unwrap()
+}
+
+pub fn http_get(addr: SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: qcg\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    resp.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+pub fn metric(addr: SocketAddr, name: &str) -> u64 {
+    let body = http_get(addr, "/metrics");
+    body.lines()
+        .find_map(|l| l.strip_prefix(name).map(|v| v.trim().parse().unwrap()))
+        .unwrap_or_else(|| panic!("no {name} in\n{body}"))
+}
+
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+pub fn issue(ca: &Path, role: &str, name: &str) {
+    let o = qcg(&[
+        "ca",
+        "issue",
+        "--dir",
+        ca.to_str().unwrap(),
+        "--role",
+        role,
+        "--name",
+        name,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
