@@ -236,22 +236,18 @@ fn setup(iters: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn pingpong(reps: usize, trials: usize) -> anyhow::Result<()> {
+/// Runs `n` ranks of this binary (`args` picks the hidden per-rank subcommand) on an
+/// embedded grid of `clusters` open clusters of `nodes` nodes; fails if a rank fails.
+fn run_ranks(clusters: usize, nodes: usize, n: usize, args: Vec<String>) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let code = rt.block_on(async {
-        let g = LocalGrid::start(&[Policy::Open, Policy::Open], 1).await?;
+        let g = LocalGrid::start(&vec![Policy::Open; clusters.max(1)], nodes).await?;
         let job = qcg_cli::launch::Job {
             id: grid::job_id(),
             secret: grid::secret(),
             program: std::env::current_exe()?,
-            args: vec![
-                "pingpong-rank".into(),
-                "--reps".into(),
-                reps.to_string(),
-                "--trials".into(),
-                trials.to_string(),
-            ],
-            sockets: g.placement(2).into_iter().map(|s| s.socket).collect(),
+            args,
+            sockets: g.placement(n).into_iter().map(|s| s.socket).collect(),
         };
         let out = qcg_cli::launch::run(&job).await?;
         g.shutdown().await;
@@ -259,6 +255,17 @@ fn pingpong(reps: usize, trials: usize) -> anyhow::Result<()> {
     })?;
     anyhow::ensure!(code == 0, "a rank failed");
     Ok(())
+}
+
+fn pingpong(reps: usize, trials: usize) -> anyhow::Result<()> {
+    let args = [
+        "pingpong-rank",
+        "--reps",
+        &reps.to_string(),
+        "--trials",
+        &trials.to_string(),
+    ];
+    run_ranks(2, 1, 2, args.iter().map(|a| a.to_string()).collect())
 }
 
 fn coll_job(
@@ -285,26 +292,7 @@ fn coll_job(
     }
     // The ranks inherit it from us.
     std::env::set_var("QCG_TOPOLOGY_COSTS", costs);
-    let rt = tokio::runtime::Runtime::new()?;
-    let code = rt.block_on(async {
-        let g = LocalGrid::start(&vec![Policy::Open; clusters.max(1)], nodes).await?;
-        let job = qcg_cli::launch::Job {
-            id: grid::job_id(),
-            secret: grid::secret(),
-            program: std::env::current_exe()?,
-            args,
-            sockets: g
-                .placement(n as usize)
-                .into_iter()
-                .map(|s| s.socket)
-                .collect(),
-        };
-        let out = qcg_cli::launch::run(&job).await?;
-        g.shutdown().await;
-        anyhow::Ok(out.code())
-    })?;
-    anyhow::ensure!(code == 0, "a rank failed");
-    Ok(())
+    run_ranks(clusters, nodes, n as usize, args)
 }
 
 /// Runs NPtcp (receiver and sender) on loopback; returns its points.
@@ -338,26 +326,17 @@ fn netpipe_job(
     no_nptcp: bool,
     out: &std::path::Path,
 ) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Runtime::new()?;
-    let code = rt.block_on(async {
-        let g = LocalGrid::start(&[Policy::Open, Policy::Open], 1).await?;
-        let job = qcg_cli::launch::Job {
-            id: grid::job_id(),
-            secret: grid::secret(),
-            program: std::env::current_exe()?,
-            args: vec![
-                "netpipe-rank".into(),
-                format!("--max={max}"),
-                format!("--trial={trial}"),
-                format!("--out={}", out.display()),
-            ],
-            sockets: g.placement(2).into_iter().map(|s| s.socket).collect(),
-        };
-        let o = qcg_cli::launch::run(&job).await?;
-        g.shutdown().await;
-        anyhow::Ok(o.code())
-    })?;
-    anyhow::ensure!(code == 0, "a rank failed");
+    run_ranks(
+        2,
+        1,
+        2,
+        vec![
+            "netpipe-rank".into(),
+            format!("--max={max}"),
+            format!("--trial={trial}"),
+            format!("--out={}", out.display()),
+        ],
+    )?;
     let qcg_pts = netpipe::parse_np_out(&std::fs::read_to_string(out.join("np-qcg.out"))?);
     if no_nptcp {
         return Ok(());
