@@ -141,18 +141,25 @@ pub trait Number: Copy + Send + Sync + 'static {
     fn apply(op: ReduceOp, a: Self, b: Self) -> Option<Self>;
 }
 
+/// The size and little-endian conversions every [`Number`] shares.
+macro_rules! le_bytes {
+    ($t:ty) => {
+        const SIZE: usize = std::mem::size_of::<$t>();
+        fn read(b: &[u8]) -> Self {
+            let mut a = [0u8; std::mem::size_of::<$t>()];
+            a.copy_from_slice(&b[..Self::SIZE]);
+            <$t>::from_le_bytes(a)
+        }
+        fn write(self, b: &mut [u8]) {
+            b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
+        }
+    };
+}
+
 macro_rules! int_number {
     ($($t:ty),*) => {$(
         impl Number for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn read(b: &[u8]) -> Self {
-                let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_le_bytes(a)
-            }
-            fn write(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
+            le_bytes!($t);
             fn apply(op: ReduceOp, a: Self, b: Self) -> Option<Self> {
                 Some(match op {
                     ReduceOp::Sum => a.wrapping_add(b),
@@ -174,15 +181,7 @@ int_number!(u8, i8, u16, i16, u32, i32, u64, i64);
 macro_rules! float_number {
     ($($t:ty),*) => {$(
         impl Number for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            fn read(b: &[u8]) -> Self {
-                let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_le_bytes(a)
-            }
-            fn write(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
+            le_bytes!($t);
             fn apply(op: ReduceOp, a: Self, b: Self) -> Option<Self> {
                 Some(match op {
                     ReduceOp::Sum => a + b,
