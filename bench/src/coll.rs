@@ -4,12 +4,25 @@
 //! each timed on its own with a barrier after it outside the timed part; each rank
 //! averages its own times, and the report gives the mean over ranks with the min and
 //! max. Output: OSU's `# Size  Avg Latency(us)` columns, a CSV and SVG plots.
+//!
+//! One change to OSU's method, made on both sides of a comparison (the Open MPI
+//! harness `bench/mpi/coll_osu.c` does the same): every call starts at a common
+//! instant instead of when a rank leaves the barrier. Ranks leave a barrier up to one
+//! WAN latency apart, in an order that depends on the barrier's algorithm; timing from
+//! there measures that order, not the collective (a bcast whose root leaves the
+//! barrier first would look almost free on a 10 ms WAN). So rank 0 broadcasts a start
+//! instant on the wall clock far enough ahead for every rank to have it (twice the
+//! worst delay seen in three probes, plus 2 ms), every rank waits for it and times its
+//! call from it. Every rank of a run on one machine (loopback, or the lab's
+//! namespaces) reads the same clock; across machines it would need synchronised
+//! clocks. A rank that gets the instant late counts from it anyway (a slower figure,
+//! never a faster one) and the report says how many calls started late.
 
 use crate::svg;
 use qcg::{Algo, CollOptions, Comm, ReduceOp};
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// What a run measures.
 #[derive(Clone, Debug, clap::Args)]
@@ -46,6 +59,26 @@ pub struct CollArgs {
 
 fn algo(s: &str) -> anyhow::Result<Algo> {
     s.parse().map_err(|e: String| anyhow::anyhow!(e))
+}
+
+/// The command line of one rank of `coll` (the hidden `coll-rank` subcommand).
+pub fn rank_args(a: &CollArgs) -> Vec<String> {
+    let mut args = vec![
+        "coll-rank".to_string(),
+        format!("--ops={}", a.ops.join(",")),
+        format!("--algo={}", a.algo.join(",")),
+        format!("--max-size={}", a.max_size),
+        format!("--iters={}", a.iters),
+        format!("--skip={}", a.skip),
+        format!("--out={}", a.out.display()),
+    ];
+    if let Some(k) = a.flits {
+        args.push(format!("--flits={k}"));
+    }
+    if a.flit_sweep {
+        args.push("--flit-sweep".into());
+    }
+    args
 }
 
 fn sizes(max: usize) -> Vec<usize> {
@@ -88,13 +121,58 @@ fn call(comm: &Comm, op: &str, size: usize, buf: &mut [u8], words: &[u64]) -> an
     Ok(())
 }
 
-/// One (operation, size) measurement: this rank's mean, then min/mean/max over ranks.
-fn measure(
-    comm: &Comm,
-    op: &str,
-    size: usize,
-    a: &CollArgs,
-) -> anyhow::Result<Option<(f64, f64, f64)>> {
+/// Nanoseconds on the wall clock, which every rank on one machine shares.
+fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Waits until `at` (wall-clock ns): sleeps to half a millisecond before, then yields.
+/// Returns false when `at` had already passed.
+fn wait_until(at: u64) -> bool {
+    let now = wall_ns();
+    if now >= at {
+        return false;
+    }
+    if at - now > 500_000 {
+        std::thread::sleep(Duration::from_nanos(at - now - 500_000));
+    }
+    while wall_ns() < at {
+        std::thread::yield_now();
+    }
+    true
+}
+
+/// How far ahead rank 0 sets the common start: twice the worst time an 8-byte bcast
+/// took to reach a rank in three probes, plus 2 ms (same on every rank).
+fn start_margin(comm: &Comm) -> anyhow::Result<u64> {
+    let mut worst = 0.0f64;
+    for _ in 0..3 {
+        comm.barrier()?;
+        let mut t = wall_ns().to_le_bytes();
+        comm.bcast(0, &mut t)?;
+        let lag = wall_ns().saturating_sub(u64::from_le_bytes(t)) as f64;
+        worst = worst.max(comm.allreduce(&[lag], ReduceOp::Max)?[0]);
+    }
+    Ok(2 * worst as u64 + 2_000_000)
+}
+
+/// Mean, min and max over ranks of each rank's mean time (µs), and the calls that
+/// started late, summed over ranks.
+pub struct Figures {
+    /// Mean over ranks.
+    pub avg: f64,
+    /// Smallest rank mean.
+    pub min: f64,
+    /// Largest rank mean.
+    pub max: f64,
+    /// Calls that started after the common instant.
+    pub late: u64,
+}
+
+/// One (operation, size) measurement; the figures on rank 0, `None` elsewhere.
+fn measure(comm: &Comm, op: &str, size: usize, a: &CollArgs) -> anyhow::Result<Option<Figures>> {
     let (iters, skip) = if size > 8192 {
         ((a.iters / 10).max(5), (a.skip / 10).max(1))
     } else {
@@ -102,27 +180,36 @@ fn measure(
     };
     let mut buf = vec![1u8; size];
     let words = vec![1u64; (size / 8).max(1)];
-    comm.barrier()?;
-    let mut total = 0.0;
+    let margin = start_margin(comm)?;
+    let (mut total, mut late) = (0.0, 0u64);
     for i in 0..skip + iters {
-        let t = Instant::now();
+        comm.barrier()?;
+        let mut at = (wall_ns() + margin).to_le_bytes();
+        comm.bcast(0, &mut at)?;
+        let at = u64::from_le_bytes(at);
+        let on_time = wait_until(at);
         call(comm, op, size, &mut buf, &words)?;
-        let dt = t.elapsed().as_secs_f64();
+        let dt = wall_ns().saturating_sub(at) as f64 * 1e-9;
         if i >= skip {
             total += dt;
+            late += u64::from(!on_time);
         }
-        comm.barrier()?;
     }
+    comm.barrier()?;
     let mine = total / iters as f64 * 1e6;
+    let late = comm.reduce(0, &[late], ReduceOp::Sum)?;
     let all = comm.gather(0, &mine.to_le_bytes())?;
-    Ok(all.map(|b| {
+    Ok(all.zip(late).map(|(b, late)| {
         let v: Vec<f64> = b
             .chunks_exact(8)
             .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
             .collect();
-        let min = v.iter().copied().fold(f64::MAX, f64::min);
-        let max = v.iter().copied().fold(0.0, f64::max);
-        (v.iter().sum::<f64>() / v.len() as f64, min, max)
+        Figures {
+            avg: v.iter().sum::<f64>() / v.len() as f64,
+            min: v.iter().copied().fold(f64::MAX, f64::min),
+            max: v.iter().copied().fold(0.0, f64::max),
+            late: late.first().copied().unwrap_or(0),
+        }
     }))
 }
 
@@ -130,7 +217,7 @@ fn measure(
 pub fn rank(a: &CollArgs) -> anyhow::Result<()> {
     let comm = qcg::init()?;
     let root = comm.rank() == 0;
-    let mut csv = String::from("op,algo,flits,bytes,avg_us,min_us,max_us\n");
+    let mut csv = String::from("op,algo,flits,bytes,avg_us,min_us,max_us,late\n");
     let mut plots: Vec<(String, Vec<svg::Series>)> = Vec::new();
     if root {
         let t = comm.topology();
@@ -152,15 +239,21 @@ pub fn rank(a: &CollArgs) -> anyhow::Result<()> {
                 ..comm.coll_options()
             });
             if root {
-                println!("# {op} {name}\n# Size      Avg Latency(us)   Min(us)    Max(us)");
+                println!("# {op} {name}\n# Size      Avg Latency(us)   Min(us)    Max(us)  Late");
             }
             let mut points = Vec::new();
             for size in sizes(a.max_size) {
-                if let Some((avg, min, max)) = measure(&comm, op, size, a)? {
-                    println!("{size:<10}{avg:>18.2}{min:>10.2}{max:>10.2}");
+                if let Some(f) = measure(&comm, op, size, a)? {
+                    let Figures {
+                        avg,
+                        min,
+                        max,
+                        late,
+                    } = f;
+                    println!("{size:<10}{avg:>18.2}{min:>10.2}{max:>10.2}{late:>6}");
                     let _ = writeln!(
                         csv,
-                        "{op},{name},{},{size},{avg:.3},{min:.3},{max:.3}",
+                        "{op},{name},{},{size},{avg:.3},{min:.3},{max:.3},{late}",
                         a.flits.map_or("auto".into(), |k| k.to_string())
                     );
                     points.push((size as f64, avg));
@@ -187,10 +280,14 @@ pub fn rank(a: &CollArgs) -> anyhow::Result<()> {
                     flits: Some(k),
                     ..comm.coll_options()
                 });
-                if let Some((avg, min, max)) = measure(&comm, op, size, a)? {
-                    println!("{k:<10}{avg:>18.2}");
-                    let _ = writeln!(csv, "{op},hier-sweep,{k},{size},{avg:.3},{min:.3},{max:.3}");
-                    points.push((k as f64, avg));
+                if let Some(f) = measure(&comm, op, size, a)? {
+                    println!("{k:<10}{:>18.2}", f.avg);
+                    let _ = writeln!(
+                        csv,
+                        "{op},hier-sweep,{k},{size},{:.3},{:.3},{:.3},{}",
+                        f.avg, f.min, f.max, f.late
+                    );
+                    points.push((k as f64, f.avg));
                 }
             }
             series.push(svg::Series {

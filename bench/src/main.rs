@@ -6,6 +6,7 @@
 //!   TCP between the same two processes, with the ratio.
 
 mod coll;
+mod coll_lab;
 mod netpipe;
 mod netpipe_lab;
 mod svg;
@@ -43,8 +44,8 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         trials: usize,
     },
-    /// Collectives timed with OSU's method on an embedded grid, per algorithm, with
-    /// CSV and SVG output.
+    /// Collectives timed with OSU's method, per algorithm, with CSV and SVG output: on
+    /// an embedded grid on loopback, or with --lab on the lab beside Open MPI.
     Coll {
         /// Ranks.
         #[arg(short = 'n', long = "np", default_value_t = 16)]
@@ -57,8 +58,21 @@ enum Cmd {
         nodes_per_cluster: usize,
         /// Level costs given to the ranks' topology (QCG_TOPOLOGY_COSTS: LATENCY_US:MBITS per
         /// level, top first), so `auto` plans for the network the lab would emulate.
+        /// With --lab they are read from the topology file.
         #[arg(long, default_value = "10000:100,100:1000,5:10000")]
         costs: String,
+        /// Run in a lab built from this topology (as root), one rank per node, and
+        /// Open MPI's MPI_Bcast, MPI_Reduce, MPI_Allreduce and MPI_Gather on the same
+        /// nodes in the same run (Debian openmpi-bin: bash scripts/bench-deps.sh).
+        /// Needs the workspace's release binaries beside this one.
+        #[arg(long, value_name = "TOPO")]
+        lab: Option<std::path::PathBuf>,
+        /// With --lab: ranks per node.
+        #[arg(long, default_value_t = 1)]
+        ppn: usize,
+        /// With --lab: skip Open MPI.
+        #[arg(long)]
+        no_mpi: bool,
         #[command(flatten)]
         args: coll::CollArgs,
     },
@@ -120,11 +134,19 @@ fn main() -> anyhow::Result<()> {
         Cmd::Pingpong { reps, trials } => pingpong(reps, trials),
         Cmd::PingpongRank { reps, trials } => pingpong_rank(reps, trials),
         Cmd::Coll {
+            lab: Some(topo),
+            ppn,
+            no_mpi,
+            args,
+            ..
+        } => coll_lab::run(&topo, ppn, no_mpi, &args),
+        Cmd::Coll {
             n,
             clusters,
             nodes_per_cluster,
             costs,
             args,
+            ..
         } => coll_job(n, clusters, nodes_per_cluster, &costs, &args),
         Cmd::CollRank { args } => coll::rank(&args),
         Cmd::Netpipe {
@@ -275,24 +297,9 @@ fn coll_job(
     costs: &str,
     a: &coll::CollArgs,
 ) -> anyhow::Result<()> {
-    let mut args = vec![
-        "coll-rank".to_string(),
-        format!("--ops={}", a.ops.join(",")),
-        format!("--algo={}", a.algo.join(",")),
-        format!("--max-size={}", a.max_size),
-        format!("--iters={}", a.iters),
-        format!("--skip={}", a.skip),
-        format!("--out={}", a.out.display()),
-    ];
-    if let Some(k) = a.flits {
-        args.push(format!("--flits={k}"));
-    }
-    if a.flit_sweep {
-        args.push("--flit-sweep".into());
-    }
     // The ranks inherit it from us.
     std::env::set_var("QCG_TOPOLOGY_COSTS", costs);
-    run_ranks(clusters, nodes, n as usize, args)
+    run_ranks(clusters, nodes, n as usize, coll::rank_args(a))
 }
 
 /// Runs NPtcp (receiver and sender) on loopback; returns its points.

@@ -32,7 +32,7 @@ struct Case {
 }
 
 /// Down on drop.
-struct Up(String);
+pub(crate) struct Up(pub(crate) String);
 
 impl Drop for Up {
     fn drop(&mut self) {

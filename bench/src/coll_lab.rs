@@ -1,0 +1,516 @@
+//! `qcg-bench coll --lab TOPO`: collectives on the lab, and Open MPI on the same hosts
+//! in the same run.
+//!
+//! The lab comes up from the topology file with the qcg services inside it
+//! ([`LabGrid`]); one qcg rank runs on every node (`--ppn` for more), told its place
+//! (`QCG_TOPOLOGY`: site/node) and the level costs read from the file
+//! (`QCG_TOPOLOGY_COSTS`: the WAN links' delay and bandwidth). Then the C harness
+//! `bench/mpi/coll_osu.c`, built here with `mpicc`, times MPI_Bcast, MPI_Reduce,
+//! MPI_Gather and MPI_Allreduce with the same OSU method, its ranks on the same nodes:
+//! `mpirun` runs in the lab's `broker` host and starts its daemons through an rsh
+//! agent that turns `ADDRESS CMD…` into `qcg-lab exec HOST -- sh -c CMD…`. Open MPI
+//! keeps its defaults (coll/tuned) except what running 16 ranks on one machine over
+//! TCP needs: `btl tcp,self`, no binding, yielding when idle, no tree spawn.
+
+use crate::coll::CollArgs;
+use crate::netpipe_lab::Up;
+use crate::svg;
+use qcg_bench::lab::grid::{self, LabGrid};
+use qcg_bench::lab::ops;
+use qcg_bench::lab::topo::{self, Topology};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// The harness, compiled by the bench at run time.
+const HARNESS: &str = include_str!("../mpi/coll_osu.c");
+
+/// Operations the Open MPI harness times.
+pub const MPI_OPS: [&str; 4] = ["bcast", "reduce", "allreduce", "gather"];
+
+/// One measured point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// Operation.
+    pub op: String,
+    /// `hier`, `flat`, `auto`, … or `ompi`.
+    pub algo: String,
+    /// Message size, bytes.
+    pub bytes: usize,
+    /// Mean over ranks of each rank's mean time, µs.
+    pub avg: f64,
+    /// Smallest rank mean, µs.
+    pub min: f64,
+    /// Largest rank mean, µs.
+    pub max: f64,
+    /// Calls that started after the common instant (see [`crate::coll`]).
+    pub late: u64,
+}
+
+/// Where each rank runs: `(node, site)`, `ppn` ranks per node, sites in file order.
+pub fn placement(t: &Topology, ppn: usize) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for s in &t.sites {
+        for k in 1..=s.nodes {
+            for _ in 0..ppn {
+                v.push((format!("{}-{k}", s.name), s.name.clone()));
+            }
+        }
+    }
+    v
+}
+
+/// Level costs (`QCG_TOPOLOGY_COSTS`) for ranks placed site/node in the lab: between
+/// sites the slowest WAN link of the file (largest delay, smallest bandwidth); inside
+/// a site the lab's unshaped LAN; inside a node, loopback.
+pub fn costs(t: &Topology) -> String {
+    let delay = t.wan.iter().map(|w| w.delay_ms).fold(0.0, f64::max);
+    let bw = t
+        .wan
+        .iter()
+        .map(|w| w.bandwidth_mbit)
+        .fold(f64::INFINITY, f64::min);
+    let bw = if bw.is_finite() { bw } else { 10_000.0 };
+    format!("{}:{},50:10000,5:10000", delay * 1000.0, bw)
+}
+
+/// The rsh agent `mpirun` starts its daemons with: the first argument is a node's
+/// address (from the hostfile), the rest the command line for a remote shell.
+pub fn agent_script(qcg_lab: &Path, prefix: &str, hosts: &[(String, String)]) -> String {
+    let mut s = String::from(
+        "#!/bin/sh\n# rsh agent of qcg-bench coll --lab: ADDRESS CMD... runs CMD in the lab host with that address\nhost=\"$1\"; shift\ncase \"$host\" in\n",
+    );
+    for (addr, name) in hosts {
+        let _ = writeln!(s, "  {addr}) name={name} ;;");
+    }
+    let _ = write!(
+        s,
+        "  *) echo \"coll_osu agent: no lab host has address $host\" >&2; exit 1 ;;\nesac\nexec '{}' exec --prefix {prefix} \"$name\" -- sh -c \"$*\"\n",
+        qcg_lab.display()
+    );
+    s
+}
+
+/// The harness's output lines (`op,size,avg,min,max,late`); other lines are ignored.
+pub fn parse_mpi(out: &str) -> Vec<Point> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.trim().split(',').collect();
+            if f.len() != 6 || !MPI_OPS.contains(&f[0]) {
+                return None;
+            }
+            Some(Point {
+                op: f[0].to_string(),
+                algo: "ompi".into(),
+                bytes: f[1].parse().ok()?,
+                avg: f[2].parse().ok()?,
+                min: f[3].parse().ok()?,
+                max: f[4].parse().ok()?,
+                late: f[5].parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// The qcg ranks' `coll.csv` (`op,algo,flits,bytes,avg_us,min_us,max_us,late`),
+/// without the flit sweep's rows.
+pub fn parse_csv(text: &str) -> Vec<Point> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            if f.len() != 8 || f[1].ends_with("-sweep") {
+                return None;
+            }
+            Some(Point {
+                op: f[0].to_string(),
+                algo: f[1].to_string(),
+                bytes: f[3].parse().ok()?,
+                avg: f[4].parse().ok()?,
+                min: f[5].parse().ok()?,
+                max: f[6].parse().ok()?,
+                late: f[7].parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// Size / bandwidth + one latency of the slowest WAN link, µs.
+pub fn bound_us(bytes: usize, delay_ms: f64, mbit: f64) -> f64 {
+    bytes as f64 * 8.0 / mbit + delay_ms * 1000.0
+}
+
+/// The side-by-side table of every operation and size, and the figures the targets
+/// are read from.
+pub fn report(points: &[Point], delay_ms: f64, mbit: f64) -> String {
+    let mut by_op: BTreeMap<&str, BTreeMap<usize, BTreeMap<&str, f64>>> = BTreeMap::new();
+    let mut algos: Vec<&str> = Vec::new();
+    for p in points {
+        by_op
+            .entry(&p.op)
+            .or_default()
+            .entry(p.bytes)
+            .or_default()
+            .insert(&p.algo, p.avg);
+        if !algos.contains(&p.algo.as_str()) {
+            algos.push(&p.algo);
+        }
+    }
+    // Ours first, in the order measured; Open MPI last.
+    algos.sort_by_key(|a| *a == "ompi");
+    let ours: Vec<&str> = algos
+        .iter()
+        .copied()
+        .filter(|a| *a != "ompi" && *a != "auto")
+        .collect();
+    let mut s = String::new();
+    let mut summary = String::new();
+    for (op, rows) in &by_op {
+        let _ = writeln!(
+            s,
+            "# {op}: mean time over ranks (us); bound = size / WAN bandwidth + one WAN latency"
+        );
+        let mut head = format!("{:<10}", "size");
+        for a in &algos {
+            let _ = write!(head, "{a:>12}");
+        }
+        let _ = writeln!(
+            s,
+            "{head}{:>11}{:>11}{:>12}{:>11}",
+            "ompi/hier", "auto/best", "bound", "best/bound"
+        );
+        let (mut worst_vs_ompi, mut worst_auto, mut large) = (f64::INFINITY, 0.0f64, None);
+        for (&bytes, t) in rows {
+            let mut line = format!("{bytes:<10}");
+            for a in &algos {
+                match t.get(a) {
+                    Some(v) => {
+                        let _ = write!(line, "{v:>12.1}");
+                    }
+                    None => line.push_str(&format!("{:>12}", "-")),
+                }
+            }
+            let best = ours
+                .iter()
+                .filter_map(|a| t.get(a))
+                .copied()
+                .fold(f64::INFINITY, f64::min);
+            let ratio = |x: Option<&f64>, y: Option<f64>| match (x, y) {
+                (Some(x), Some(y)) if y.is_finite() && y > 0.0 => Some(x / y),
+                _ => None,
+            };
+            let col = |v: Option<f64>| v.map_or(format!("{:>11}", "-"), |v| format!("{v:>11.2}"));
+            let vs_ompi = ratio(t.get("ompi"), t.get("hier").copied());
+            let auto = ratio(t.get("auto"), Some(best));
+            let bound = bound_us(bytes, delay_ms, mbit);
+            let fastest = t
+                .iter()
+                .filter(|(a, _)| **a != "ompi")
+                .map(|(_, v)| *v)
+                .fold(f64::INFINITY, f64::min);
+            let _ = writeln!(
+                s,
+                "{line}{}{}{bound:>12.1}{}",
+                col(vs_ompi),
+                col(auto),
+                col(Some(fastest / bound))
+            );
+            if bytes <= 64 << 10 {
+                if let Some(r) = vs_ompi {
+                    worst_vs_ompi = worst_vs_ompi.min(r);
+                }
+            }
+            if let Some(a) = auto {
+                worst_auto = worst_auto.max(a);
+            }
+            large = Some((bytes, fastest / bound));
+        }
+        let _ = write!(summary, "# {op}:");
+        if worst_vs_ompi.is_finite() {
+            let _ = write!(
+                summary,
+                " Open MPI / hier up to 64 KiB >= {worst_vs_ompi:.2}x;"
+            );
+        }
+        if worst_auto > 0.0 {
+            let _ = write!(summary, " auto / best of ours <= {worst_auto:.2};");
+        }
+        if let Some((b, r)) = large {
+            let _ = write!(summary, " at {b} B our best is {r:.2}x the bound;");
+        }
+        let late: u64 = points.iter().filter(|p| p.op == *op).map(|p| p.late).sum();
+        let _ = write!(summary, " {late} calls started late");
+        summary.push('\n');
+        s.push('\n');
+    }
+    s + &summary
+}
+
+/// Every point of `points` as CSV (`op,algo,bytes,avg_us,min_us,max_us`).
+fn csv(points: &[Point]) -> String {
+    let mut s = String::from("op,algo,bytes,avg_us,min_us,max_us\n");
+    for p in points {
+        let _ = writeln!(
+            s,
+            "{},{},{},{:.3},{:.3},{:.3}",
+            p.op, p.algo, p.bytes, p.avg, p.min, p.max
+        );
+    }
+    s
+}
+
+/// Kills every child still running on drop.
+struct Ranks(Vec<(String, Child)>);
+
+impl Drop for Ranks {
+    fn drop(&mut self) {
+        for (_, c) in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Ranks {
+    /// Waits for every rank; the first failure names the rank and its node.
+    fn wait(mut self) -> anyhow::Result<()> {
+        let mut failed = None;
+        for (i, (node, c)) in self.0.iter_mut().enumerate() {
+            let st = c.wait()?;
+            if !st.success() && failed.is_none() {
+                failed = Some(format!("qcg rank {i} on {node} failed ({st})"));
+            }
+        }
+        match failed {
+            Some(f) => anyhow::bail!(f),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The qcg side: one rank per placement, `coll-rank` with `a`'s settings; rank 0's
+/// report goes to our stdout, its CSV to `out`.
+fn run_qcg(
+    g: &LabGrid,
+    t: &Topology,
+    ppn: usize,
+    costs: &str,
+    a: &CollArgs,
+    out: &Path,
+) -> anyhow::Result<Vec<Point>> {
+    let me = std::env::current_exe()?;
+    let places = placement(t, ppn);
+    let topo_env = places
+        .iter()
+        .map(|(node, site)| format!("{site}/{node}"))
+        .collect::<Vec<_>>()
+        .join(";");
+    let mut args = crate::coll::rank_args(a);
+    args.retain(|x| !x.starts_with("--out="));
+    args.push(format!("--out={}", out.display()));
+    let size = places.len() as u32;
+    let mut ranks = Ranks(Vec::new());
+    for (i, (node, _)) in places.iter().enumerate() {
+        let mut c = g.rank(node, "coll", i as u32, size, &me);
+        c.args(&args)
+            .env(qcg::topo::ENV_TOPOLOGY, &topo_env)
+            .env(qcg::topo::ENV_COSTS, costs)
+            .stdin(Stdio::null())
+            .stdout(if i == 0 {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
+        ranks.0.push((node.clone(), c.spawn()?));
+    }
+    ranks.wait()?;
+    let text = std::fs::read_to_string(out.join("coll.csv"))?;
+    Ok(parse_csv(&text))
+}
+
+/// Builds the harness with `mpicc` into `dir`.
+fn build_harness(dir: &Path) -> anyhow::Result<PathBuf> {
+    let src = dir.join("coll_osu.c");
+    let bin = dir.join("coll_osu");
+    std::fs::write(&src, HARNESS)?;
+    let out = Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "mpicc: {e}: install Open MPI (bash scripts/bench-deps.sh) or pass --no-mpi"
+            )
+        })?;
+    anyhow::ensure!(
+        out.status.success(),
+        "mpicc failed on {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(bin)
+}
+
+/// The Open MPI side: the harness on the same nodes, `ppn` ranks per node.
+fn run_mpi(
+    prefix: &str,
+    t: &Topology,
+    ppn: usize,
+    a: &CollArgs,
+    dir: &Path,
+) -> anyhow::Result<Vec<Point>> {
+    let bin = build_harness(dir)?;
+    let qcg_lab = std::env::current_exe()?.with_file_name("qcg-lab");
+    anyhow::ensure!(
+        qcg_lab.exists(),
+        "{} is missing: build the workspace's release binaries (cargo build --release -p qcg-bench)",
+        qcg_lab.display()
+    );
+    let mut hosts = Vec::new();
+    let mut hostfile = String::new();
+    for s in &t.sites {
+        for k in 1..=s.nodes {
+            let name = format!("{}-{k}", s.name);
+            let h = t
+                .host(&name)
+                .ok_or_else(|| anyhow::anyhow!("no lab host {name}"))?;
+            let _ = writeln!(hostfile, "{} slots={ppn}", h.addr);
+            hosts.push((h.addr.to_string(), name));
+        }
+    }
+    let agent = dir.join("agent.sh");
+    std::fs::write(&agent, agent_script(&qcg_lab, prefix, &hosts))?;
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    std::fs::write(dir.join("hostfile"), &hostfile)?;
+    let ops: Vec<&str> = a
+        .ops
+        .iter()
+        .map(String::as_str)
+        .filter(|o| MPI_OPS.contains(o))
+        .collect();
+    anyhow::ensure!(
+        !ops.is_empty(),
+        "none of --ops is timed by the Open MPI harness ({})",
+        MPI_OPS.join(", ")
+    );
+    let np = hosts.len() * ppn;
+    let mut c = Command::new(&qcg_lab);
+    c.args(["exec", "--prefix", prefix, "broker", "--", "mpirun"])
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ])
+        .args(["--mca", "btl", "tcp,self"])
+        .args(["--mca", "mpi_yield_when_idle", "1"])
+        .args(["--mca", "plm_rsh_no_tree_spawn", "1"])
+        .args(["--mca", "plm_rsh_agent"])
+        .arg(&agent)
+        .arg("--hostfile")
+        .arg(dir.join("hostfile"))
+        .args(["-np", &np.to_string()])
+        .arg(&bin)
+        .arg(ops.join(","))
+        .arg(a.max_size.to_string())
+        .arg(a.iters.to_string())
+        .arg(a.skip.to_string())
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit());
+    eprintln!("# Open MPI: {np} ranks, harness {}", bin.display());
+    let out = c.output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    std::fs::write(dir.join("ompi.out"), text.as_bytes())?;
+    anyhow::ensure!(
+        out.status.success(),
+        "mpirun failed ({}); its output is in {}",
+        out.status,
+        dir.join("ompi.out").display()
+    );
+    let points = parse_mpi(&text);
+    anyhow::ensure!(
+        !points.is_empty(),
+        "mpirun printed no figures; its output is in {}",
+        dir.join("ompi.out").display()
+    );
+    Ok(points)
+}
+
+/// Runs the whole comparison.
+pub fn run(topo_path: &Path, ppn: usize, no_mpi: bool, a: &CollArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        qcg_bench::lab::sys::is_root(),
+        "the lab needs root (network namespaces, nftables)"
+    );
+    anyhow::ensure!(ppn >= 1, "--ppn must be at least 1");
+    let t = topo::load(topo_path)?;
+    anyhow::ensure!(!t.sites.is_empty(), "{} has no site", topo_path.display());
+    let out = a.out.canonicalize().or_else(|_| {
+        std::fs::create_dir_all(&a.out)?;
+        a.out.canonicalize()
+    })?;
+    let costs = costs(&t);
+    let delay = t.wan.iter().map(|w| w.delay_ms).fold(0.0, f64::max);
+    let mbit = t
+        .wan
+        .iter()
+        .map(|w| w.bandwidth_mbit)
+        .fold(f64::INFINITY, f64::min);
+    let prefix = format!("co{}", std::process::id() % 10_000);
+    let _st = ops::up(topo_path, Some(&prefix))?;
+    let _up = Up(prefix.clone());
+    let bins = std::env::current_exe()?
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("no folder for this binary"))?
+        .to_path_buf();
+    let mut points = {
+        let g = LabGrid::start(&prefix, &t, &bins, &grid::as_built)?;
+        eprintln!(
+            "# qcg: {} ranks on {} (costs {costs})",
+            placement(&t, ppn).len(),
+            topo_path.display()
+        );
+        run_qcg(&g, &t, ppn, &costs, a, &out)?
+    };
+    if !no_mpi {
+        let dir = tempfile::Builder::new().prefix("qcg-coll-mpi-").tempdir()?;
+        points.extend(run_mpi(&prefix, &t, ppn, a, dir.path())?);
+    }
+    std::fs::write(out.join("coll-lab.csv"), csv(&points))?;
+    for op in &a.ops {
+        let mut series: Vec<svg::Series> = Vec::new();
+        for p in points.iter().filter(|p| &p.op == op) {
+            let name = if p.algo == "ompi" {
+                "Open MPI"
+            } else {
+                &p.algo
+            };
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push((p.bytes as f64, p.avg)),
+                None => series.push(svg::Series {
+                    name: name.to_string(),
+                    points: vec![(p.bytes as f64, p.avg)],
+                }),
+            }
+        }
+        std::fs::write(
+            out.join(format!("coll-{op}.svg")),
+            svg::chart(
+                &format!("{op} on {}: time against size", topo_path.display()),
+                "bytes",
+                "time (us)",
+                &series,
+            ),
+        )?;
+    }
+    println!(
+        "# qcg-bench coll --lab {}: {} ranks ({ppn} per node), WAN {delay} ms one way, {mbit} Mbit/s; qcg and Open MPI in the same lab, same run",
+        topo_path.display(),
+        placement(&t, ppn).len()
+    );
+    print!("{}", report(&points, delay, mbit));
+    println!("# wrote {}/coll-lab.csv and coll-*.svg", out.display());
+    Ok(())
+}
