@@ -5,9 +5,9 @@
  * starting at a common instant on the wall clock that rank 0 broadcasts ahead (twice
  * the worst delay of three 8-byte probes, plus 2 ms): see bench/src/coll.rs for why.
  *
- * Usage: coll_osu OPS MAX_SIZE ITERS SKIP
+ * Usage: coll_osu OPS MIN_SIZE MAX_SIZE ITERS SKIP
  *   OPS: comma-separated among bcast, reduce, allreduce, gather
- *   sizes 1, 2, 4, ... MAX_SIZE; ITERS and SKIP are cut to a tenth above 8 KiB
+ *   sizes: the powers of two from MIN_SIZE (rounded down) to MAX_SIZE; ITERS and SKIP are cut to a tenth above 8 KiB
  *   (at least 5 and 1), as the qcg side does. Reductions sum MAX(size / 8, 1) uint64.
  * Output on rank 0, one line per point: `op,size,avg_us,min_us,max_us,late`, where
  * late counts the calls, over all ranks, that got the start instant after it. */
@@ -79,13 +79,15 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
-    if (argc != 5) {
+    if (argc != 6) {
         if (rank == 0)
-            fprintf(stderr, "usage: coll_osu OPS MAX_SIZE ITERS SKIP\n");
+            fprintf(stderr, "usage: coll_osu OPS MIN_SIZE MAX_SIZE ITERS SKIP\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    size_t max = strtoull(argv[2], NULL, 10);
-    int iters = atoi(argv[3]), skip = atoi(argv[4]);
+    size_t min = strtoull(argv[2], NULL, 10), max = strtoull(argv[3], NULL, 10), first = 1;
+    int iters = atoi(argv[4]), skip = atoi(argv[5]);
+    while (first * 2 <= min)
+        first *= 2;
     size_t cap = max < 8 ? 8 : max;
     char *buf = malloc(cap);
     char *out = malloc(cap * (size_t)np);
@@ -96,7 +98,7 @@ int main(int argc, char **argv) {
     memset(buf, 1, cap);
     char *ops = strdup(argv[1]);
     for (char *op = strtok(ops, ","); op; op = strtok(NULL, ",")) {
-        for (size_t size = 1; size <= max; size *= 2) {
+        for (size_t size = first; size <= max; size *= 2) {
             int it = iters, sk = skip;
             if (size > 8192) {
                 it = iters / 10 > 5 ? iters / 10 : 5;

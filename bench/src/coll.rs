@@ -43,6 +43,9 @@ pub struct CollArgs {
     /// Largest message, bytes (sizes go 1, 2, 4, … up to it).
     #[arg(long, default_value_t = 4 << 20)]
     pub max_size: usize,
+    /// Smallest message, bytes (rounded down to a power of two).
+    #[arg(long, default_value_t = 1)]
+    pub min_size: usize,
     /// Timed calls per size (OSU uses 1000; a tenth above 8 KiB).
     #[arg(long, default_value_t = 100)]
     pub iters: usize,
@@ -68,6 +71,7 @@ pub fn rank_args(a: &CollArgs) -> Vec<String> {
         format!("--ops={}", a.ops.join(",")),
         format!("--algo={}", a.algo.join(",")),
         format!("--max-size={}", a.max_size),
+        format!("--min-size={}", a.min_size),
         format!("--iters={}", a.iters),
         format!("--skip={}", a.skip),
         format!("--out={}", a.out.display()),
@@ -81,9 +85,12 @@ pub fn rank_args(a: &CollArgs) -> Vec<String> {
     args
 }
 
-fn sizes(max: usize) -> Vec<usize> {
+fn sizes(min: usize, max: usize) -> Vec<usize> {
     let mut v = Vec::new();
     let mut s = 1;
+    while s * 2 <= min {
+        s *= 2;
+    }
     while s <= max {
         v.push(s);
         s *= 2;
@@ -242,7 +249,7 @@ pub fn rank(a: &CollArgs) -> anyhow::Result<()> {
                 println!("# {op} {name}\n# Size      Avg Latency(us)   Min(us)    Max(us)  Late");
             }
             let mut points = Vec::new();
-            for size in sizes(a.max_size) {
+            for size in sizes(a.min_size, a.max_size) {
                 if let Some(f) = measure(&comm, op, size, a)? {
                     let Figures {
                         avg,

@@ -414,6 +414,7 @@ fn run_mpi(
         .args(["-np", &np.to_string()])
         .arg(&bin)
         .arg(ops.join(","))
+        .arg(a.min_size.to_string())
         .arg(a.max_size.to_string())
         .arg(a.iters.to_string())
         .arg(a.skip.to_string())

@@ -6,8 +6,7 @@
 //! hard-coded: the crossovers (hierarchy for small messages, pipelines for large ones,
 //! and the best flit count) come from the topology's level costs.
 //!
-//! Cost: algorithms that build the same tree (on a contiguous power-of-two grid the flat
-//! binomial tree is hierarchical) are priced once. For each algorithm, flit counts 1, 2,
+//! Cost: for each algorithm, flit counts 1, 2,
 //! 4, … up to [`MAX_AUTO_FLITS`] (at most one flit per element) are tried; the doubling
 //! stops once two successive counts are slower than the best so far. That is at most
 //! 4 × 7 evaluations of O(P log P) each (O(P²) for alltoall, like its schedule): about
@@ -19,7 +18,6 @@ use crate::schedule::schedule;
 use crate::sim::estimate;
 use crate::step::{Algorithm, Collective, Op, ScheduleError};
 use crate::topology::Topology;
-use crate::tree;
 
 /// Largest flit count [`choose`] considers.
 pub const MAX_AUTO_FLITS: usize = 64;
@@ -68,17 +66,7 @@ pub fn choose_among(
     };
     let mut best: Option<Choice> = None;
     let mut last_err = None;
-    let mut trees = Vec::new();
     for &alg in algs {
-        // Two algorithms with the same tree have the same schedules: price one.
-        if coll.op != Op::Alltoall && coll.root < topo.size() {
-            let root = if coll.op.is_rooted() { coll.root } else { 0 };
-            let t = tree::build(topo, alg, root, coll.ordered());
-            if trees.contains(&t) {
-                continue;
-            }
-            trees.push(t);
-        }
         let mut best_here = f64::INFINITY;
         let mut worse = 0;
         let mut k = 1;

@@ -3,7 +3,7 @@
 //! It prices the same α/β stage model as [`crate::sim`] without building step lists:
 //! one pass over the tree computes the time `T₁` of one flit going through (exactly what
 //! the simulator finds for a one-flit schedule) and the per-flit load `B` of the busiest
-//! port (a sending port is busy `α + β·b` per message, a receiving port `β·b`). With `k`
+//! port (a sending port is busy `min(α, o) + β·b` per message, a receiving port `β·b`). With `k`
 //! flits a tree pass costs `T₁ + (k − 1)·B`: the pipelining model of the references. Two
 //! phase operations (allreduce, allgather, barrier) add an up pass and a down pass.
 //! Alltoall is priced phase by phase and round by round (a rougher estimate: within a
@@ -17,16 +17,17 @@ use crate::step::{Algorithm, Collective, Op, ScheduleError};
 use crate::topology::Topology;
 use crate::tree::{self, Tree};
 
-/// First-flit time and busiest-port load of one pass over a tree.
-#[derive(Clone, Copy, Debug)]
+/// First-flit time, per-rank times (arrival going down, completion going up) and
+/// per-port loads of one pass over a tree.
 struct Pass {
     first: f64,
-    busy: f64,
+    times: Vec<f64>,
+    load: Load,
 }
 
 impl Pass {
-    fn total(self, k: usize) -> f64 {
-        self.first + k.saturating_sub(1) as f64 * self.busy
+    fn total(&self, k: usize) -> f64 {
+        self.first + k.saturating_sub(1) as f64 * self.load.max()
     }
 }
 
@@ -57,25 +58,35 @@ impl Load {
 
 /// One flit going from the root to the leaves; `bytes(c)` is the message to child `c`.
 fn down(topo: &Topology, t: &Tree, bytes: impl Fn(usize) -> usize) -> Pass {
+    down_from(topo, t, bytes, None)
+}
+
+/// [`down`] where the roots of a forest start at `start[root]` (else 0).
+fn down_from(
+    topo: &Topology,
+    t: &Tree,
+    bytes: impl Fn(usize) -> usize,
+    start: Option<&[f64]>,
+) -> Pass {
     let (p, levels) = (topo.size(), topo.depth() + 1);
     let costs = topo.costs();
     let mut load = Load::new(p, levels);
-    let mut at = vec![0.0f64; p];
+    let mut at = start.map_or_else(|| vec![0.0f64; p], <[f64]>::to_vec);
     let mut free = vec![0.0f64; levels];
     for &v in &t.preorder {
         free.fill(at[v]);
         for &c in &t.children[v] {
             let (l, b) = (topo.level(v, c), bytes(c));
-            let arrival = free[l] + costs[l].time(b);
-            free[l] = arrival;
-            at[c] = arrival;
-            load.out[v * levels + l] += costs[l].time(b);
+            at[c] = free[l] + costs[l].time(b);
+            free[l] += costs[l].busy(b);
+            load.out[v * levels + l] += costs[l].busy(b);
             load.inn[c * levels + l] += costs[l].beta * b as f64;
         }
     }
     Pass {
         first: at.iter().copied().fold(0.0, f64::max),
-        busy: load.max(),
+        times: at,
+        load,
     }
 }
 
@@ -96,13 +107,14 @@ fn up(topo: &Topology, t: &Tree, bytes: impl Fn(usize) -> usize) -> Pass {
             in_free[l] = arrival.max(in_free[l] + beta_b);
             clock = clock.max(in_free[l]);
             load.inn[v * load.levels + l] += beta_b;
-            load.out[c * load.levels + l] += costs[l].time(b);
+            load.out[c * load.levels + l] += costs[l].busy(b);
         }
         done[v] = clock;
     }
     Pass {
         first: done[t.root],
-        busy: load.max(),
+        times: done,
+        load,
     }
 }
 
@@ -116,7 +128,8 @@ fn pairwise(topo: &Topology, members: &[usize], n: usize, k: usize) -> f64 {
             (0..m)
                 .map(|i| {
                     let c = costs[topo.level(members[i], members[(i + s) % m])];
-                    k as f64 * c.alpha + c.beta * n as f64
+                    let piece = n.div_ceil(k.max(1));
+                    c.time(piece) + k.saturating_sub(1) as f64 * c.busy(piece)
                 })
                 .fold(0.0, f64::max)
         })
@@ -158,25 +171,85 @@ fn hierarchical_alltoall(topo: &Topology, n: usize, k: usize, s: usize) -> f64 {
             let l = topo.level(j, rep);
             a_first = a_first.max(costs[l].time(d * s));
             a_in[l] += costs[l].beta * (d * s) as f64;
-            c_out[l] += costs[l].time(d * s);
+            c_out[l] += costs[l].busy(d * s);
         }
         let a_in_max = a_in.iter().copied().fold(0.0, f64::max);
         let c_out_max = c_out.iter().copied().fold(0.0, f64::max);
         let b_out: f64 = sites
             .iter()
             .filter(|h| h[0] != rep)
-            .map(|h| costs[0].time(m * h.len() * s))
-            .sum();
+            .map(|h| costs[0].busy(m * h.len() * s))
+            .sum::<f64>();
         let b_in = costs[0].beta * (m * d * s) as f64;
         let member_out = costs
             .iter()
-            .map(|cost| cost.time(d * s))
+            .map(|cost| cost.busy(d * s))
             .fold(0.0, f64::max);
         let per_flit = a_in_max.max(b_out).max(member_out);
-        ab = ab.max(a_first + a_in_max + b_out + k.saturating_sub(1) as f64 * per_flit);
-        c = c.max(c_out_max + k.saturating_sub(1) as f64 * c_out_max.max(b_in));
+        ab = ab.max(
+            a_first + a_in_max + costs[0].alpha + b_out + k.saturating_sub(1) as f64 * per_flit,
+        );
+        let c_alpha = (0..levels).map(|l| costs[l].alpha).fold(0.0, f64::max);
+        c = c.max(c_alpha + c_out_max + k.saturating_sub(1) as f64 * c_out_max.max(b_in));
     }
     ab + pair + c
+}
+
+/// Allreduce by exchange at the top: every site reduces to its representative (one
+/// tree per site), the representatives send their partials to one another (one WAN
+/// latency instead of a reduce's and a bcast's two) and combine them in site order,
+/// then every site broadcasts. The representatives are busy through the three phases
+/// in turn, flit after flit.
+fn exchange_time(topo: &Topology, forest: &Tree, reps: &[usize], s: usize, k: usize) -> f64 {
+    let up = up(topo, forest, |_| s);
+    let c0 = topo.costs()[0];
+    let m = reps.len();
+    let mut clock = vec![0.0f64; topo.size()];
+    for (qi, &q) in reps.iter().enumerate() {
+        let (mut in_free, mut c) = (0.0f64, up.times[q]);
+        for (ri, &r) in reps.iter().enumerate().filter(|&(_, &r)| r != q) {
+            // q's place among r's sends (r skips itself).
+            let j = if qi > ri { qi - 1 } else { qi };
+            let arrival = up.times[r] + j as f64 * c0.busy(s) + c0.time(s);
+            in_free = arrival.max(in_free + c0.beta * s as f64);
+            c = c.max(in_free);
+        }
+        clock[q] = c;
+    }
+    let down = down_from(topo, forest, |_| s, Some(&clock));
+    let more = k.saturating_sub(1) as f64;
+    let exchange_busy = ((m - 1) as f64 * c0.busy(s)).max((m - 1) as f64 * c0.beta * s as f64);
+    down.first + more * (up.load.max() + exchange_busy + down.load.max())
+}
+
+/// Whether a hierarchical allreduce of `coll` exchanges partials between site
+/// representatives (see [`exchange_time`]): when the topology has several sites, the
+/// result can be combined in rank order (a commutative operation, or sites that are
+/// contiguous rank ranges) and the model finds it faster than the reduce-then-bcast
+/// tree. Returns the per-site forest and the representatives in site order.
+pub(crate) fn allreduce_exchange(
+    coll: &Collective,
+    topo: &Topology,
+    alg: Algorithm,
+    flits: usize,
+) -> Option<(Tree, Vec<usize>)> {
+    if coll.op != Op::Allreduce || alg != Algorithm::Hierarchical {
+        return None;
+    }
+    let n = validate(coll, topo, alg, flits).ok()?;
+    let cut = pieces(n, coll.elem_size, flits);
+    let (k, s) = (cut.len(), cut.iter().map(|r| r.len()).max().unwrap_or(0));
+    let (forest, reps) = tree::site_forest(topo, 0, (s, k))?;
+    if coll.ordered() && forest.runs().iter().any(|r| r.len() > 1) {
+        return None;
+    }
+    let t = tree::build(topo, alg, 0, coll.ordered(), (s, k));
+    let segs: Option<Vec<usize>> = coll
+        .ordered()
+        .then(|| t.runs().iter().map(Vec::len).collect());
+    let seg = |c: usize| segs.as_ref().map_or(1, |v| v[c]);
+    let tree_time = up(topo, &t, |c| seg(c) * s).total(k) + down(topo, &t, |_| s).total(k);
+    (exchange_time(topo, &forest, &reps, s, k) < tree_time).then_some((forest, reps))
 }
 
 /// The modelled time of `coll` on `topo` with `alg` and `flits`, in seconds.
@@ -196,8 +269,11 @@ pub fn time(
             _ => pairwise(topo, &all, n, k),
         });
     }
+    if let Some((forest, reps)) = allreduce_exchange(coll, topo, alg, flits) {
+        return Ok(exchange_time(topo, &forest, &reps, s, k));
+    }
     let root = if coll.op.is_rooted() { coll.root } else { 0 };
-    let t = tree::build(topo, alg, root, coll.ordered());
+    let t = tree::build(topo, alg, root, coll.ordered(), (s, k));
     let segs: Option<Vec<usize>> = coll
         .ordered()
         .then(|| t.runs().iter().map(Vec::len).collect());

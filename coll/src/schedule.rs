@@ -17,7 +17,8 @@ pub const PHASE_UP: u32 = 0;
 pub const PHASE_DOWN: u32 = 1;
 /// Tag phase of the pairwise exchange of alltoall.
 pub const PHASE_PAIRWISE: u32 = 2;
-/// Tag phase of the exchange between site representatives (hierarchical alltoall).
+/// Tag phase of the exchange between site representatives (hierarchical alltoall, and
+/// the hierarchical allreduce's exchange of site partials).
 pub const PHASE_EXCHANGE: u32 = 3;
 
 /// The tag of flit `flit` in `phase`: `phase << 16 | flit`.
@@ -118,6 +119,10 @@ struct Plan {
     runs: Option<Vec<Vec<(usize, usize)>>>,
     /// Sites, for the hierarchical alltoall.
     sites: Option<alltoall::Sites>,
+    /// Site representatives that exchange their sites' partials (hierarchical
+    /// allreduce, when the model finds it faster than a reduce and a bcast); `tree`
+    /// is then one tree per site.
+    exchange: Option<Vec<usize>>,
 }
 
 impl Plan {
@@ -130,14 +135,23 @@ impl Plan {
         let (p, n) = (topo.size(), validate(coll, topo, alg, flits)?);
         let e = coll.elem_size;
         let mut sites = None;
-        let (tree, runs) = if coll.op == Op::Alltoall {
+        let mut exchange = None;
+        let (tree, runs) = if let Some((forest, reps)) =
+            crate::model::allreduce_exchange(coll, topo, alg, flits)
+        {
+            let runs = coll.ordered().then(|| forest.runs());
+            exchange = Some(reps);
+            (Some(forest), runs)
+        } else if coll.op == Op::Alltoall {
             if alg == Algorithm::Hierarchical {
                 sites = Some(alltoall::Sites::new(topo));
             }
             (None, None)
         } else {
             let root = if coll.op.is_rooted() { coll.root } else { 0 };
-            let t = tree::build(topo, alg, root, coll.ordered());
+            let cut = pieces(n, e, flits);
+            let s = cut.iter().map(|r| r.len()).max().unwrap_or(0);
+            let t = tree::build(topo, alg, root, coll.ordered(), (s, cut.len()));
             let runs = coll.ordered().then(|| t.runs());
             (Some(t), runs)
         };
@@ -150,6 +164,7 @@ impl Plan {
             tree,
             runs,
             sites,
+            exchange,
         })
     }
 
@@ -182,6 +197,11 @@ impl Plan {
             Op::Allreduce | Op::Barrier => {
                 (b.rs.input_len, b.rs.output_len) = (n, n);
                 self.up_reduce(&mut b, t);
+                if let Some(reps) = &self.exchange {
+                    if reps.contains(&r) {
+                        self.exchange_partials(&mut b, reps);
+                    }
+                }
                 self.down(&mut b, t, &self.pieces, Buf::Output);
             }
             Op::Gather => {
@@ -302,6 +322,45 @@ impl Plan {
             if let Some(parent) = t.parent[r] {
                 b.send(parent, tag(PHASE_UP, i), acc, base..base + nseg * plen);
             }
+        }
+    }
+
+    /// A site representative sends its site's partial (in `Output`) to every other
+    /// representative and combines all of them, in site order and with the same
+    /// association on every representative: `((p₀ ∘ p₁) ∘ p₂) ∘ …`.
+    fn exchange_partials(&self, b: &mut Builder, reps: &[usize]) {
+        let r = b.rs.rank;
+        let mp = self.max_piece();
+        let others = reps.len() - 1;
+        let got = b.temp(others * mp);
+        let acc = b.temp(mp);
+        // Every flit goes out before the first is awaited: one latency in all, not one
+        // per flit.
+        for (i, piece) in self.pieces.iter().enumerate() {
+            for &q in reps.iter().filter(|&&q| q != r) {
+                b.send(q, tag(PHASE_EXCHANGE, i), Buf::Output, piece.clone());
+            }
+        }
+        for (i, piece) in self.pieces.iter().enumerate() {
+            let plen = piece.len();
+            let mut parts = Vec::with_capacity(reps.len());
+            let mut j = 0;
+            for &q in reps {
+                if q == r {
+                    parts.push((Buf::Output, piece.clone()));
+                } else {
+                    let slot = j * mp..j * mp + plen;
+                    b.recv(q, tag(PHASE_EXCHANGE, i), got, slot.clone());
+                    parts.push((got, slot));
+                    j += 1;
+                }
+            }
+            let (first_buf, first_range) = parts[0].clone();
+            b.copy(acc, 0..plen, first_buf, first_range);
+            for (buf, range) in &parts[1..] {
+                b.reduce(acc, 0..plen, *buf, range.clone(), Order::DstFirst);
+            }
+            b.copy(Buf::Output, piece.clone(), acc, 0..plen);
         }
     }
 

@@ -8,9 +8,10 @@
 //! # Time model
 //! Each rank has a clock, and per level an outgoing and an incoming port. A `Send` of `b`
 //! bytes crossing level `l` starts at `s = max(clock, out_free[l])` and reaches the
-//! receiver at `s + α_l + β_l·b`; the sender's port is busy until then (one message in
-//! flight per rank and level: the store-and-forward stage of the pipelining model, where
-//! k flits through stages c_i cost about `Σ c_i + (k − 1)·max c_i`). The sender's clock
+//! receiver at `s + α_l + β_l·b`; the sender's port is busy for `o_l + β_l·b` where
+//! `o_l = min(α_l, SEND_OVERHEAD)` (LogP's overhead: the rest of a long latency is
+//! propagation, and the port sends its next message meanwhile). k flits through a
+//! chain of stages cost about `Σ c_i + (k − 1)·max busy_i`. The sender's clock
 //! does not move (sends are eager), so a rank talks on several levels at once. Incoming
 //! transfers serialize per port, in the order the receiver posts its receives: the
 //! matching `Recv` has the message in at `port = max(arrival, in_free[l] + β_l·b)`, sets
@@ -333,7 +334,7 @@ impl<'a> Engine<'a> {
                 let len = range.len();
                 let st = &mut self.ranks[r];
                 let start = st.clock.max(st.out_free[level]);
-                st.out_free[level] = start + cost.time(len);
+                st.out_free[level] = start + cost.busy(len);
                 let data = match st.bufs.get(slot(*buf)) {
                     Some(b) => b[range.clone()].to_vec(),
                     None => Vec::new(),

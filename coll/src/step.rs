@@ -54,7 +54,9 @@ impl Op {
 pub enum Algorithm {
     /// Topology-aware: at every level one representative per group (the root for the
     /// root's groups, else the group's smallest rank); the representatives of sibling
-    /// groups form a binomial tree. A group talks to the rest of the machine through its
+    /// groups form a binomial tree, or a flat one (the first talks to each other
+    /// directly) where that is faster for the level's latency, bandwidth and the flit
+    /// size (one WAN latency instead of ⌈log₂ sites⌉, as MagPIe does). A group talks to the rest of the machine through its
     /// representative only: one message per flit per group across each level and
     /// direction.
     Hierarchical,

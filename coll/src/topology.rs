@@ -13,7 +13,14 @@
 use std::collections::HashMap;
 use std::fmt;
 
-/// Cost of one message crossing a level: `alpha + beta * bytes` seconds.
+/// Longest time a sender is busy with one message beyond its bytes' time on the wire
+/// (the per-message software overhead, LogP's `o`): 10 µs.
+pub const SEND_OVERHEAD: f64 = 10e-6;
+
+/// Cost of one message crossing a level: it arrives `alpha + beta * bytes` seconds after
+/// it is sent, and keeps its sender busy for `min(alpha, SEND_OVERHEAD) + beta * bytes`
+/// ([`LinkCost::busy`]): the rest of a long latency is propagation, during which the
+/// sender already sends its next message.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkCost {
     /// Latency in seconds.
@@ -36,9 +43,14 @@ impl LinkCost {
         }
     }
 
-    /// Time for one message of `bytes` bytes.
+    /// Time for one message of `bytes` bytes, from send to arrival.
     pub fn time(&self, bytes: usize) -> f64 {
         self.alpha + self.beta * bytes as f64
+    }
+
+    /// How long sending one message of `bytes` bytes keeps the sender's port busy.
+    pub fn busy(&self, bytes: usize) -> f64 {
+        self.alpha.min(SEND_OVERHEAD) + self.beta * bytes as f64
     }
 }
 

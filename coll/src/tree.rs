@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::step::Algorithm;
-use crate::topology::Topology;
+use crate::topology::{LinkCost, Topology};
 
 /// A rooted spanning tree over ranks `0..P`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +25,12 @@ pub(crate) struct Tree {
 
 impl Tree {
     fn from_edges(p: usize, root: usize, edges: &[(usize, usize)]) -> Tree {
+        Tree::forest(p, &[root], edges)
+    }
+
+    /// Several trees over ranks `0..P` (`roots` are their roots; `root` is the first).
+    pub fn forest(p: usize, roots: &[usize], edges: &[(usize, usize)]) -> Tree {
+        let root = roots.first().copied().unwrap_or(0);
         let mut parent = vec![None; p];
         let mut children = vec![Vec::new(); p];
         for &(a, b) in edges {
@@ -32,7 +38,7 @@ impl Tree {
             children[a].push(b);
         }
         let mut preorder = Vec::with_capacity(p);
-        let mut stack = vec![root];
+        let mut stack: Vec<usize> = roots.iter().rev().copied().collect();
         while let Some(v) = stack.pop() {
             preorder.push(v);
             stack.extend(children[v].iter().rev());
@@ -127,16 +133,36 @@ fn topology_order(topo: &Topology, root: usize) -> Vec<usize> {
     ranks
 }
 
+/// Whether `g` representatives talking across a level of cost `c` should form a flat
+/// tree (the first sends to each other) rather than a binomial one, for `k` flits of
+/// `s` bytes: the flat tree pays one latency and `g − 1` sends per flit at its root;
+/// the binomial tree `⌈log₂ g⌉` latencies and as many sends per flit.
+pub(crate) fn flat_is_faster(c: LinkCost, g: usize, (s, k): (usize, usize)) -> bool {
+    if g <= 2 {
+        return false;
+    }
+    let h = (usize::BITS - (g - 1).leading_zeros()) as f64;
+    let (g, k) = (g as f64, k.max(1) as f64);
+    let flat = c.time(s) + (g - 2.0) * c.busy(s) + (k - 1.0) * (g - 1.0) * c.busy(s);
+    let binomial = h * c.time(s) + (k - 1.0) * h * c.busy(s);
+    flat < binomial
+}
+
 fn hierarchical_edges(
     topo: &Topology,
     level: usize,
     members: &[usize],
     rep: usize,
+    piece: (usize, usize),
     edges: &mut Vec<(usize, usize)>,
 ) {
     if level == topo.depth() {
         let pos = members.iter().position(|&r| r == rep).unwrap_or(0);
-        binomial_edges(members, pos, edges);
+        if flat_is_faster(topo.costs()[level], members.len(), piece) {
+            edges.extend(members.iter().filter(|&&r| r != rep).map(|&r| (rep, r)));
+        } else {
+            binomial_edges(members, pos, edges);
+        }
         return;
     }
     // Subgroups at this level in order of their smallest rank (members are sorted).
@@ -155,21 +181,32 @@ fn hierarchical_edges(
         .enumerate()
         .map(|(i, m)| if i == rep_group { rep } else { m[0] })
         .collect();
-    binomial_edges(&reps, rep_group, edges);
+    if flat_is_faster(topo.costs()[level], reps.len(), piece) {
+        edges.extend(reps.iter().filter(|&&r| r != rep).map(|&r| (rep, r)));
+    } else {
+        binomial_edges(&reps, rep_group, edges);
+    }
     for (m, &r) in groups.iter().zip(&reps) {
-        hierarchical_edges(topo, level + 1, m, r, edges);
+        hierarchical_edges(topo, level + 1, m, r, piece, edges);
     }
 }
 
 /// The tree `alg` uses on `topo` towards/from `root`. `ordered` asks for subtrees that
-/// are contiguous rank ranges where the algorithm allows it (the chain).
-pub(crate) fn build(topo: &Topology, alg: Algorithm, root: usize, ordered: bool) -> Tree {
+/// are contiguous rank ranges where the algorithm allows it (the chain). `piece` is
+/// (flit bytes, flits): the hierarchy picks a flat or binomial tree per level from it.
+pub(crate) fn build(
+    topo: &Topology,
+    alg: Algorithm,
+    root: usize,
+    ordered: bool,
+    piece: (usize, usize),
+) -> Tree {
     let p = topo.size();
     let mut edges = Vec::with_capacity(p.saturating_sub(1));
     match alg {
         Algorithm::Hierarchical => {
             let all: Vec<usize> = (0..p).collect();
-            hierarchical_edges(topo, 0, &all, root, &mut edges);
+            hierarchical_edges(topo, 0, &all, root, piece, &mut edges);
         }
         Algorithm::FlatBinomial => {
             let all: Vec<usize> = (0..p).collect();
@@ -195,4 +232,40 @@ pub(crate) fn build(topo: &Topology, alg: Algorithm, root: usize, ordered: bool)
         }
     }
     Tree::from_edges(p, root, &edges)
+}
+
+/// The hierarchical tree of [`build`] cut at the top level: one tree per site, rooted
+/// at the site's representative. Returns the forest and the representatives in site
+/// order (by smallest rank), or `None` when the topology has a single site.
+pub(crate) fn site_forest(
+    topo: &Topology,
+    root: usize,
+    piece: (usize, usize),
+) -> Option<(Tree, Vec<usize>)> {
+    if topo.depth() == 0 {
+        return None;
+    }
+    let p = topo.size();
+    let t = build(topo, Algorithm::Hierarchical, root, false, piece);
+    let mut reps: Vec<usize> = (0..p)
+        .filter(|&v| t.parent[v].is_none_or(|u| topo.level(u, v) == 0))
+        .collect();
+    if reps.len() < 2 {
+        return None;
+    }
+    let mut first: HashMap<u32, usize> = HashMap::new();
+    for r in (0..p).rev() {
+        first.insert(topo.group(0, r), r);
+    }
+    reps.sort_by_key(|&r| first.get(&topo.group(0, r)).copied().unwrap_or(r));
+    // Edges inside sites, children in the order the full tree gave them.
+    let mut edges = Vec::with_capacity(p);
+    for &u in &t.preorder {
+        for &c in &t.children[u] {
+            if topo.level(u, c) > 0 {
+                edges.push((u, c));
+            }
+        }
+    }
+    Some((Tree::forest(p, &reps, &edges), reps))
 }

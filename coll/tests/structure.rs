@@ -116,11 +116,16 @@ fn hierarchical_collectives_send_one_message_per_flit_per_site_across_sites() {
             k
         };
         let ctx = format!("case {case}: {op:?} {c} sites P {} flits {k}", topo.size());
-        assert_eq!(
-            rep.levels[0].messages,
-            (c - 1) * (up * k + down * k_down),
-            "{ctx}"
-        );
+        let wan = rep.levels[0].messages;
+        if op == Op::Allreduce && wan == c * (c - 1) * k {
+            // The representatives exchanged their partials (one message per flit per
+            // ordered pair of sites, one WAN latency): every site sends to each other.
+            assert!(wan_sent_per_site(&topo, &rep)
+                .iter()
+                .all(|&n| n == (c - 1) * k));
+            continue;
+        }
+        assert_eq!(wan, (c - 1) * (up * k + down * k_down), "{ctx}");
         let tree_root = if op.is_rooted() { root } else { 0 };
         let root_site = topo.group(0, tree_root);
         let sent = wan_sent_per_site(&topo, &rep);
@@ -276,7 +281,9 @@ fn simulator_rejects_broken_schedules() {
 
 #[test]
 fn chain_time_matches_the_pipelining_formula() {
-    // P ranks on one node, chain of P−1 stages, k flits: (P−1 + k−1)·(α + β·m/k).
+    // P ranks on one node, chain of P−1 stages, k flits: the first flit takes
+    // (P−1)·(α + β·m/k), each next one a sender's busy time later, o + β·m/k with
+    // o = min(α, SEND_OVERHEAD).
     let (alpha, beta) = (1e-3, 1e-6);
     let paths: Vec<Vec<&str>> = (0..6).map(|_| vec!["s", "n"]).collect();
     let c = LinkCost::new(alpha, beta);
@@ -290,7 +297,9 @@ fn chain_time_matches_the_pipelining_formula() {
         )
         .unwrap();
         let t = sim::estimate(&s, &topo).unwrap().time;
-        let want = (5 + k - 1) as f64 * (alpha + beta * (m / k) as f64);
+        let s = (m / k) as f64;
+        let o = alpha.min(qcg_coll::topology::SEND_OVERHEAD);
+        let want = 5.0 * (alpha + beta * s) + (k - 1) as f64 * (o + beta * s);
         assert!((t - want).abs() < 1e-9, "k {k}: {t} vs {want}");
     }
 }
@@ -310,5 +319,62 @@ fn noncontiguous_sites_send_one_partial_per_run() {
         let rep = run_counts(&topo, &coll, Algorithm::Hierarchical, 1);
         assert_eq!(rep.levels[0].messages, 1);
         assert_eq!(rep.levels[0].bytes, 64 * partials);
+    }
+}
+
+#[test]
+fn hierarchical_small_bcast_crosses_a_slow_wan_once_and_large_ones_keep_a_binomial_top() {
+    // Four sites joined by a 10 ms WAN: the root's site sends straight to each other
+    // site (one WAN latency, MagPIe's flat top), whatever the number of sites; with
+    // a fast WAN and long flits the top level stays a binomial tree.
+    let wan = LinkCost::from_bandwidth(10e-3, 100e6);
+    let lan = LinkCost::from_bandwidth(50e-6, 10e9);
+    for sites in [3, 4, 8] {
+        let topo = Topology::uniform(sites, 4, 1)
+            .with_costs(vec![wan, lan, lan])
+            .unwrap();
+        let coll = Collective::new(Op::Bcast, 0, 64);
+        let s = schedule(&coll, &topo, Algorithm::Hierarchical, 1).unwrap();
+        let t = sim::estimate(&s, &topo).unwrap().time;
+        assert!(t < 1.1 * wan.alpha, "{sites} sites: {t}");
+        let report = run_counts(&topo, &coll, Algorithm::Hierarchical, 1);
+        assert_eq!(report.levels[0].messages, sites - 1);
+    }
+    let fast = LinkCost::from_bandwidth(10e-6, 1e9);
+    let topo = Topology::uniform(8, 2, 1)
+        .with_costs(vec![fast, lan, lan])
+        .unwrap();
+    let coll = Collective::new(Op::Bcast, 0, 8 << 20);
+    let s = schedule(&coll, &topo, Algorithm::Hierarchical, 16).unwrap();
+    let root_wan_sends = s[0]
+        .steps
+        .iter()
+        .filter(|st| matches!(st, Step::Send { to, .. } if topo.level(0, *to) == 0))
+        .count();
+    assert_eq!(
+        root_wan_sends,
+        3 * 16,
+        "binomial top: the root sends to 3 sites"
+    );
+}
+
+#[test]
+fn hierarchical_small_allreduce_on_a_slow_wan_costs_one_wan_latency() {
+    // The site representatives exchange their partials instead of reducing to one
+    // and broadcasting back: one WAN latency, not two; every site sends one message
+    // per other site. Non-commutative with contiguous sites keeps rank order (the
+    // differential tests check the values).
+    let wan = LinkCost::from_bandwidth(10e-3, 100e6);
+    let lan = LinkCost::from_bandwidth(50e-6, 10e9);
+    let topo = Topology::uniform(4, 4, 1)
+        .with_costs(vec![wan, lan, lan])
+        .unwrap();
+    for commutative in [true, false] {
+        let coll = Collective::new(Op::Allreduce, 0, 64).commutative(commutative);
+        let s = schedule(&coll, &topo, Algorithm::Hierarchical, 1).unwrap();
+        let t = sim::estimate(&s, &topo).unwrap().time;
+        assert!(t < 1.1 * wan.alpha, "{t}");
+        let report = run_counts(&topo, &coll, Algorithm::Hierarchical, 1);
+        assert_eq!(report.levels[0].messages, 4 * 3);
     }
 }
