@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Reference tools the benchmarks run beside qcg: NPtcp (Debian netpipe-tcp).
+# Reference tools the benchmarks run beside qcg: NPtcp (Debian netpipe-tcp) for netpipe,
+# Open MPI with mpicc (openmpi-bin, libopenmpi-dev) for coll --lab. Run as root.
 set -euo pipefail
-if ! command -v NPtcp >/dev/null; then
+missing=()
+command -v NPtcp >/dev/null || missing+=(netpipe-tcp)
+command -v mpirun >/dev/null || missing+=(openmpi-bin)
+command -v mpicc >/dev/null || missing+=(libopenmpi-dev)
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "bench-deps.sh: missing ${missing[*]}: run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq netpipe-tcp >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-command -v NPtcp
+command -v NPtcp mpirun mpicc

@@ -62,9 +62,30 @@ pub fn placement(t: &Topology, ppn: usize) -> Vec<(String, String)> {
 }
 
 /// Level costs (`QCG_TOPOLOGY_COSTS`) for ranks placed site/node in the lab: between
-/// sites the slowest WAN link of the file (largest delay, smallest bandwidth); inside
-/// a site the lab's unshaped LAN; inside a node, loopback.
+/// sites the slowest WAN link of the file (largest delay, smallest bandwidth), a mesh
+/// when every pair of sites has its own link; inside a site the lab's unshaped LAN;
+/// inside a node, loopback.
 pub fn costs(t: &Topology) -> String {
+    let n = t.sites.len();
+    let mut pairs: Vec<(&str, &str)> = t
+        .wan
+        .iter()
+        .map(|w| {
+            let (a, b) = (w.a.as_str(), w.b.as_str());
+            if a < b {
+                (a, b)
+            } else {
+                (b, a)
+            }
+        })
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mesh = if n > 2 && pairs.len() == n * (n - 1) / 2 {
+        ":mesh"
+    } else {
+        ""
+    };
     let delay = t.wan.iter().map(|w| w.delay_ms).fold(0.0, f64::max);
     let bw = t
         .wan
@@ -72,7 +93,7 @@ pub fn costs(t: &Topology) -> String {
         .map(|w| w.bandwidth_mbit)
         .fold(f64::INFINITY, f64::min);
     let bw = if bw.is_finite() { bw } else { 10_000.0 };
-    format!("{}:{},50:10000,5:10000", delay * 1000.0, bw)
+    format!("{}:{}{mesh},50:10000,5:10000", delay * 1000.0, bw)
 }
 
 /// The rsh agent `mpirun` starts its daemons with: the first argument is a node's
@@ -141,10 +162,29 @@ pub fn bound_us(bytes: usize, delay_ms: f64, mbit: f64) -> f64 {
     bytes as f64 * 8.0 / mbit + delay_ms * 1000.0
 }
 
+/// Ratio `x / y` when both are there.
+fn ratio(x: Option<f64>, y: Option<f64>) -> Option<f64> {
+    match (x, y) {
+        (Some(x), Some(y)) if y.is_finite() && y > 0.0 => Some(x / y),
+        _ => None,
+    }
+}
+
+fn cell(v: Option<f64>, width: usize, prec: usize) -> String {
+    v.map_or(format!("{:>width$}", "-"), |v| format!("{v:>width$.prec$}"))
+}
+
+/// Operations whose large-message time the report compares with the bandwidth bound.
+const BOUNDED: [&str; 3] = ["bcast", "reduce", "allreduce"];
+
 /// The side-by-side table of every operation and size, and the figures the targets
-/// are read from.
+/// are read from. Two views of each point: the mean over ranks of each rank's mean
+/// time (OSU's figure), and the slowest rank's mean (`max`: when the collective is
+/// over for everyone, what the cost model predicts). `best` is the fastest of our
+/// fixed algorithms (not `auto`).
 pub fn report(points: &[Point], delay_ms: f64, mbit: f64) -> String {
-    let mut by_op: BTreeMap<&str, BTreeMap<usize, BTreeMap<&str, f64>>> = BTreeMap::new();
+    type Row<'a> = BTreeMap<&'a str, (f64, f64)>;
+    let mut by_op: BTreeMap<&str, BTreeMap<usize, Row>> = BTreeMap::new();
     let mut algos: Vec<&str> = Vec::new();
     for p in points {
         by_op
@@ -152,7 +192,7 @@ pub fn report(points: &[Point], delay_ms: f64, mbit: f64) -> String {
             .or_default()
             .entry(p.bytes)
             .or_default()
-            .insert(&p.algo, p.avg);
+            .insert(&p.algo, (p.avg, p.max));
         if !algos.contains(&p.algo.as_str()) {
             algos.push(&p.algo);
         }
@@ -167,77 +207,97 @@ pub fn report(points: &[Point], delay_ms: f64, mbit: f64) -> String {
     let mut s = String::new();
     let mut summary = String::new();
     for (op, rows) in &by_op {
+        let bounded = BOUNDED.contains(op);
         let _ = writeln!(
             s,
-            "# {op}: mean time over ranks (us); bound = size / WAN bandwidth + one WAN latency"
+            "# {op}: mean over ranks (us); ratios of means, and of the slowest ranks (max){}",
+            if bounded {
+                "; bound = size / WAN bandwidth + one WAN latency"
+            } else {
+                ""
+            }
         );
-        let mut head = format!("{:<10}", "size");
+        let mut head = format!("{:<9}", "size");
         for a in &algos {
-            let _ = write!(head, "{a:>12}");
+            let _ = write!(head, "{a:>11}");
         }
         let _ = writeln!(
-            s,
-            "{head}{:>11}{:>11}{:>12}{:>11}",
-            "ompi/hier", "auto/best", "bound", "best/bound"
+            head,
+            "{:>10}{:>10}{:>10}{:>10}{:>11}{:>10}",
+            "ompi/hier", "(max)", "auto/best", "(max)", "bound", "max/bound"
         );
-        let (mut worst_vs_ompi, mut worst_auto, mut large) = (f64::INFINITY, 0.0f64, None);
+        s.push_str(&head);
+        let mut worst_vs_ompi = (f64::INFINITY, f64::INFINITY);
+        let mut worst_auto = (0.0f64, 0.0f64);
+        let mut large = None;
         for (&bytes, t) in rows {
-            let mut line = format!("{bytes:<10}");
+            let mut line = format!("{bytes:<9}");
             for a in &algos {
-                match t.get(a) {
-                    Some(v) => {
-                        let _ = write!(line, "{v:>12.1}");
-                    }
-                    None => line.push_str(&format!("{:>12}", "-")),
-                }
+                line.push_str(&cell(t.get(a).map(|v| v.0), 11, 1));
             }
-            let best = ours
-                .iter()
-                .filter_map(|a| t.get(a))
-                .copied()
-                .fold(f64::INFINITY, f64::min);
-            let ratio = |x: Option<&f64>, y: Option<f64>| match (x, y) {
-                (Some(x), Some(y)) if y.is_finite() && y > 0.0 => Some(x / y),
-                _ => None,
+            let best = |f: fn(&(f64, f64)) -> f64| {
+                ours.iter()
+                    .filter_map(|a| t.get(a))
+                    .map(f)
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))))
             };
-            let col = |v: Option<f64>| v.map_or(format!("{:>11}", "-"), |v| format!("{v:>11.2}"));
-            let vs_ompi = ratio(t.get("ompi"), t.get("hier").copied());
-            let auto = ratio(t.get("auto"), Some(best));
-            let bound = bound_us(bytes, delay_ms, mbit);
-            let fastest = t
+            let (mean, max) = (|v: &(f64, f64)| v.0, |v: &(f64, f64)| v.1);
+            let get = |a: &str, f: fn(&(f64, f64)) -> f64| t.get(a).map(f);
+            let vs_ompi = (
+                ratio(get("ompi", mean), get("hier", mean)),
+                ratio(get("ompi", max), get("hier", max)),
+            );
+            let auto = (
+                ratio(get("auto", mean), best(mean)),
+                ratio(get("auto", max), best(max)),
+            );
+            let bound = bounded.then(|| bound_us(bytes, delay_ms, mbit));
+            let fastest_max = t
                 .iter()
                 .filter(|(a, _)| **a != "ompi")
-                .map(|(_, v)| *v)
-                .fold(f64::INFINITY, f64::min);
+                .map(|(_, v)| v.1)
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.min(v))));
+            let vs_bound = ratio(fastest_max, bound);
             let _ = writeln!(
                 s,
-                "{line}{}{}{bound:>12.1}{}",
-                col(vs_ompi),
-                col(auto),
-                col(Some(fastest / bound))
+                "{line}{}{}{}{}{}{}",
+                cell(vs_ompi.0, 10, 2),
+                cell(vs_ompi.1, 10, 2),
+                cell(auto.0, 10, 2),
+                cell(auto.1, 10, 2),
+                cell(bound, 11, 1),
+                cell(vs_bound, 10, 2)
             );
             if bytes <= 64 << 10 {
-                if let Some(r) = vs_ompi {
-                    worst_vs_ompi = worst_vs_ompi.min(r);
-                }
+                worst_vs_ompi.0 = worst_vs_ompi.0.min(vs_ompi.0.unwrap_or(f64::INFINITY));
+                worst_vs_ompi.1 = worst_vs_ompi.1.min(vs_ompi.1.unwrap_or(f64::INFINITY));
             }
-            if let Some(a) = auto {
-                worst_auto = worst_auto.max(a);
+            worst_auto.0 = worst_auto.0.max(auto.0.unwrap_or(0.0));
+            worst_auto.1 = worst_auto.1.max(auto.1.unwrap_or(0.0));
+            if let Some(r) = vs_bound {
+                large = Some((bytes, r));
             }
-            large = Some((bytes, fastest / bound));
         }
         let _ = write!(summary, "# {op}:");
-        if worst_vs_ompi.is_finite() {
+        if worst_vs_ompi.0.is_finite() {
             let _ = write!(
                 summary,
-                " Open MPI / hier up to 64 KiB >= {worst_vs_ompi:.2}x;"
+                " Open MPI / hier up to 64 KiB >= {:.2}x (max {:.2}x);",
+                worst_vs_ompi.0, worst_vs_ompi.1
             );
         }
-        if worst_auto > 0.0 {
-            let _ = write!(summary, " auto / best of ours <= {worst_auto:.2};");
+        if worst_auto.0 > 0.0 {
+            let _ = write!(
+                summary,
+                " auto / best of ours <= {:.2} (max {:.2});",
+                worst_auto.0, worst_auto.1
+            );
         }
         if let Some((b, r)) = large {
-            let _ = write!(summary, " at {b} B our best is {r:.2}x the bound;");
+            let _ = write!(
+                summary,
+                " at {b} B the slowest rank of our best is {r:.2}x the bound;"
+            );
         }
         let late: u64 = points.iter().filter(|p| p.op == *op).map(|p| p.late).sum();
         let _ = write!(summary, " {late} calls started late");
@@ -247,14 +307,14 @@ pub fn report(points: &[Point], delay_ms: f64, mbit: f64) -> String {
     s + &summary
 }
 
-/// Every point of `points` as CSV (`op,algo,bytes,avg_us,min_us,max_us`).
+/// Every point of `points` as CSV (`op,algo,bytes,avg_us,min_us,max_us,late`).
 fn csv(points: &[Point]) -> String {
-    let mut s = String::from("op,algo,bytes,avg_us,min_us,max_us\n");
+    let mut s = String::from("op,algo,bytes,avg_us,min_us,max_us,late\n");
     for p in points {
         let _ = writeln!(
             s,
-            "{},{},{},{:.3},{:.3},{:.3}",
-            p.op, p.algo, p.bytes, p.avg, p.min, p.max
+            "{},{},{},{:.3},{:.3},{:.3},{}",
+            p.op, p.algo, p.bytes, p.avg, p.min, p.max, p.late
         );
     }
     s
@@ -514,4 +574,97 @@ pub fn run(topo_path: &Path, ppn: usize, no_mpi: bool, a: &CollArgs) -> anyhow::
     print!("{}", report(&points, delay, mbit));
     println!("# wrote {}/coll-lab.csv and coll-*.svg", out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn four_sites() -> Topology {
+        let text = include_str!("../topologies/four-sites.toml");
+        topo::parse(Path::new("four-sites.toml"), text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn point(op: &str, algo: &str, bytes: usize, avg: f64, max: f64) -> Point {
+        Point {
+            op: op.into(),
+            algo: algo.into(),
+            bytes,
+            avg,
+            min: 0.0,
+            max,
+            late: 0,
+        }
+    }
+
+    #[test]
+    fn ranks_go_one_per_node_site_by_site_with_the_wan_costs() {
+        let t = four_sites();
+        let p = placement(&t, 1);
+        assert_eq!(p.len(), 16);
+        assert_eq!(p[0], ("alpha-1".to_string(), "alpha".to_string()));
+        assert_eq!(p[5], ("beta-2".to_string(), "beta".to_string()));
+        assert_eq!(placement(&t, 2).len(), 32);
+        assert_eq!(costs(&t), "10000:100:mesh,50:10000,5:10000");
+        assert_eq!(qcg::topo::parse_costs(&costs(&t)).map(|c| c.len()), Some(3));
+    }
+
+    #[test]
+    fn the_agent_maps_every_address_and_refuses_others() {
+        let hosts = vec![
+            ("10.1.0.2".to_string(), "alpha-1".to_string()),
+            ("10.2.0.2".to_string(), "beta-1".to_string()),
+        ];
+        let a = agent_script(Path::new("/opt/qcg-lab"), "co12", &hosts);
+        assert!(a.starts_with("#!/bin/sh\n"));
+        assert!(a.contains("  10.1.0.2) name=alpha-1 ;;"));
+        assert!(a.contains("  10.2.0.2) name=beta-1 ;;"));
+        assert!(a.contains("no lab host has address $host"));
+        assert!(a.contains("exec '/opt/qcg-lab' exec --prefix co12 \"$name\" -- sh -c \"$*\""));
+    }
+
+    #[test]
+    fn harness_and_rank_outputs_parse_and_noise_is_skipped() {
+        let out = "Warning: something\nbcast,1,10.5,1.0,20.0,0\nreduce,4096,7.25,2,9,3\nfoo,1,2,3,4,5\nbcast,x,1,1,1,0\n";
+        let p = parse_mpi(out);
+        assert_eq!(p.len(), 2);
+        let want = Point {
+            min: 2.0,
+            late: 3,
+            ..point("reduce", "ompi", 4096, 7.25, 9.0)
+        };
+        assert_eq!(p[1], want);
+        let csv = "op,algo,flits,bytes,avg_us,min_us,max_us,late\nbcast,hier,auto,8,1.5,1.0,2.0,0\nbcast,hier-sweep,4,8,1,1,1,0\n";
+        let q = parse_csv(csv);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q[0].algo, "hier");
+        assert_eq!(q[0].bytes, 8);
+    }
+
+    #[test]
+    fn the_report_gives_the_ratios_the_targets_are_read_from() {
+        let pts = vec![
+            point("bcast", "hier", 1024, 100.0, 200.0),
+            point("bcast", "flat", 1024, 150.0, 180.0),
+            point("bcast", "auto", 1024, 105.0, 190.0),
+            point("bcast", "ompi", 1024, 300.0, 400.0),
+            point("bcast", "hier", 4 << 20, 300_000.0, 400_000.0),
+            point("bcast", "auto", 4 << 20, 300_000.0, 380_000.0),
+        ];
+        let r = report(&pts, 10.0, 100.0);
+        // Open MPI / hier: 3.00 on means, 2.00 on the slowest ranks; auto against
+        // the best fixed algorithm: 105/100 on means, 190/180 on max.
+        assert!(
+            r.contains("Open MPI / hier up to 64 KiB >= 3.00x (max 2.00x)"),
+            "{r}"
+        );
+        assert!(r.contains("auto / best of ours <= 1.05 (max 1.06)"), "{r}");
+        // 4 MiB at 100 Mbit/s: 335544.3 us + 10 ms; the slowest rank of auto 380 ms.
+        let bound = bound_us(4 << 20, 10.0, 100.0);
+        assert!((bound - 345_544.32).abs() < 0.01);
+        assert!(
+            r.contains(&format!("{:.2}x the bound", 380_000.0 / bound)),
+            "{r}"
+        );
+    }
 }

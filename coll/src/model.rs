@@ -16,6 +16,7 @@ use crate::schedule::{pieces, validate};
 use crate::step::{Algorithm, Collective, Op, ScheduleError};
 use crate::topology::Topology;
 use crate::tree::{self, Tree};
+use std::collections::HashMap;
 
 /// First-flit time, per-rank times (arrival going down, completion going up) and
 /// per-port loads of one pass over a tree.
@@ -31,26 +32,18 @@ impl Pass {
     }
 }
 
-/// Per-port loads, `levels` ports per rank and direction.
+/// Per-port loads, by (rank, port) (see [`Topology::port`]), each direction.
+#[derive(Default)]
 struct Load {
-    levels: usize,
-    out: Vec<f64>,
-    inn: Vec<f64>,
+    out: HashMap<(usize, usize), f64>,
+    inn: HashMap<(usize, usize), f64>,
 }
 
 impl Load {
-    fn new(p: usize, levels: usize) -> Self {
-        Load {
-            levels,
-            out: vec![0.0; p * levels],
-            inn: vec![0.0; p * levels],
-        }
-    }
-
     fn max(&self) -> f64 {
         self.out
-            .iter()
-            .chain(&self.inn)
+            .values()
+            .chain(self.inn.values())
             .copied()
             .fold(0.0, f64::max)
     }
@@ -68,19 +61,20 @@ fn down_from(
     bytes: impl Fn(usize) -> usize,
     start: Option<&[f64]>,
 ) -> Pass {
-    let (p, levels) = (topo.size(), topo.depth() + 1);
+    let p = topo.size();
     let costs = topo.costs();
-    let mut load = Load::new(p, levels);
+    let mut load = Load::default();
     let mut at = start.map_or_else(|| vec![0.0f64; p], <[f64]>::to_vec);
-    let mut free = vec![0.0f64; levels];
+    let mut free: HashMap<usize, f64> = HashMap::new();
     for &v in &t.preorder {
-        free.fill(at[v]);
+        free.clear();
         for &c in &t.children[v] {
             let (l, b) = (topo.level(v, c), bytes(c));
-            at[c] = free[l] + costs[l].time(b);
-            free[l] += costs[l].busy(b);
-            load.out[v * levels + l] += costs[l].busy(b);
-            load.inn[c * levels + l] += costs[l].beta * b as f64;
+            let f = free.entry(topo.port(l, c)).or_insert(at[v]);
+            at[c] = *f + costs[l].time(b);
+            *f += costs[l].busy(b);
+            *load.out.entry((v, topo.port(l, c))).or_default() += costs[l].busy(b);
+            *load.inn.entry((c, topo.port(l, v))).or_default() += costs[l].beta * b as f64;
         }
     }
     Pass {
@@ -92,22 +86,23 @@ fn down_from(
 
 /// One flit going from the leaves to the root; `bytes(c)` is the message from child `c`.
 fn up(topo: &Topology, t: &Tree, bytes: impl Fn(usize) -> usize) -> Pass {
-    let (p, levels) = (topo.size(), topo.depth() + 1);
+    let p = topo.size();
     let costs = topo.costs();
-    let mut load = Load::new(p, levels);
+    let mut load = Load::default();
     let mut done = vec![0.0f64; p];
-    let mut in_free = vec![0.0f64; levels];
+    let mut in_free: HashMap<usize, f64> = HashMap::new();
     for &v in t.preorder.iter().rev() {
-        in_free.fill(0.0);
+        in_free.clear();
         let mut clock = 0.0f64;
         for &c in t.children[v].iter().rev() {
             let (l, b) = (topo.level(v, c), bytes(c));
             let beta_b = costs[l].beta * b as f64;
             let arrival = done[c] + costs[l].time(b);
-            in_free[l] = arrival.max(in_free[l] + beta_b);
-            clock = clock.max(in_free[l]);
-            load.inn[v * load.levels + l] += beta_b;
-            load.out[c * load.levels + l] += costs[l].busy(b);
+            let f = in_free.entry(topo.port(l, c)).or_insert(0.0);
+            *f = arrival.max(*f + beta_b);
+            clock = clock.max(*f);
+            *load.inn.entry((v, topo.port(l, c))).or_default() += beta_b;
+            *load.out.entry((c, topo.port(l, v))).or_default() += costs[l].busy(b);
         }
         done[v] = clock;
     }
@@ -175,12 +170,21 @@ fn hierarchical_alltoall(topo: &Topology, n: usize, k: usize, s: usize) -> f64 {
         }
         let a_in_max = a_in.iter().copied().fold(0.0, f64::max);
         let c_out_max = c_out.iter().copied().fold(0.0, f64::max);
-        let b_out: f64 = sites
-            .iter()
-            .filter(|h| h[0] != rep)
-            .map(|h| costs[0].busy(m * h.len() * s))
-            .sum::<f64>();
-        let b_in = costs[0].beta * (m * d * s) as f64;
+        // To and from the other sites: one port for all, or one each on a mesh.
+        let others = sites.iter().filter(|h| h[0] != rep);
+        let (b_out, b_in) = if costs[0].mesh {
+            others.fold((0.0f64, 0.0f64), |(o, i), h| {
+                (
+                    o.max(costs[0].busy(m * h.len() * s)),
+                    i.max(costs[0].beta * (m * h.len() * s) as f64),
+                )
+            })
+        } else {
+            (
+                others.map(|h| costs[0].busy(m * h.len() * s)).sum::<f64>(),
+                costs[0].beta * (m * d * s) as f64,
+            )
+        };
         let member_out = costs
             .iter()
             .map(|cost| cost.busy(d * s))
@@ -203,23 +207,33 @@ fn hierarchical_alltoall(topo: &Topology, n: usize, k: usize, s: usize) -> f64 {
 fn exchange_time(topo: &Topology, forest: &Tree, reps: &[usize], s: usize, k: usize) -> f64 {
     let up = up(topo, forest, |_| s);
     let c0 = topo.costs()[0];
-    let m = reps.len();
+    // Every representative sends to the others in site order, each on its port.
+    let mut arrival: HashMap<(usize, usize), f64> = HashMap::new();
+    let mut load = Load::default();
+    for &r in reps {
+        let mut free: HashMap<usize, f64> = HashMap::new();
+        for &q in reps.iter().filter(|&&q| q != r) {
+            let f = free.entry(topo.port(0, q)).or_insert(up.times[r]);
+            arrival.insert((r, q), *f + c0.time(s));
+            *f += c0.busy(s);
+            *load.out.entry((r, topo.port(0, q))).or_default() += c0.busy(s);
+            *load.inn.entry((q, topo.port(0, r))).or_default() += c0.beta * s as f64;
+        }
+    }
     let mut clock = vec![0.0f64; topo.size()];
-    for (qi, &q) in reps.iter().enumerate() {
-        let (mut in_free, mut c) = (0.0f64, up.times[q]);
-        for (ri, &r) in reps.iter().enumerate().filter(|&(_, &r)| r != q) {
-            // q's place among r's sends (r skips itself).
-            let j = if qi > ri { qi - 1 } else { qi };
-            let arrival = up.times[r] + j as f64 * c0.busy(s) + c0.time(s);
-            in_free = arrival.max(in_free + c0.beta * s as f64);
-            c = c.max(in_free);
+    for &q in reps {
+        let mut in_free: HashMap<usize, f64> = HashMap::new();
+        let mut c = up.times[q];
+        for &r in reps.iter().filter(|&&r| r != q) {
+            let f = in_free.entry(topo.port(0, r)).or_insert(0.0);
+            *f = arrival[&(r, q)].max(*f + c0.beta * s as f64);
+            c = c.max(*f);
         }
         clock[q] = c;
     }
     let down = down_from(topo, forest, |_| s, Some(&clock));
     let more = k.saturating_sub(1) as f64;
-    let exchange_busy = ((m - 1) as f64 * c0.busy(s)).max((m - 1) as f64 * c0.beta * s as f64);
-    down.first + more * (up.load.max() + exchange_busy + down.load.max())
+    down.first + more * (up.load.max() + load.max() + down.load.max())
 }
 
 /// Whether a hierarchical allreduce of `coll` exchanges partials between site

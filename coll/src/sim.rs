@@ -16,7 +16,8 @@
 //! transfers serialize per port, in the order the receiver posts its receives: the
 //! matching `Recv` has the message in at `port = max(arrival, in_free[l] + β_l·b)`, sets
 //! `in_free[l] = port` and completes at `max(clock, port)`, the new clock. `Copy` and
-//! `Reduce` take no time. The estimate is the largest final clock.
+//! `Reduce` take no time. The estimate is the largest final clock. On a mesh level (see
+//! [`crate::LinkCost`]) a rank has one port per peer group instead of one per level.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -159,13 +160,16 @@ struct Msg {
     len: usize,
     arrival: f64,
     level: usize,
+    /// The receiver's port it comes in on ([`Topology::port`]).
+    port: usize,
 }
 
 struct RankState {
     pc: usize,
     clock: f64,
-    out_free: Vec<f64>,
-    in_free: Vec<f64>,
+    /// When each port (see [`Topology::port`]) is free again.
+    out_free: HashMap<usize, f64>,
+    in_free: HashMap<usize, f64>,
     /// Input, Output, then the temps (empty when running without data).
     bufs: Vec<Vec<u8>>,
     lens: Vec<usize>,
@@ -216,8 +220,8 @@ impl<'a> Engine<'a> {
                 RankState {
                     pc: 0,
                     clock: 0.0,
-                    out_free: vec![0.0; levels],
-                    in_free: vec![0.0; levels],
+                    out_free: HashMap::new(),
+                    in_free: HashMap::new(),
                     bufs,
                     lens,
                 }
@@ -333,8 +337,9 @@ impl<'a> Engine<'a> {
                 let cost = self.topo.costs()[level];
                 let len = range.len();
                 let st = &mut self.ranks[r];
-                let start = st.clock.max(st.out_free[level]);
-                st.out_free[level] = start + cost.busy(len);
+                let free = st.out_free.entry(self.topo.port(level, to)).or_insert(0.0);
+                let start = st.clock.max(*free);
+                *free = start + cost.busy(len);
                 let data = match st.bufs.get(slot(*buf)) {
                     Some(b) => b[range.clone()].to_vec(),
                     None => Vec::new(),
@@ -344,6 +349,7 @@ impl<'a> Engine<'a> {
                     len,
                     arrival: start + cost.time(len),
                     level,
+                    port: self.topo.port(level, r),
                 };
                 self.queues.entry((r, to, tag)).or_default().push_back(msg);
                 self.report.levels[level].messages += 1;
@@ -386,10 +392,9 @@ impl<'a> Engine<'a> {
                 }
                 let beta = self.topo.costs()[msg.level].beta;
                 let st = &mut self.ranks[r];
-                let port = msg
-                    .arrival
-                    .max(st.in_free[msg.level] + beta * msg.len as f64);
-                st.in_free[msg.level] = port;
+                let free = st.in_free.entry(msg.port).or_insert(0.0);
+                let port = msg.arrival.max(*free + beta * msg.len as f64);
+                *free = port;
                 st.clock = st.clock.max(port);
                 if let Some(b) = st.bufs.get_mut(slot(*buf)) {
                     b[range.clone()].copy_from_slice(&msg.data);

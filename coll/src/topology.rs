@@ -21,26 +21,39 @@ pub const SEND_OVERHEAD: f64 = 10e-6;
 /// it is sent, and keeps its sender busy for `min(alpha, SEND_OVERHEAD) + beta * bytes`
 /// ([`LinkCost::busy`]): the rest of a long latency is propagation, during which the
 /// sender already sends its next message.
+///
+/// A rank's messages across a level share one port each way (a node's uplink), unless
+/// the level is a `mesh`: every pair of groups across it has a link of its own (sites
+/// joined pairwise, each pair with its own path and bandwidth), and messages to
+/// different groups do not wait for one another.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkCost {
     /// Latency in seconds.
     pub alpha: f64,
     /// Inverse bandwidth in seconds per byte.
     pub beta: f64,
+    /// Whether every pair of groups across the level has its own link.
+    pub mesh: bool,
 }
 
 impl LinkCost {
     /// A cost from latency (seconds) and inverse bandwidth (seconds per byte).
     pub fn new(alpha: f64, beta: f64) -> Self {
-        LinkCost { alpha, beta }
+        LinkCost {
+            alpha,
+            beta,
+            mesh: false,
+        }
     }
 
     /// A cost from latency (seconds) and bandwidth (bits per second).
     pub fn from_bandwidth(latency_s: f64, bits_per_s: f64) -> Self {
-        LinkCost {
-            alpha: latency_s,
-            beta: 8.0 / bits_per_s,
-        }
+        LinkCost::new(latency_s, 8.0 / bits_per_s)
+    }
+
+    /// The same cost on a level whose pairs of groups have links of their own.
+    pub fn meshed(self) -> Self {
+        LinkCost { mesh: true, ..self }
     }
 
     /// Time for one message of `bytes` bytes, from send to arrival.
@@ -258,6 +271,21 @@ impl Topology {
     /// Cost of a message between `a` and `b`.
     pub fn cost(&self, a: usize, b: usize) -> LinkCost {
         self.costs[self.level(a, b)]
+    }
+
+    /// The port a rank uses for messages to or from `peer` across `level`: `level`
+    /// itself (one port per level), or, on a mesh level, one per peer group (per peer
+    /// rank inside a leaf group), numbered from `depth + 1`.
+    pub fn port(&self, level: usize, peer: usize) -> usize {
+        if !self.costs[level].mesh {
+            return level;
+        }
+        let id = if level < self.depth() {
+            self.group[level][peer] as usize
+        } else {
+            peer
+        };
+        self.depth() + 1 + id
     }
 }
 

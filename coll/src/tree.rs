@@ -135,16 +135,19 @@ fn topology_order(topo: &Topology, root: usize) -> Vec<usize> {
 
 /// Whether `g` representatives talking across a level of cost `c` should form a flat
 /// tree (the first sends to each other) rather than a binomial one, for `k` flits of
-/// `s` bytes: the flat tree pays one latency and `g − 1` sends per flit at its root;
-/// the binomial tree `⌈log₂ g⌉` latencies and as many sends per flit.
+/// `s` bytes: the flat tree pays one latency and `g − 1` sends per flit at its root
+/// (one on a mesh, where each goes over its own link); the binomial tree `⌈log₂ g⌉`
+/// latencies and as many sends per flit.
 pub(crate) fn flat_is_faster(c: LinkCost, g: usize, (s, k): (usize, usize)) -> bool {
     if g <= 2 {
         return false;
     }
     let h = (usize::BITS - (g - 1).leading_zeros()) as f64;
-    let (g, k) = (g as f64, k.max(1) as f64);
-    let flat = c.time(s) + (g - 2.0) * c.busy(s) + (k - 1.0) * (g - 1.0) * c.busy(s);
-    let binomial = h * c.time(s) + (k - 1.0) * h * c.busy(s);
+    // On a mesh every representative has a link of its own.
+    let shared = if c.mesh { 1.0 } else { (g - 1) as f64 };
+    let k = k.max(1) as f64;
+    let flat = c.time(s) + (shared - 1.0) * c.busy(s) + (k - 1.0) * shared * c.busy(s);
+    let binomial = h * c.time(s) + (k - 1.0) * if c.mesh { 1.0 } else { h } * c.busy(s);
     flat < binomial
 }
 

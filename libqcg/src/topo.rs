@@ -3,7 +3,9 @@
 //! `QCG_TOPOLOGY` holds one path per rank, ranks separated by `;`, levels by `/`:
 //! `orsay/node1;orsay/node1;rennes/node4`. `QCG_TOPOLOGY_COSTS` optionally gives one
 //! `LATENCY_US:MBITS` pair per level, from the top (between sites) to the bottom
-//! (inside a node), separated by `,`. Without it the QCG-OMPI paper's Grid'5000
+//! (inside a node), separated by `,`; `LATENCY_US:MBITS:mesh` says every pair of groups
+//! across that level has a link of its own (sites joined pairwise) rather than sharing
+//! one uplink. Without it the QCG-OMPI paper's Grid'5000
 //! figures are used for a depth-2 topology (and scaled guesses otherwise).
 
 use qcg_coll::{LinkCost, Topology};
@@ -38,14 +40,23 @@ pub fn default_costs(depth: usize) -> Vec<LinkCost> {
     }
 }
 
-/// Parses level costs: `LATENCY_US:MBITS,…`.
+/// Parses level costs: `LATENCY_US:MBITS[:mesh],…`.
 pub fn parse_costs(s: &str) -> Option<Vec<LinkCost>> {
     s.split(',')
         .map(|c| {
-            let (lat, bw) = c.split_once(':')?;
-            let lat: f64 = lat.trim().parse().ok()?;
-            let bw: f64 = bw.trim().parse().ok()?;
-            (lat >= 0.0 && bw > 0.0).then(|| LinkCost::from_bandwidth(lat * 1e-6, bw * 1e6))
+            let mut f = c.split(':').map(str::trim);
+            let lat: f64 = f.next()?.parse().ok()?;
+            let bw: f64 = f.next()?.parse().ok()?;
+            let mesh = match f.next() {
+                None => false,
+                Some("mesh") => true,
+                Some(_) => return None,
+            };
+            if f.next().is_some() || lat < 0.0 || bw <= 0.0 {
+                return None;
+            }
+            let cost = LinkCost::from_bandwidth(lat * 1e-6, bw * 1e6);
+            Some(if mesh { cost.meshed() } else { cost })
         })
         .collect()
 }
@@ -102,6 +113,10 @@ mod tests {
         let t = parse(&s, 2, Some("10000:100,100:1000,5:10000")).unwrap();
         assert!((t.costs()[0].alpha - 0.01).abs() < 1e-12);
         assert!(parse(&s, 2, Some("10000:100")).is_none());
+        let t = parse(&s, 2, Some("10000:100:mesh,100:1000,5:10000")).unwrap();
+        assert!(t.costs()[0].mesh && !t.costs()[1].mesh);
+        assert!(parse(&s, 2, Some("10000:100:star,100:1000,5:10000")).is_none());
+        assert!(parse(&s, 2, Some("10000:100:mesh:x,100:1000,5:10000")).is_none());
         assert_eq!(flat(4).size(), 4);
     }
 }

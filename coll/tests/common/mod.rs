@@ -71,10 +71,16 @@ pub fn random_topology(rng: &mut Rng, max_sites: usize) -> (Topology, usize) {
     let costs = (0..=depth)
         .map(|l| {
             let scale = 10f64.powi(-(l as i32));
-            LinkCost::new(
+            let cost = LinkCost::new(
                 1e-3 * scale * rng.range(1, 20) as f64,
                 1e-8 * scale * rng.range(1, 10) as f64,
-            )
+            );
+            // A third of the levels join their groups pairwise.
+            if rng.range(0, 2) == 0 {
+                cost.meshed()
+            } else {
+                cost
+            }
         })
         .collect();
     (Topology::from_paths(&ranks, costs).unwrap(), top)
