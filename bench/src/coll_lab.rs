@@ -499,8 +499,14 @@ fn run_mpi(
     Ok(points)
 }
 
-/// Runs the whole comparison.
-pub fn run(topo_path: &Path, ppn: usize, no_mpi: bool, a: &CollArgs) -> anyhow::Result<()> {
+/// Runs the whole comparison; `costs` overrides the level costs read from the file.
+pub fn run(
+    topo_path: &Path,
+    ppn: usize,
+    no_mpi: bool,
+    costs_override: Option<&str>,
+    a: &CollArgs,
+) -> anyhow::Result<()> {
     anyhow::ensure!(
         qcg_bench::lab::sys::is_root(),
         "the lab needs root (network namespaces, nftables)"
@@ -512,7 +518,16 @@ pub fn run(topo_path: &Path, ppn: usize, no_mpi: bool, a: &CollArgs) -> anyhow::
         std::fs::create_dir_all(&a.out)?;
         a.out.canonicalize()
     })?;
-    let costs = costs(&t);
+    let costs = match costs_override {
+        Some(c) => {
+            anyhow::ensure!(
+                qcg::topo::parse_costs(c).is_some_and(|v| v.len() == 3),
+                "--costs `{c}`: expected three LATENCY_US:MBITS[:mesh] levels (sites, nodes, processes)"
+            );
+            c.to_string()
+        }
+        None => costs(&t),
+    };
     let delay = t.wan.iter().map(|w| w.delay_ms).fold(0.0, f64::max);
     let mbit = t
         .wan

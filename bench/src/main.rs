@@ -56,11 +56,12 @@ enum Cmd {
         /// Nodes per cluster.
         #[arg(long, default_value_t = 1)]
         nodes_per_cluster: usize,
-        /// Level costs given to the ranks' topology (QCG_TOPOLOGY_COSTS: LATENCY_US:MBITS per
-        /// level, top first), so `auto` plans for the network the lab would emulate.
-        /// With --lab they are read from the topology file.
-        #[arg(long, default_value = "10000:100,100:1000,5:10000")]
-        costs: String,
+        /// Level costs given to the ranks' topology (QCG_TOPOLOGY_COSTS:
+        /// LATENCY_US:MBITS[:mesh] per level, top first), so `auto` plans for the
+        /// network the lab would emulate [default: 10000:100,100:1000,5:10000, or with
+        /// --lab read from the topology file].
+        #[arg(long)]
+        costs: Option<String>,
         /// Run in a lab built from this topology (as root), one rank per node, and
         /// Open MPI's MPI_Bcast, MPI_Reduce, MPI_Allreduce and MPI_Gather on the same
         /// nodes in the same run (Debian openmpi-bin: bash scripts/bench-deps.sh).
@@ -137,9 +138,10 @@ fn main() -> anyhow::Result<()> {
             lab: Some(topo),
             ppn,
             no_mpi,
+            costs,
             args,
             ..
-        } => coll_lab::run(&topo, ppn, no_mpi, &args),
+        } => coll_lab::run(&topo, ppn, no_mpi, costs.as_deref(), &args),
         Cmd::Coll {
             n,
             clusters,
@@ -147,7 +149,13 @@ fn main() -> anyhow::Result<()> {
             costs,
             args,
             ..
-        } => coll_job(n, clusters, nodes_per_cluster, &costs, &args),
+        } => coll_job(
+            n,
+            clusters,
+            nodes_per_cluster,
+            costs.as_deref().unwrap_or("10000:100,100:1000,5:10000"),
+            &args,
+        ),
         Cmd::CollRank { args } => coll::rank(&args),
         Cmd::Netpipe {
             max,

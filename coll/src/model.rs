@@ -14,7 +14,7 @@
 
 use crate::schedule::{pieces, validate};
 use crate::step::{Algorithm, Collective, Op, ScheduleError};
-use crate::topology::Topology;
+use crate::topology::{Topology, SEND_WINDOW};
 use crate::tree::{self, Tree};
 use std::collections::HashMap;
 
@@ -70,10 +70,10 @@ fn down_from(
         free.clear();
         for &c in &t.children[v] {
             let (l, b) = (topo.level(v, c), bytes(c));
-            let f = free.entry(topo.port(l, c)).or_insert(at[v]);
+            let f = free.entry(topo.out_port(l, c, b)).or_insert(at[v]);
             at[c] = *f + costs[l].time(b);
             *f += costs[l].busy(b);
-            *load.out.entry((v, topo.port(l, c))).or_default() += costs[l].busy(b);
+            *load.out.entry((v, topo.out_port(l, c, b))).or_default() += costs[l].busy(b);
             *load.inn.entry((c, topo.port(l, v))).or_default() += costs[l].beta * b as f64;
         }
     }
@@ -102,7 +102,7 @@ fn up(topo: &Topology, t: &Tree, bytes: impl Fn(usize) -> usize) -> Pass {
             *f = arrival.max(*f + beta_b);
             clock = clock.max(*f);
             *load.inn.entry((v, topo.port(l, c))).or_default() += beta_b;
-            *load.out.entry((c, topo.port(l, v))).or_default() += costs[l].busy(b);
+            *load.out.entry((c, topo.out_port(l, v, b))).or_default() += costs[l].busy(b);
         }
         done[v] = clock;
     }
@@ -170,20 +170,22 @@ fn hierarchical_alltoall(topo: &Topology, n: usize, k: usize, s: usize) -> f64 {
         }
         let a_in_max = a_in.iter().copied().fold(0.0, f64::max);
         let c_out_max = c_out.iter().copied().fold(0.0, f64::max);
-        // To and from the other sites: one port for all, or one each on a mesh.
-        let others = sites.iter().filter(|h| h[0] != rep);
-        let (b_out, b_in) = if costs[0].mesh {
-            others.fold((0.0f64, 0.0f64), |(o, i), h| {
-                (
-                    o.max(costs[0].busy(m * h.len() * s)),
-                    i.max(costs[0].beta * (m * h.len() * s) as f64),
-                )
-            })
+        // To and from the other sites: one port for all, or one each on a mesh (going
+        // out, only for messages the sender hands over without waiting).
+        let others: Vec<&Vec<usize>> = sites.iter().filter(|h| h[0] != rep).collect();
+        let sizes = others.iter().map(|h| m * h.len() * s);
+        let b_out = if costs[0].mesh && sizes.clone().all(|b| b <= SEND_WINDOW) {
+            sizes.map(|b| costs[0].busy(b)).fold(0.0, f64::max)
         } else {
-            (
-                others.map(|h| costs[0].busy(m * h.len() * s)).sum::<f64>(),
-                costs[0].beta * (m * d * s) as f64,
-            )
+            sizes.map(|b| costs[0].busy(b)).sum::<f64>()
+        };
+        let b_in = if costs[0].mesh {
+            others
+                .iter()
+                .map(|h| costs[0].beta * (m * h.len() * s) as f64)
+                .fold(0.0, f64::max)
+        } else {
+            costs[0].beta * (m * d * s) as f64
         };
         let member_out = costs
             .iter()
@@ -204,20 +206,33 @@ fn hierarchical_alltoall(topo: &Topology, n: usize, k: usize, s: usize) -> f64 {
 /// latency instead of a reduce's and a bcast's two) and combine them in site order,
 /// then every site broadcasts. The representatives are busy through the three phases
 /// in turn, flit after flit.
-fn exchange_time(topo: &Topology, forest: &Tree, reps: &[usize], s: usize, k: usize) -> f64 {
+///
+/// With `shared`, every representative's sends and receives across the top level are
+/// priced on one port each way even on a mesh: the exchange multiplies the bytes that
+/// cross the top level by about (sites − 1) / 2, and is only chosen where latency, not
+/// volume, decides (a mesh's aggregate capacity is seldom what its pairs promise).
+fn exchange_time(
+    topo: &Topology,
+    forest: &Tree,
+    reps: &[usize],
+    (s, k): (usize, usize),
+    shared: bool,
+) -> f64 {
     let up = up(topo, forest, |_| s);
     let c0 = topo.costs()[0];
+    let out_port = |q: usize| if shared { 0 } else { topo.out_port(0, q, s) };
+    let in_port = |r: usize| if shared { 0 } else { topo.port(0, r) };
     // Every representative sends to the others in site order, each on its port.
     let mut arrival: HashMap<(usize, usize), f64> = HashMap::new();
     let mut load = Load::default();
     for &r in reps {
         let mut free: HashMap<usize, f64> = HashMap::new();
         for &q in reps.iter().filter(|&&q| q != r) {
-            let f = free.entry(topo.port(0, q)).or_insert(up.times[r]);
+            let f = free.entry(out_port(q)).or_insert(up.times[r]);
             arrival.insert((r, q), *f + c0.time(s));
             *f += c0.busy(s);
-            *load.out.entry((r, topo.port(0, q))).or_default() += c0.busy(s);
-            *load.inn.entry((q, topo.port(0, r))).or_default() += c0.beta * s as f64;
+            *load.out.entry((r, out_port(q))).or_default() += c0.busy(s);
+            *load.inn.entry((q, in_port(r))).or_default() += c0.beta * s as f64;
         }
     }
     let mut clock = vec![0.0f64; topo.size()];
@@ -225,7 +240,7 @@ fn exchange_time(topo: &Topology, forest: &Tree, reps: &[usize], s: usize, k: us
         let mut in_free: HashMap<usize, f64> = HashMap::new();
         let mut c = up.times[q];
         for &r in reps.iter().filter(|&&r| r != q) {
-            let f = in_free.entry(topo.port(0, r)).or_insert(0.0);
+            let f = in_free.entry(in_port(r)).or_insert(0.0);
             *f = arrival[&(r, q)].max(*f + c0.beta * s as f64);
             c = c.max(*f);
         }
@@ -240,7 +255,7 @@ fn exchange_time(topo: &Topology, forest: &Tree, reps: &[usize], s: usize, k: us
 /// representatives (see [`exchange_time`]): when the topology has several sites, the
 /// result can be combined in rank order (a commutative operation, or sites that are
 /// contiguous rank ranges) and the model finds it faster than the reduce-then-bcast
-/// tree. Returns the per-site forest and the representatives in site order.
+/// tree, pricing the exchange's top level as shared (see [`exchange_time`]). Returns the per-site forest and the representatives in site order.
 pub(crate) fn allreduce_exchange(
     coll: &Collective,
     topo: &Topology,
@@ -263,7 +278,7 @@ pub(crate) fn allreduce_exchange(
         .then(|| t.runs().iter().map(Vec::len).collect());
     let seg = |c: usize| segs.as_ref().map_or(1, |v| v[c]);
     let tree_time = up(topo, &t, |c| seg(c) * s).total(k) + down(topo, &t, |_| s).total(k);
-    (exchange_time(topo, &forest, &reps, s, k) < tree_time).then_some((forest, reps))
+    (exchange_time(topo, &forest, &reps, (s, k), true) < tree_time).then_some((forest, reps))
 }
 
 /// The modelled time of `coll` on `topo` with `alg` and `flits`, in seconds.
@@ -284,7 +299,7 @@ pub fn time(
         });
     }
     if let Some((forest, reps)) = allreduce_exchange(coll, topo, alg, flits) {
-        return Ok(exchange_time(topo, &forest, &reps, s, k));
+        return Ok(exchange_time(topo, &forest, &reps, (s, k), false));
     }
     let root = if coll.op.is_rooted() { coll.root } else { 0 };
     let t = tree::build(topo, alg, root, coll.ordered(), (s, k));

@@ -17,7 +17,8 @@
 //! matching `Recv` has the message in at `port = max(arrival, in_free[l] + β_l·b)`, sets
 //! `in_free[l] = port` and completes at `max(clock, port)`, the new clock. `Copy` and
 //! `Reduce` take no time. The estimate is the largest final clock. On a mesh level (see
-//! [`crate::LinkCost`]) a rank has one port per peer group instead of one per level.
+//! [`crate::LinkCost`]) a rank has one port per peer group instead of one per level
+//! (for sending, only messages up to `SEND_WINDOW` bytes: see [`Topology::out_port`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -337,7 +338,10 @@ impl<'a> Engine<'a> {
                 let cost = self.topo.costs()[level];
                 let len = range.len();
                 let st = &mut self.ranks[r];
-                let free = st.out_free.entry(self.topo.port(level, to)).or_insert(0.0);
+                let free = st
+                    .out_free
+                    .entry(self.topo.out_port(level, to, len))
+                    .or_insert(0.0);
                 let start = st.clock.max(*free);
                 *free = start + cost.busy(len);
                 let data = match st.bufs.get(slot(*buf)) {

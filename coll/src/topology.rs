@@ -17,6 +17,11 @@ use std::fmt;
 /// (the per-message software overhead, LogP's `o`): 10 µs.
 pub const SEND_OVERHEAD: f64 = 10e-6;
 
+/// Bytes of a message a sender hands over without waiting (a socket's send buffer).
+/// Messages up to this size go out over a mesh level's links in parallel; a longer one
+/// holds the sender's writer until it has left, so its sends share one port.
+pub const SEND_WINDOW: usize = 128 << 10;
+
 /// Cost of one message crossing a level: it arrives `alpha + beta * bytes` seconds after
 /// it is sent, and keeps its sender busy for `min(alpha, SEND_OVERHEAD) + beta * bytes`
 /// ([`LinkCost::busy`]): the rest of a long latency is propagation, during which the
@@ -271,6 +276,17 @@ impl Topology {
     /// Cost of a message between `a` and `b`.
     pub fn cost(&self, a: usize, b: usize) -> LinkCost {
         self.costs[self.level(a, b)]
+    }
+
+    /// The port a rank sends a message of `bytes` bytes to `peer` across `level` on:
+    /// [`Topology::port`] for messages up to [`SEND_WINDOW`], else the level's one port
+    /// (the sender writes a long message to one link at a time).
+    pub fn out_port(&self, level: usize, peer: usize, bytes: usize) -> usize {
+        if bytes <= SEND_WINDOW {
+            self.port(level, peer)
+        } else {
+            level
+        }
     }
 
     /// The port a rank uses for messages to or from `peer` across `level`: `level`

@@ -143,11 +143,13 @@ pub(crate) fn flat_is_faster(c: LinkCost, g: usize, (s, k): (usize, usize)) -> b
         return false;
     }
     let h = (usize::BITS - (g - 1).leading_zeros()) as f64;
-    // On a mesh every representative has a link of its own.
-    let shared = if c.mesh { 1.0 } else { (g - 1) as f64 };
+    // On a mesh every representative has a link of its own (for flits the sender
+    // hands over without waiting: see `Topology::out_port`).
+    let mesh = c.mesh && s <= crate::topology::SEND_WINDOW;
+    let shared = if mesh { 1.0 } else { (g - 1) as f64 };
     let k = k.max(1) as f64;
     let flat = c.time(s) + (shared - 1.0) * c.busy(s) + (k - 1.0) * shared * c.busy(s);
-    let binomial = h * c.time(s) + (k - 1.0) * if c.mesh { 1.0 } else { h } * c.busy(s);
+    let binomial = h * c.time(s) + (k - 1.0) * if mesh { 1.0 } else { h } * c.busy(s);
     flat < binomial
 }
 

@@ -27,7 +27,7 @@ const SEQ_MASK: u32 = (1 << 13) - 1;
 const ABORT_TAG: u32 = u32::MAX;
 
 /// Which algorithm a collective uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algo {
     /// Chosen per call from the topology's cost model.
     Auto,
@@ -58,6 +58,14 @@ impl std::str::FromStr for Algo {
         })
     }
 }
+
+/// Cost-model choices a communicator keeps: (call, algorithm and flits asked for) →
+/// (algorithm, flits).
+pub(crate) type Choices =
+    std::collections::HashMap<(Collective, Algo, Option<usize>), (Algorithm, usize)>;
+
+/// Most choices a communicator keeps before starting afresh.
+const MAX_CHOICES: usize = 4096;
 
 /// How collectives run on a communicator.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -281,6 +289,32 @@ impl Comm {
 
     fn choose(&self, coll: &Collective) -> Result<(Algorithm, usize)> {
         let o = self.coll_options();
+        let key = (*coll, o.algo, o.flits);
+        let cached = self
+            .view()
+            .choices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .copied();
+        if let Some(c) = cached {
+            return Ok(c);
+        }
+        let c = self.choose_now(coll, o)?;
+        let mut choices = self
+            .view()
+            .choices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if choices.len() >= MAX_CHOICES {
+            choices.clear();
+        }
+        choices.insert(key, c);
+        Ok(c)
+    }
+
+    /// The cost model's answer for `coll` under options `o`.
+    fn choose_now(&self, coll: &Collective, o: CollOptions) -> Result<(Algorithm, usize)> {
         let topo = self.topology();
         let fixed = match o.algo {
             Algo::Auto => None,
@@ -713,6 +747,7 @@ impl Comm {
             calls: Default::default(),
             splits: Default::default(),
             options: std::sync::Mutex::new(self.coll_options()),
+            choices: Default::default(),
         })))
     }
 }
