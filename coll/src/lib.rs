@@ -85,8 +85,13 @@
 //! subtree and slowest level first) and receives from them in the reverse order.
 //! * [`Algorithm::Hierarchical`]: at level 0 the sites are ordered by their smallest rank
 //!   and their representatives (the root for the root's site, else the smallest rank)
-//!   form a binomial tree; inside every group the same is done one level down, and the
-//!   processes of a leaf group form a binomial tree. Any depth.
+//!   form a binomial tree, or a flat one (the first sends to each) when the level's
+//!   latency makes that faster for the flit size; inside every group the same is done
+//!   one level down, and the processes of a leaf group form a binomial or flat tree.
+//!   Any depth. A hierarchical allreduce whose sites can combine in rank order may
+//!   instead reduce inside each site, have the representatives exchange their sites'
+//!   partials (one message per flit per ordered pair of sites) and broadcast inside
+//!   each site, when the model finds that faster.
 //! * [`Algorithm::FlatBinomial`]: a binomial tree by recursive halving over ranks
 //!   `0..P`: every subtree is an interval of ranks.
 //! * [`Algorithm::FlatLinear`]: the root is everyone's parent. Alltoall is the pairwise

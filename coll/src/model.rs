@@ -3,11 +3,13 @@
 //! It prices the same α/β stage model as [`crate::sim`] without building step lists:
 //! one pass over the tree computes the time `T₁` of one flit going through (exactly what
 //! the simulator finds for a one-flit schedule) and the per-flit load `B` of the busiest
-//! port (a sending port is busy `min(α, o) + β·b` per message, a receiving port `β·b`). With `k`
+//! port (a sending port is busy `min(α, o) + β·b` per message, a receiving port `β·b`;
+//! a rank has one port per level and direction, or on a mesh level one per peer group:
+//! see [`Topology::port`] and [`Topology::out_port`]). With `k`
 //! flits a tree pass costs `T₁ + (k − 1)·B`: the pipelining model of the references. Two
 //! phase operations (allreduce, allgather, barrier) add an up pass and a down pass.
 //! Alltoall is priced phase by phase and round by round (a rougher estimate: within a
-//! factor of two of the simulator on the tested grids).
+//! factor of 2.5 of the simulator on the tested grids).
 //!
 //! Cost: one tree construction (O(P log P); O(P·depth) for the hierarchy) and O(P) per
 //! pass.
