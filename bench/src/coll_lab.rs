@@ -13,10 +13,9 @@
 //! TCP needs: `btl tcp,self`, no binding, yielding when idle, no tree spawn.
 
 use crate::coll::CollArgs;
-use crate::netpipe_lab::Up;
+use crate::lab_run::LabRun;
 use crate::svg;
 use qcg_bench::lab::grid::{self, LabGrid};
-use qcg_bench::lab::ops;
 use qcg_bench::lab::topo::{self, Topology};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -86,14 +85,20 @@ pub fn costs(t: &Topology) -> String {
     } else {
         ""
     };
+    let (delay, bw) = slowest_wan(t);
+    format!("{}:{}{mesh},50:10000,5:10000", delay * 1000.0, bw)
+}
+
+/// The largest WAN delay (ms) and the smallest WAN bandwidth (Mbit/s) of the file;
+/// 10 Gbit/s when it has no WAN link.
+pub fn slowest_wan(t: &Topology) -> (f64, f64) {
     let delay = t.wan.iter().map(|w| w.delay_ms).fold(0.0, f64::max);
     let bw = t
         .wan
         .iter()
         .map(|w| w.bandwidth_mbit)
         .fold(f64::INFINITY, f64::min);
-    let bw = if bw.is_finite() { bw } else { 10_000.0 };
-    format!("{}:{}{mesh},50:10000,5:10000", delay * 1000.0, bw)
+    (delay, if bw.is_finite() { bw } else { 10_000.0 })
 }
 
 /// The rsh agent `mpirun` starts its daemons with: the first argument is a node's
@@ -113,6 +118,19 @@ pub fn agent_script(qcg_lab: &Path, prefix: &str, hosts: &[(String, String)]) ->
     s
 }
 
+/// A point from its text fields `bytes, avg, min, max, late`.
+fn point(op: &str, algo: &str, f: &[&str]) -> Option<Point> {
+    Some(Point {
+        op: op.to_string(),
+        algo: algo.to_string(),
+        bytes: f.first()?.parse().ok()?,
+        avg: f.get(1)?.parse().ok()?,
+        min: f.get(2)?.parse().ok()?,
+        max: f.get(3)?.parse().ok()?,
+        late: f.get(4)?.parse().ok()?,
+    })
+}
+
 /// The harness's output lines (`op,size,avg,min,max,late`); other lines are ignored.
 pub fn parse_mpi(out: &str) -> Vec<Point> {
     out.lines()
@@ -121,15 +139,7 @@ pub fn parse_mpi(out: &str) -> Vec<Point> {
             if f.len() != 6 || !MPI_OPS.contains(&f[0]) {
                 return None;
             }
-            Some(Point {
-                op: f[0].to_string(),
-                algo: "ompi".into(),
-                bytes: f[1].parse().ok()?,
-                avg: f[2].parse().ok()?,
-                min: f[3].parse().ok()?,
-                max: f[4].parse().ok()?,
-                late: f[5].parse().ok()?,
-            })
+            point(f[0], "ompi", &f[1..])
         })
         .collect()
 }
@@ -144,15 +154,7 @@ pub fn parse_csv(text: &str) -> Vec<Point> {
             if f.len() != 8 || f[1].ends_with("-sweep") {
                 return None;
             }
-            Some(Point {
-                op: f[0].to_string(),
-                algo: f[1].to_string(),
-                bytes: f[3].parse().ok()?,
-                avg: f[4].parse().ok()?,
-                min: f[5].parse().ok()?,
-                max: f[6].parse().ok()?,
-                late: f[7].parse().ok()?,
-            })
+            point(f[0], f[1], &f[3..])
         })
         .collect()
 }
@@ -415,14 +417,15 @@ fn build_harness(dir: &Path) -> anyhow::Result<PathBuf> {
 
 /// The Open MPI side: the harness on the same nodes, `ppn` ranks per node.
 fn run_mpi(
-    prefix: &str,
+    lab: &LabRun,
     t: &Topology,
     ppn: usize,
     a: &CollArgs,
     dir: &Path,
 ) -> anyhow::Result<Vec<Point>> {
+    let prefix = lab.prefix.as_str();
     let bin = build_harness(dir)?;
-    let qcg_lab = std::env::current_exe()?.with_file_name("qcg-lab");
+    let qcg_lab = lab.bins.join("qcg-lab");
     anyhow::ensure!(
         qcg_lab.exists(),
         "{} is missing: build the workspace's release binaries (cargo build --release -p qcg-bench)",
@@ -507,10 +510,6 @@ pub fn run(
     costs_override: Option<&str>,
     a: &CollArgs,
 ) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        qcg_bench::lab::sys::is_root(),
-        "the lab needs root (network namespaces, nftables)"
-    );
     anyhow::ensure!(ppn >= 1, "--ppn must be at least 1");
     let t = topo::load(topo_path)?;
     anyhow::ensure!(!t.sites.is_empty(), "{} has no site", topo_path.display());
@@ -528,21 +527,10 @@ pub fn run(
         }
         None => costs(&t),
     };
-    let delay = t.wan.iter().map(|w| w.delay_ms).fold(0.0, f64::max);
-    let mbit = t
-        .wan
-        .iter()
-        .map(|w| w.bandwidth_mbit)
-        .fold(f64::INFINITY, f64::min);
-    let prefix = format!("co{}", std::process::id() % 10_000);
-    let _st = ops::up(topo_path, Some(&prefix))?;
-    let _up = Up(prefix.clone());
-    let bins = std::env::current_exe()?
-        .parent()
-        .ok_or_else(|| anyhow::anyhow!("no folder for this binary"))?
-        .to_path_buf();
+    let (delay, mbit) = slowest_wan(&t);
+    let lab = LabRun::up(topo_path, "co")?;
     let mut points = {
-        let g = LabGrid::start(&prefix, &t, &bins, &grid::as_built)?;
+        let g = LabGrid::start(&lab.prefix, &t, &lab.bins, &grid::as_built)?;
         eprintln!(
             "# qcg: {} ranks on {} (costs {costs})",
             placement(&t, ppn).len(),
@@ -552,7 +540,7 @@ pub fn run(
     };
     if !no_mpi {
         let dir = tempfile::Builder::new().prefix("qcg-coll-mpi-").tempdir()?;
-        points.extend(run_mpi(&prefix, &t, ppn, a, dir.path())?);
+        points.extend(run_mpi(&lab, &t, ppn, a, dir.path())?);
     }
     std::fs::write(out.join("coll-lab.csv"), csv(&points))?;
     for op in &a.ops {

@@ -7,6 +7,7 @@
 
 mod coll;
 mod coll_lab;
+mod lab_run;
 mod netpipe;
 mod netpipe_lab;
 mod svg;

@@ -3,9 +3,9 @@
 //! through each proxy (in one of the two sites and in a third), and traversed; NPtcp
 //! on the same host pairs in the same run; the qcg/NPtcp ratios.
 
+use crate::lab_run::LabRun;
 use crate::netpipe::{self, Point};
 use qcg_bench::lab::grid::{self, LabGrid};
-use qcg_bench::lab::ops;
 use qcg_bench::lab::topo::{self, Nat, Site, Topology};
 use qcg_proto::Policy;
 use std::path::Path;
@@ -29,15 +29,6 @@ struct Case {
     shape: Shape,
     /// Who listens for NPtcp (a host of an accepting site), and on which port.
     np_rx: Option<(String, u16)>,
-}
-
-/// Down on drop.
-pub(crate) struct Up(pub(crate) String);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = ops::down(&self.0);
-    }
 }
 
 fn accepting_port(s: &Site) -> Option<u16> {
@@ -207,10 +198,6 @@ pub fn run(
     only: Option<&str>,
     out: &Path,
 ) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        qcg_bench::lab::sys::is_root(),
-        "the lab needs root (network namespaces, nftables)"
-    );
     if !no_nptcp {
         anyhow::ensure!(
             Path::new("/usr/bin/NPtcp").exists(),
@@ -218,15 +205,9 @@ pub fn run(
         );
     }
     let t = topo::load(topo_path)?;
-    let prefix = format!("np{}", std::process::id() % 10_000);
-    let _st = ops::up(topo_path, Some(&prefix))?;
-    let _up = Up(prefix.clone());
-    let bins = std::env::current_exe()?
-        .parent()
-        .ok_or_else(|| anyhow::anyhow!("no folder for this binary"))?
-        .to_path_buf();
+    let lab = LabRun::up(topo_path, "np")?;
     let me = std::env::current_exe()?;
-    let mut g = LabGrid::start(&prefix, &t, &bins, &grid::as_built)?;
+    let mut g = LabGrid::start(&lab.prefix, &t, &lab.bins, &grid::as_built)?;
     let mut rows = Vec::new();
     let mut shape_now = (Shape::AsBuilt, String::new(), String::new());
     for (n, c) in cases(&t)

@@ -1,12 +1,12 @@
 //! Collectives on a communicator: broadcast, reduce, allreduce, gather, scatter,
 //! allgather, alltoall, barrier, and `split`.
 //!
-//! Every call builds this rank's schedule with [`qcg_coll::schedule_for`] from the
-//! communicator's topology and runs it over the links: sends are eager (the peer's
+//! Every call shape gets this rank's schedule from [`qcg_coll::schedule_for`] once (the
+//! communicator keeps it) and runs it over the links: sends are eager (the peer's
 //! library drains its links continuously), receives match on (source, tag) inside a
 //! context of their own, so collective traffic never meets user messages. The
 //! algorithm and flit count come from [`CollOptions`]: `Auto` asks the cost model
-//! ([`qcg_coll::auto`]) for every call.
+//! ([`qcg_coll::auto`]) once per call shape.
 //!
 //! Every rank must make the same calls in the same order with the same root and
 //! sizes. When they do not, or a rank dies, the call fails on the surviving ranks with
@@ -15,7 +15,8 @@
 
 use crate::comm::{Comm, View};
 use crate::error::{Error, Result};
-use qcg_coll::{Algorithm, Buf, Collective, Op, Order, Step};
+use qcg_coll::{Algorithm, Buf, Collective, Op, Order, RankSchedule, Step};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Context bit of collective traffic.
@@ -59,13 +60,13 @@ impl std::str::FromStr for Algo {
     }
 }
 
-/// Cost-model choices a communicator keeps: (call, algorithm and flits asked for) →
-/// (algorithm, flits).
-pub(crate) type Choices =
-    std::collections::HashMap<(Collective, Algo, Option<usize>), (Algorithm, usize)>;
+/// Schedules a communicator keeps: (call, algorithm and flits asked for) → this rank's
+/// schedule (choosing and building one costs up to a millisecond at 1024 ranks).
+pub(crate) type Schedules =
+    std::collections::HashMap<(Collective, Algo, Option<usize>), Arc<RankSchedule>>;
 
-/// Most choices a communicator keeps before starting afresh.
-const MAX_CHOICES: usize = 4096;
+/// Most schedules a communicator keeps before starting afresh.
+const MAX_SCHEDULES: usize = 1024;
 
 /// How collectives run on a communicator.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -287,30 +288,34 @@ impl Comm {
             .unwrap_or_else(|p| p.into_inner()) = o;
     }
 
-    fn choose(&self, coll: &Collective) -> Result<(Algorithm, usize)> {
+    /// This rank's schedule of `coll` under the current options: built once per call
+    /// shape (algorithm and flits from the cost model when asked), then kept.
+    fn schedule(&self, coll: &Collective) -> Result<Arc<RankSchedule>> {
         let o = self.coll_options();
         let key = (*coll, o.algo, o.flits);
-        let cached = self
-            .view()
-            .choices
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .copied();
-        if let Some(c) = cached {
-            return Ok(c);
+        let lock = || {
+            self.view()
+                .schedules
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+        };
+        if let Some(s) = lock().get(&key) {
+            return Ok(s.clone());
         }
-        let c = self.choose_now(coll, o)?;
-        let mut choices = self
-            .view()
-            .choices
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if choices.len() >= MAX_CHOICES {
-            choices.clear();
+        let (algo, flits) = self.choose_now(coll, o)?;
+        let me = self.rank() as usize;
+        let sched = qcg_coll::schedule_for(me, coll, self.topology(), algo, flits)
+            .map(Arc::new)
+            .map_err(|e| Error::Collective {
+                op: op_name(coll.op),
+                message: e.to_string(),
+            })?;
+        let mut schedules = lock();
+        if schedules.len() >= MAX_SCHEDULES {
+            schedules.clear();
         }
-        choices.insert(key, c);
-        Ok(c)
+        schedules.insert(key, sched.clone());
+        Ok(sched)
     }
 
     /// The cost model's answer for `coll` under options `o`.
@@ -383,10 +388,7 @@ impl Comm {
     ) -> Result<Vec<u8>> {
         let name = op_name(coll.op);
         let err = |message: String| Error::Collective { op: name, message };
-        let (algo, flits) = self.choose(&coll)?;
-        let me = self.rank() as usize;
-        let sched = qcg_coll::schedule_for(me, &coll, self.topology(), algo, flits)
-            .map_err(|e| err(e.to_string()))?;
+        let sched = self.schedule(&coll)?;
         if input.len() != sched.input_len {
             return Err(err(format!(
                 "this rank passed {} bytes where {} were expected",
@@ -747,7 +749,7 @@ impl Comm {
             calls: Default::default(),
             splits: Default::default(),
             options: std::sync::Mutex::new(self.coll_options()),
-            choices: Default::default(),
+            schedules: Default::default(),
         })))
     }
 }

@@ -95,8 +95,8 @@ pub(crate) struct View {
     pub(crate) splits: std::sync::atomic::AtomicU32,
     /// How collectives run.
     pub(crate) options: Mutex<crate::coll::CollOptions>,
-    /// Choices of the cost model already made, per (call, algorithm asked for).
-    pub(crate) choices: Mutex<crate::coll::Choices>,
+    /// Schedules already built, per call shape (see `coll.rs`).
+    pub(crate) schedules: Mutex<crate::coll::Schedules>,
 }
 
 impl View {
@@ -286,7 +286,7 @@ impl Comm {
             calls: Default::default(),
             splits: Default::default(),
             options: Mutex::new(crate::coll::CollOptions::from_env()),
-            choices: Mutex::default(),
+            schedules: Mutex::default(),
         });
         Ok(Comm {
             _closer: Arc::new(Closer(inner.clone())),
@@ -446,7 +446,7 @@ impl Comm {
             calls: std::sync::atomic::AtomicU32::new(v.calls.load(Ordering::Relaxed)),
             splits: std::sync::atomic::AtomicU32::new(v.splits.load(Ordering::Relaxed)),
             options: Mutex::new(*lock(&v.options)),
-            choices: Mutex::default(),
+            schedules: Mutex::default(),
         }))
     }
 
