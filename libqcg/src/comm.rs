@@ -1,16 +1,19 @@
 //! The communicator: links to the job's other processes, made on first use.
 
 use crate::control::Control;
+use crate::engine::core::{Limits, Outcome, RecvBuf, SendBuf};
+use crate::engine::matching::Pattern;
+use crate::engine::{Engine, Identity};
 use crate::env::JobEnv;
 use crate::error::{Error, Result};
 use crate::handshake;
-use crate::mailbox::{Mailbox, Message};
+use crate::mailbox::Message;
 use qcg_proto::{AccessPoint, ClusterConfig, ErrorKind, Policy, ProcName, Request, Response};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Time allowed for one TCP connect of a plan's attempt.
@@ -19,26 +22,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a lookup waits for a peer that has not registered yet.
 const LOOKUP_PATIENCE: Duration = Duration::from_secs(60);
-/// Data frame header: tag u32, context u32, length u64 (big-endian). The context keeps
-/// communicators (and collective traffic) apart.
-const HEADER: usize = 16;
 /// How long the target of a simultaneous open waits before dialling.
 const PUNCH_LAG: Duration = Duration::from_millis(30);
-/// How long a receiver spins before it sleeps.
-const SPIN: Duration = Duration::from_micros(50);
-/// Messages up to this size go out in one write with their header.
-const COALESCE: usize = 32 * 1024;
-/// Largest message a peer may announce (64 GiB).
-const MAX_MESSAGE: u64 = 1 << 36;
+/// How long a waiting caller polls before it sleeps in the kernel (`QCG_SPIN_US`).
+const SPIN: Duration = Duration::from_micros(100);
+/// How long the last communicator's drop waits for queued sends to leave.
+const FLUSH_AT_EXIT: Duration = Duration::from_secs(60);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-struct Link {
-    writer: Mutex<TcpStream>,
-    /// How we made it (unset: the peer made it and we accepted).
-    technique: std::sync::OnceLock<qcg_proto::Technique>,
 }
 
 /// What this process sent to one peer (user and collective traffic alike).
@@ -50,22 +42,20 @@ pub struct LinkStats {
     pub bytes: u64,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     env: JobEnv,
     control: Control,
     cluster: ClusterConfig,
     node: String,
     local: SocketAddr,
-    links: Mutex<HashMap<u32, Arc<Link>>>,
+    pub(crate) engine: Arc<Engine>,
+    /// How we made each link (absent: the peer made it and we accepted).
+    techniques: Mutex<HashMap<u32, qcg_proto::Technique>>,
     sent: Mutex<HashMap<u32, LinkStats>>,
     reports: Mutex<Option<Reporter>>,
-    dialing: Mutex<()>,
-    streams: Mutex<Vec<TcpStream>>,
+    /// One lock per peer being dialled: making one link never waits for another.
+    dialing: Mutex<HashMap<u32, Arc<Mutex<()>>>>,
     streams_unix: Mutex<Vec<std::os::unix::net::UnixStream>>,
-    mail: Mutex<Mailbox>,
-    arrived: Condvar,
-    /// Messages (and link losses) so far: what a spinning receiver watches.
-    arrivals: std::sync::atomic::AtomicU64,
     closed: AtomicBool,
 }
 
@@ -76,7 +66,7 @@ struct Inner {
 /// tries its techniques in order. Messages from one rank with one tag are received in
 /// the order they were sent.
 pub struct Comm {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     view: Arc<View>,
     _closer: Arc<Closer>,
 }
@@ -220,8 +210,26 @@ impl Comm {
             },
             port: local.port(),
         };
+        // Subscribe before registering: once a peer can find us, the grid may already
+        // have notices for us (connect back, punch, relay).
+        let notices = subscribe(&env.helper, ProcName::new(&env.job, env.rank))?;
         control.request(&Request::Register(ap))?;
         tracing::debug!(job = %env.job, rank = env.rank, %local, cluster = %cluster.name, "registered");
+        let engine = Engine::new(
+            Identity {
+                job: env.job.clone(),
+                secret: env.secret,
+                rank: env.rank,
+                size: env.size,
+            },
+            Some(listener),
+            limits_from_env()?,
+            spin_from_env()?,
+        )
+        .map_err(|e| Error::Bind {
+            addr: local.to_string(),
+            message: format!("cannot start the progress engine: {e}"),
+        })?;
         let env_helper = env.helper.clone();
         let inner = Arc::new(Inner {
             env,
@@ -229,37 +237,14 @@ impl Comm {
             cluster,
             node,
             local,
-            links: Default::default(),
+            engine,
+            techniques: Default::default(),
             sent: Default::default(),
             reports: Mutex::new(reporter(&env_helper)),
             dialing: Default::default(),
-            streams: Default::default(),
             streams_unix: Default::default(),
-            mail: Default::default(),
-            arrived: Condvar::new(),
-            arrivals: Default::default(),
             closed: AtomicBool::new(false),
         });
-        // A second line to the helper, on which the grid tells us our part of links
-        // other ranks make (connect back, punch, meet at a proxy).
-        let notices = std::os::unix::net::UnixStream::connect(&inner.env.helper)
-            .and_then(|mut s| {
-                qcg_proto::frame::write_frame_sync(
-                    &mut s,
-                    &Request::Subscribe {
-                        process: ProcName::new(&inner.env.job, inner.env.rank),
-                    },
-                )
-                .map_err(std::io::Error::other)?;
-                match qcg_proto::frame::read_frame_sync::<Response, _>(&mut s) {
-                    Ok(Some(Response::Ok)) => Ok(s),
-                    other => Err(std::io::Error::other(format!("subscribe: {other:?}"))),
-                }
-            })
-            .map_err(|e| Error::Helper {
-                socket: inner.env.helper.clone(),
-                message: format!("cannot subscribe to notices: {e}"),
-            })?;
         let weak = Arc::downgrade(&inner);
         lock(&inner.streams_unix).push(notices.try_clone().map_err(|e| Error::Helper {
             socket: inner.env.helper.clone(),
@@ -268,14 +253,6 @@ impl Comm {
         let _ = std::thread::Builder::new()
             .name("qcg-notices".into())
             .spawn(move || notice_loop(weak, notices));
-        let acc = inner.clone();
-        std::thread::Builder::new()
-            .name("qcg-accept".into())
-            .spawn(move || accept_loop(acc, listener))
-            .map_err(|e| Error::Bind {
-                addr: local.to_string(),
-                message: format!("cannot start the acceptor thread: {e}"),
-            })?;
         let size = inner.env.size;
         let topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
         let view = Arc::new(View {
@@ -372,53 +349,62 @@ impl Comm {
         self.send_in(self.view.context, self.view.global(dest), tag, data)
     }
 
-    /// Sends to a global rank in a context.
+    /// Sends to a global rank in a context: waits until the bytes are with the
+    /// kernel (small messages) or in the receiver's buffer (large ones).
     pub(crate) fn send_in(&self, context: u32, dest: u32, tag: u32, data: &[u8]) -> Result<()> {
-        let me = self.inner.env.rank;
-        if dest == me {
-            let mut mb = lock(&self.inner.mail);
-            mb.push(
-                context,
-                Message {
-                    source: dest,
-                    tag,
-                    data: data.to_vec(),
-                },
-            );
-            self.inner.arrivals.fetch_add(1, Ordering::Release);
-            self.inner.arrived.notify_all();
-            return Ok(());
+        self.ensure_link(dest)?;
+        // SAFETY: `data` outlives the request: `finish` does not return before the
+        // engine has completed it (a failed peer completes it too).
+        #[allow(unsafe_code)]
+        let buf = SendBuf::Raw(unsafe { crate::engine::rawbuf::RawBuf::from_ref(data) });
+        let id = self.inner.engine.core().post_send(dest, tag, context, buf);
+        self.count_sent(dest, data.len());
+        self.finish(id).map(|_| ())
+    }
+
+    pub(crate) fn count_sent(&self, dest: u32, len: usize) {
+        if dest == self.inner.env.rank {
+            return;
         }
-        let link = self.link(dest)?;
-        let mut w = lock(&link.writer);
-        let mut header = [0u8; HEADER];
-        header[..4].copy_from_slice(&tag.to_be_bytes());
-        header[4..8].copy_from_slice(&context.to_be_bytes());
-        header[8..].copy_from_slice(&(data.len() as u64).to_be_bytes());
-        let r = if data.len() <= COALESCE {
-            let mut buf = Vec::with_capacity(HEADER + data.len());
-            buf.extend_from_slice(&header);
-            buf.extend_from_slice(data);
-            w.write_all(&buf)
-        } else {
-            w.write_all(&header).and_then(|_| w.write_all(data))
-        };
-        drop(w);
-        r.map_err(|source| Error::Send { rank: dest, source })?;
         let mut sent = lock(&self.inner.sent);
         let st = sent.entry(dest).or_default();
         st.messages += 1;
-        st.bytes += data.len() as u64;
-        Ok(())
+        st.bytes += len as u64;
+    }
+
+    /// Waits for engine request `id` to complete and takes its outcome.
+    pub(crate) fn finish(&self, id: usize) -> Result<Outcome> {
+        self.inner
+            .engine
+            .wait(|core| core.take(id), None)
+            .unwrap_or_else(|| Err(Error::InvalidArgument("request vanished".into())))
+    }
+
+    /// Makes sure a link to global rank `dest` exists (or that it is us).
+    pub(crate) fn ensure_link(&self, dest: u32) -> Result<()> {
+        if dest == self.inner.env.rank {
+            return Ok(());
+        }
+        {
+            let core = self.inner.engine.core();
+            if core.has_link(dest) {
+                return Ok(());
+            }
+            if let Some(reason) = core.lost(dest) {
+                return Err(Error::PeerLost {
+                    rank: dest,
+                    reason: reason.to_string(),
+                });
+            }
+        }
+        self.link(dest)
     }
 
     /// How the link to `rank` (a rank of this communicator) was made: the technique,
     /// if this process made it; `None` if the peer made it, or there is no link yet.
     pub fn link_technique(&self, rank: u32) -> Option<qcg_proto::Technique> {
         let g = self.view.ranks.get(rank as usize)?;
-        lock(&self.inner.links)
-            .get(g)
-            .and_then(|l| l.technique.get().copied())
+        lock(&self.inner.techniques).get(g).copied()
     }
 
     /// Messages and bytes this process has sent to each peer (by job rank) over its
@@ -503,82 +489,77 @@ impl Comm {
         timeout: Option<Duration>,
         abort: Option<u32>,
     ) -> Result<Message> {
+        let engine = &self.inner.engine;
+        let pattern = Pattern {
+            context,
+            source,
+            tag,
+        };
+        let id = engine.core().post_recv(pattern, RecvBuf::Alloc(Vec::new()));
+        let abort = abort.map(|a| Pattern {
+            context,
+            source: None,
+            tag: Some(a),
+        });
         let deadline = timeout.map(|t| Instant::now() + t);
-        let size = self.inner.env.size;
-        let mut spin = true;
-        let mut mb = lock(&self.inner.mail);
-        loop {
-            if let Some(m) = mb.take(context, source, tag) {
-                return Ok(m);
-            }
-            if let Some(m) = abort.and_then(|a| mb.take(context, None, Some(a))) {
-                return Ok(m);
-            }
-            match source {
-                Some(s) => {
-                    if let Some(reason) = mb.lost.get(&s) {
-                        return Err(Error::PeerLost {
-                            rank: s,
-                            reason: reason.clone(),
-                        });
+        enum Woke {
+            Done(Result<Outcome>),
+            Abort,
+        }
+        let woke = engine.wait(
+            |core| {
+                if let Some(r) = core.take(id) {
+                    return Some(Woke::Done(r));
+                }
+                match abort {
+                    Some(a) if matches!(core.iprobe(&a), Ok(Some(_))) => Some(Woke::Abort),
+                    _ => None,
+                }
+            },
+            deadline,
+        );
+        let outcome = match woke {
+            Some(Woke::Done(r)) => r?,
+            Some(Woke::Abort) | None => {
+                if !engine.core().cancel(id) {
+                    // Already matched: it completes; take it.
+                    self.finish(id)?
+                } else {
+                    let _ = engine.core().take(id);
+                    match woke {
+                        Some(Woke::Abort) => {
+                            let a = abort.map(|a| a.tag).unwrap_or_default();
+                            return self.recv_in(context, None, a, None);
+                        }
+                        _ => {
+                            let from =
+                                source.map_or("any rank".to_string(), |s| format!("rank {s}"));
+                            return Err(Error::Timeout {
+                                what: format!("a message from {from}"),
+                                secs: timeout.map_or(0.0, |t| t.as_secs_f64()),
+                            });
+                        }
                     }
                 }
-                None if size > 1 && mb.lost.len() as u32 >= size - 1 => {
-                    return Err(Error::PeerLost {
-                        rank: *mb.lost.keys().next().unwrap_or(&0),
-                        reason: "every other rank is gone".into(),
-                    })
-                }
-                None => {}
             }
-            // Spin briefly before sleeping: a message that arrives within the spin
-            // is taken without a futex wake-up and a rescheduling, which is most of
-            // a small message's latency. Yielding keeps the reader threads running
-            // when cores are scarce.
-            if spin {
-                spin = false;
-                let seen = self.inner.arrivals.load(Ordering::Acquire);
-                drop(mb);
-                let start = Instant::now();
-                while self.inner.arrivals.load(Ordering::Acquire) == seen && start.elapsed() < SPIN
-                {
-                    std::thread::yield_now();
-                }
-                mb = lock(&self.inner.mail);
-                continue;
-            }
-            mb = match deadline {
-                None => self
-                    .inner
-                    .arrived
-                    .wait(mb)
-                    .unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        let from = source.map_or("any rank".to_string(), |s| format!("rank {s}"));
-                        return Err(Error::Timeout {
-                            what: format!("a message from {from}"),
-                            secs: timeout.map_or(0.0, |t| t.as_secs_f64()),
-                        });
-                    }
-                    self.inner
-                        .arrived
-                        .wait_timeout(mb, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-            };
+        };
+        match outcome {
+            Outcome::Received(st, data) => Ok(Message {
+                source: st.source,
+                tag: st.tag,
+                data: data.unwrap_or_default(),
+            }),
+            other => Err(Error::InvalidArgument(format!(
+                "a receive ended as {other:?}"
+            ))),
         }
     }
 
-    fn link(&self, dest: u32) -> Result<Arc<Link>> {
-        if let Some(l) = lock(&self.inner.links).get(&dest) {
-            return Ok(l.clone());
-        }
-        let _dialing = lock(&self.inner.dialing);
-        if let Some(l) = lock(&self.inner.links).get(&dest) {
-            return Ok(l.clone());
+    fn link(&self, dest: u32) -> Result<()> {
+        let gate = lock(&self.inner.dialing).entry(dest).or_default().clone();
+        let _dialing = lock(&gate);
+        if self.inner.engine.core().has_link(dest) {
+            return Ok(());
         }
         let plan = self.lookup(dest)?;
         let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
@@ -593,9 +574,10 @@ impl Comm {
                 ok,
             });
             match r {
-                Ok(link) => {
+                Ok(()) => {
                     tracing::debug!(dest, technique = %attempt.technique, addr = %attempt.addr, "link made");
-                    return Ok(link);
+                    lock(&self.inner.techniques).insert(dest, attempt.technique);
+                    return Ok(());
                 }
                 Err(e) => {
                     tracing::debug!(dest, technique = %attempt.technique, error = %e, "attempt failed");
@@ -620,11 +602,7 @@ impl Comm {
     }
 
     /// One attempt of a plan: a link to `dest`, or why not.
-    fn attempt(
-        &self,
-        attempt: &qcg_proto::Attempt,
-        dest: u32,
-    ) -> std::result::Result<Arc<Link>, String> {
+    fn attempt(&self, attempt: &qcg_proto::Attempt, dest: u32) -> std::result::Result<(), String> {
         use qcg_proto::Technique::*;
         let inner = &self.inner;
         let me = ProcName::new(&inner.env.job, inner.env.rank);
@@ -647,9 +625,8 @@ impl Comm {
                 // The target dials our listener; the acceptor makes the link.
                 let until = Instant::now() + CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT;
                 while Instant::now() < until {
-                    if let Some(l) = lock(&inner.links).get(&dest) {
-                        let _ = l.technique.set(Reversed);
-                        return Ok(l.clone());
+                    if inner.engine.core().has_link(dest) {
+                        return Ok(());
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -681,7 +658,10 @@ impl Comm {
             },
         };
         let s = handshake_as(stream, inner, dest, Role::Initiator)?;
-        Ok(add_link(inner, dest, s, Some(attempt.technique)))
+        inner
+            .engine
+            .add_link(dest, s)
+            .map_err(|e| format!("cannot add the link to the engine: {e}"))
     }
 
     fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
@@ -740,6 +720,8 @@ fn reporter(helper: &std::path::Path) -> Option<Reporter> {
 impl Drop for Closer {
     fn drop(&mut self) {
         let inner = &self.0;
+        // Queued sends leave before we go (a program may exit right after a send).
+        inner.engine.shutdown(FLUSH_AT_EXIT);
         inner.closed.store(true, Ordering::SeqCst);
         // Closing the channel lets the reporter deliver what is queued and end; wait
         // for it, or the reports of the last links would be lost at exit.
@@ -750,14 +732,10 @@ impl Drop for Closer {
         let _ = inner.control.request(&Request::Unregister {
             process: ProcName::new(&inner.env.job, inner.env.rank),
         });
-        for s in lock(&inner.streams).drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
-        }
         for s in lock(&inner.streams_unix).drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
-        // Wake the acceptor so it sees `closed`.
-        let _ = TcpStream::connect_timeout(&inner.local, Duration::from_millis(100));
+        inner.engine.close_links();
     }
 }
 
@@ -864,7 +842,9 @@ fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
     }
     match result {
         Ok(s) => {
-            add_link(inner, from.rank, s, None);
+            if let Err(e) = inner.engine.add_link(from.rank, s) {
+                tracing::warn!(peer = from.rank, error = %e, "could not add a link to the engine");
+            }
         }
         Err(e) => tracing::warn!(peer = from.rank, error = %e, "could not take our part of a link"),
     }
@@ -888,120 +868,67 @@ fn notice_loop(inner: std::sync::Weak<Inner>, mut stream: std::os::unix::net::Un
     }
 }
 
-fn add_link(
-    inner: &Arc<Inner>,
-    rank: u32,
-    stream: TcpStream,
-    technique: Option<qcg_proto::Technique>,
-) -> Arc<Link> {
-    let (reader, keep) = match (stream.try_clone(), stream.try_clone()) {
-        (Ok(r), Ok(k)) => (r, k),
-        _ => {
-            // Out of descriptors: the link still works for sending.
-            return Arc::new(Link {
-                writer: Mutex::new(stream),
-                technique: technique.map(std::sync::OnceLock::from).unwrap_or_default(),
-            });
-        }
-    };
-    lock(&inner.streams).push(keep);
-    let new = Arc::new(Link {
-        writer: Mutex::new(stream),
-        technique: technique.map(std::sync::OnceLock::from).unwrap_or_default(),
-    });
-    // If both ends dialled at once there are two connections; keep sending on the
-    // first one registered, so order per (source, tag) holds. Both are read.
-    let link = lock(&inner.links).entry(rank).or_insert(new).clone();
-    let inn = inner.clone();
-    let _ = std::thread::Builder::new()
-        .name(format!("qcg-recv-{rank}"))
-        .spawn(move || read_loop(inn, rank, reader));
-    link
+/// Subscribes to the grid's notices for `process` on a line of its own.
+fn subscribe(
+    helper: &std::path::Path,
+    process: ProcName,
+) -> Result<std::os::unix::net::UnixStream> {
+    std::os::unix::net::UnixStream::connect(helper)
+        .and_then(|mut s| {
+            qcg_proto::frame::write_frame_sync(&mut s, &Request::Subscribe { process })
+                .map_err(std::io::Error::other)?;
+            match qcg_proto::frame::read_frame_sync::<Response, _>(&mut s) {
+                Ok(Some(Response::Ok)) => Ok(s),
+                other => Err(std::io::Error::other(format!("subscribe: {other:?}"))),
+            }
+        })
+        .map_err(|e| Error::Helper {
+            socket: helper.to_path_buf(),
+            message: format!("cannot subscribe to notices: {e}"),
+        })
 }
 
-fn read_loop(inner: Arc<Inner>, rank: u32, mut s: TcpStream) {
-    let reason = loop {
-        let mut header = [0u8; HEADER];
-        if let Err(e) = s.read_exact(&mut header) {
-            break if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                "it closed its link".to_string()
-            } else {
-                format!("link error: {e}")
-            };
-        }
-        let tag = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
-        let context = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
-        let len = u64::from_be_bytes([
-            header[8], header[9], header[10], header[11], header[12], header[13], header[14],
-            header[15],
-        ]);
-        if len > MAX_MESSAGE {
-            break format!(
-                "announced a message of {len} bytes, above the {MAX_MESSAGE}-byte limit"
-            );
-        }
-        // read_to_end into spare capacity: no zero-filling of large buffers.
-        let mut data = Vec::with_capacity(len as usize);
-        match (&mut s).take(len).read_to_end(&mut data) {
-            Ok(n) if n as u64 == len => {}
-            Ok(n) => break format!("link closed after {n} of a message's {len} bytes"),
-            Err(e) => break format!("link broke inside a message of {len} bytes: {e}"),
-        }
-        lock(&inner.mail).push(
-            context,
-            Message {
-                source: rank,
-                tag,
-                data,
-            },
-        );
-        inner.arrivals.fetch_add(1, Ordering::Release);
-        inner.arrived.notify_all();
-    };
-    if !inner.closed.load(Ordering::SeqCst) {
-        tracing::debug!(rank, %reason, "link ended");
-        lock(&inner.mail).lost.insert(rank, reason);
-        inner.arrivals.fetch_add(1, Ordering::Release);
-        inner.arrived.notify_all();
+fn env_number(var: &'static str) -> Result<Option<u64>> {
+    match std::env::var(var) {
+        Err(_) => Ok(None),
+        Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|_| Error::Env {
+            var,
+            message: format!("`{v}` is not a whole number"),
+        }),
     }
 }
 
-fn accept_loop(inner: Arc<Inner>, listener: TcpListener) {
-    for conn in listener.incoming() {
-        if inner.closed.load(Ordering::SeqCst) {
-            return;
-        }
-        let Ok(mut s) = conn else { continue };
-        let inn = inner.clone();
-        let _ = std::thread::Builder::new()
-            .name("qcg-handshake".into())
-            .spawn(move || {
-                let peer = s
-                    .peer_addr()
-                    .map_or_else(|_| "?".to_string(), |a| a.to_string());
-                let setup = s
-                    .set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-                    .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)));
-                if setup.is_err() {
-                    return;
-                }
-                let env = &inn.env;
-                match handshake::accept(&mut s, &env.job, &env.secret, env.rank, env.size) {
-                    Ok(from) => {
-                        let ok = s
-                            .set_read_timeout(None)
-                            .and_then(|_| s.set_write_timeout(None))
-                            .and_then(|_| s.set_nodelay(true));
-                        if ok.is_ok() {
-                            add_link(&inn, from, s, None);
-                        }
-                    }
-                    Err(e) => {
-                        if !inn.closed.load(Ordering::SeqCst) {
-                            tracing::warn!(%peer, error = %e, "dropped a connection that is not a link of this job");
-                        }
-                    }
-                }
-            });
+/// The engine's limits: `QCG_EAGER_LIMIT` (bytes, default 64 KiB),
+/// `QCG_UNEXPECTED_LIMIT` (bytes, default 64 MiB), `QCG_LIVENESS` (seconds, default 30).
+pub fn limits_from_env() -> Result<Limits> {
+    let mut l = Limits::default();
+    if let Some(v) = env_number("QCG_EAGER_LIMIT")? {
+        l.eager = v as usize;
     }
+    if let Some(v) = env_number("QCG_UNEXPECTED_LIMIT")? {
+        l.unexpected = v as usize;
+    }
+    if let Some(v) = env_number("QCG_LIVENESS")? {
+        if v == 0 {
+            return Err(Error::Env {
+                var: "QCG_LIVENESS",
+                message: "must be at least 1 second".into(),
+            });
+        }
+        l.liveness = Duration::from_secs(v);
+    }
+    if l.eager > l.unexpected {
+        return Err(Error::Env {
+            var: "QCG_EAGER_LIMIT",
+            message: format!(
+                "the eager limit ({}) is above the unexpected-message limit ({})",
+                l.eager, l.unexpected
+            ),
+        });
+    }
+    Ok(l)
+}
+
+fn spin_from_env() -> Result<Duration> {
+    Ok(env_number("QCG_SPIN_US")?.map_or(SPIN, Duration::from_micros))
 }

@@ -78,6 +78,19 @@ pub enum Error {
         /// What went wrong, naming the rank at fault where known.
         message: String,
     },
+    /// A message is longer than the buffer posted for it. The message is not lost:
+    /// a receive with a large enough buffer still gets it.
+    #[error("a message of {len} bytes from rank {from} (tag {tag}) does not fit a buffer of {capacity} bytes")]
+    Truncated {
+        /// Its sender.
+        from: u32,
+        /// Its tag.
+        tag: u32,
+        /// Its length.
+        len: u64,
+        /// The buffer's length.
+        capacity: usize,
+    },
     /// An argument makes no sense.
     #[error("{0}")]
     InvalidArgument(String),

@@ -177,6 +177,104 @@ pub fn accept<S: Read + Write>(
     Ok(from)
 }
 
+/// The acceptor's side as a state machine over bytes, for a listener that serves
+/// many connections from one thread: feed it what arrives, send what it answers.
+pub struct Acceptor {
+    job: String,
+    secret: [u8; 32],
+    me: u32,
+    size: u32,
+    buf: Vec<u8>,
+    /// After the HELLO: the transcript and the initiator's rank.
+    proof: Option<(Vec<u8>, u32)>,
+}
+
+/// What an [`Acceptor`] wants next.
+#[derive(Debug)]
+pub enum Step {
+    /// Read this many more bytes and feed them.
+    Need(usize),
+    /// Send these bytes, then read this many more.
+    Reply(Vec<u8>, usize),
+    /// Send these bytes: the link with this rank is made.
+    Done(Vec<u8>, u32),
+}
+
+impl Acceptor {
+    /// The acceptor of rank `me` of a job of `size` ranks.
+    pub fn new(job: &str, secret: &[u8; 32], me: u32, size: u32) -> Acceptor {
+        Acceptor {
+            job: job.to_string(),
+            secret: *secret,
+            me,
+            size,
+            buf: Vec::new(),
+            proof: None,
+        }
+    }
+
+    /// Bytes to read before the first call of [`Acceptor::feed`].
+    pub fn first_need(&self) -> usize {
+        7
+    }
+
+    /// Takes bytes that arrived (never more than asked for).
+    pub fn feed(&mut self, data: &[u8]) -> Result<Step, HandshakeError> {
+        self.buf.extend_from_slice(data);
+        if let Some((t, from)) = &self.proof {
+            if self.buf.len() < 32 {
+                return Ok(Step::Need(32 - self.buf.len()));
+            }
+            if !check(&self.secret, b"initiate", t, &self.buf[..32]) {
+                return Err(HandshakeError::BadProof);
+            }
+            return Ok(Step::Done(vec![1], *from));
+        }
+        if self.buf.len() < 7 {
+            return Ok(Step::Need(7 - self.buf.len()));
+        }
+        if &self.buf[..4] != MAGIC || self.buf[4] != VERSION {
+            return Err(HandshakeError::NotQcg);
+        }
+        let len = u16::from_be_bytes([self.buf[5], self.buf[6]]) as usize;
+        if len > MAX_JOB {
+            return Err(HandshakeError::NotQcg);
+        }
+        let total = 7 + len + 40;
+        if self.buf.len() < total {
+            return Ok(Step::Need(total - self.buf.len()));
+        }
+        let rest = &self.buf[7..total];
+        let their_job = String::from_utf8_lossy(&rest[..len]).into_owned();
+        if their_job != self.job {
+            return Err(HandshakeError::OtherJob(their_job));
+        }
+        let u32_at =
+            |i: usize| u32::from_be_bytes([rest[i], rest[i + 1], rest[i + 2], rest[i + 3]]);
+        let (from, to) = (u32_at(len), u32_at(len + 4));
+        if to != self.me {
+            return Err(HandshakeError::WrongRank {
+                asked: to,
+                ours: self.me,
+            });
+        }
+        if from >= self.size || from == self.me {
+            return Err(HandshakeError::BadRank(from));
+        }
+        let mut ni = [0u8; 32];
+        ni.copy_from_slice(&rest[len + 8..len + 40]);
+        let na = nonce();
+        let t = transcript(&self.job, from, to, &ni, &na);
+        let mut reply = Vec::with_capacity(68);
+        reply.extend_from_slice(MAGIC);
+        reply.extend_from_slice(&na);
+        reply.extend_from_slice(proof(&self.secret, b"accept", &t).as_ref());
+        self.proof = Some((t, from));
+        self.buf.clear();
+        Ok(Step::Reply(reply, 32))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +322,33 @@ mod tests {
             a,
             Err(HandshakeError::WrongRank { asked: 2, ours: 1 })
         ));
+    }
+
+    #[test]
+    fn the_state_machine_acceptor_links_with_a_blocking_initiator() {
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || initiate(&mut a, "job", &[7; 32], 2, 1));
+        let mut acc = Acceptor::new("job", &[7; 32], 1, 4);
+        let mut need = acc.first_need();
+        let from = loop {
+            let mut buf = vec![0u8; need];
+            b.read_exact(&mut buf).unwrap();
+            match acc.feed(&buf).unwrap() {
+                Step::Need(n) => need = n,
+                Step::Reply(r, n) => {
+                    b.write_all(&r).unwrap();
+                    need = n;
+                }
+                Step::Done(r, from) => {
+                    b.write_all(&r).unwrap();
+                    break from;
+                }
+            }
+        };
+        assert_eq!(from, 2);
+        t.join().unwrap().unwrap();
+        let mut acc = Acceptor::new("job", &[7; 32], 1, 4);
+        assert!(matches!(acc.feed(b"GET / H"), Err(HandshakeError::NotQcg)));
     }
 
     #[test]

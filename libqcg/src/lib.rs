@@ -27,6 +27,7 @@
 pub mod coll;
 pub mod comm;
 pub mod control;
+pub mod engine;
 pub mod env;
 pub mod error;
 pub mod groups;

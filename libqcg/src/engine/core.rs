@@ -1,0 +1,1313 @@
+//! The engine's state machine: every link of a process, its requests, matching and
+//! the eager/rendezvous protocol, over any byte stream that reads and writes without
+//! blocking (`WouldBlock` when it cannot). No sockets, threads or clocks of its own:
+//! the shell ([`super::Engine`]) hands it readiness and the time; tests hand it
+//! in-memory pipes.
+//!
+//! # Protocol
+//! A message of at most `eager` bytes goes at once (`Eager`). A larger one is
+//! announced (`Rts`); its bytes follow (`Data`) only once the receiver has a matching
+//! receive posted and said so (`Cts`), and then land straight in the posted buffer.
+//! Unexpected eager messages are kept up to `unexpected` bytes in all: past that the
+//! engine stops reading the link that brought the next one (its header read, its
+//! payload left in the kernel), so its sender waits; a receive posted for that very
+//! message takes it directly. Nothing is dropped.
+//!
+//! # Requests
+//! A send completes when its last byte is handed to the kernel; a receive when its
+//! message is in its buffer. A peer that is lost fails every request that needs it,
+//! naming the rank.
+
+use super::matching::{Envelope, Pattern, Queues};
+use super::rawbuf::RawBuf;
+use super::wire::{Header, Kind, HEADER};
+use crate::error::Error;
+use slab::Slab;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice, Read, Write};
+use std::time::{Duration, Instant};
+
+/// A request's handle inside the engine.
+pub type ReqId = usize;
+/// A connection's handle inside the engine.
+pub type ConnId = usize;
+
+/// Bytes staged per link for headers and small payloads.
+const STAGE: usize = 32 * 1024;
+/// Payloads at least this long are read straight into their buffer.
+const DIRECT: usize = 8 * 1024;
+/// Frames gathered into one vectored write.
+const IOVECS: usize = 64;
+
+/// The engine's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest message sent at once; larger ones wait for the receiver (rendezvous).
+    pub eager: usize,
+    /// Bytes of unexpected eager messages kept before senders are made to wait.
+    pub unexpected: usize,
+    /// A peer that sends nothing (not even a heartbeat) for this long is lost.
+    pub liveness: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            eager: 64 * 1024,
+            unexpected: 64 * 1024 * 1024,
+            liveness: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A send's bytes.
+#[derive(Debug)]
+pub enum SendBuf {
+    /// Owned by the request.
+    Owned(Vec<u8>),
+    /// Lent by the caller.
+    Raw(RawBuf),
+}
+
+impl SendBuf {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            SendBuf::Owned(v) => v,
+            SendBuf::Raw(r) => r.as_slice(),
+        }
+    }
+}
+
+/// Where a receive puts its message.
+#[derive(Debug)]
+pub enum RecvBuf {
+    /// A buffer of the message's length, made when it matches.
+    Alloc(Vec<u8>),
+    /// The caller's buffer, given to the engine (returned on completion).
+    Owned(Vec<u8>),
+    /// The caller's buffer, lent.
+    Raw(RawBuf),
+}
+
+impl RecvBuf {
+    fn capacity(&self) -> Option<usize> {
+        match self {
+            RecvBuf::Alloc(_) => None,
+            RecvBuf::Owned(v) => Some(v.len()),
+            RecvBuf::Raw(r) => Some(r.len()),
+        }
+    }
+
+    fn prepare(&mut self, len: usize) {
+        if let RecvBuf::Alloc(v) = self {
+            *v = vec![0u8; len];
+        }
+    }
+
+    fn slice(&mut self) -> &mut [u8] {
+        match self {
+            RecvBuf::Alloc(v) | RecvBuf::Owned(v) => v,
+            RecvBuf::Raw(r) => r.as_mut_slice(),
+        }
+    }
+
+    /// Takes a complete message: moved in when this is `Alloc`, copied otherwise.
+    fn fill(&mut self, data: Vec<u8>) {
+        match self {
+            RecvBuf::Alloc(v) => *v = data,
+            other => other.slice()[..data.len()].copy_from_slice(&data),
+        }
+    }
+
+    fn into_data(self) -> Option<Vec<u8>> {
+        match self {
+            RecvBuf::Alloc(v) | RecvBuf::Owned(v) => Some(v),
+            RecvBuf::Raw(_) => None,
+        }
+    }
+}
+
+/// What a received message was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Sender (job rank).
+    pub source: u32,
+    /// Tag.
+    pub tag: u32,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// How a request ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A send: its bytes are with the kernel.
+    Sent,
+    /// A receive, with the buffer it was given (or allocated), unless it was lent.
+    Received(Status, Option<Vec<u8>>),
+    /// A cancelled receive, with its buffer unless it was lent.
+    Cancelled(Option<Vec<u8>>),
+}
+
+enum ReqState {
+    Send {
+        dest: u32,
+        /// A rendezvous send's bytes, until the receiver is ready.
+        held: Option<SendBuf>,
+    },
+    Recv {
+        buf: RecvBuf,
+        matched: Option<Status>,
+    },
+    Done(Result<Outcome, Error>),
+}
+
+struct Req {
+    state: ReqState,
+    /// Nobody will take the result: free it when it completes.
+    detached: bool,
+}
+
+/// Where a payload's bytes go.
+#[derive(Clone, Copy, Debug)]
+enum Sink {
+    Req(ReqId),
+    Unex(usize),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Rx {
+    Header,
+    Payload {
+        to: Sink,
+        len: usize,
+        have: usize,
+    },
+    /// An unexpected eager message waits for room (or for its receive): its header is
+    /// read, its payload is not.
+    Stalled {
+        key: usize,
+    },
+}
+
+struct Out {
+    head: [u8; HEADER],
+    body: Option<SendBuf>,
+    off: usize,
+    req: Option<ReqId>,
+}
+
+impl Out {
+    fn len(&self) -> usize {
+        HEADER + self.body.as_ref().map_or(0, |b| b.as_slice().len())
+    }
+}
+
+struct Conn<C> {
+    io: C,
+    peer: u32,
+    rx: Rx,
+    stage: Box<[u8]>,
+    start: usize,
+    end: usize,
+    out: VecDeque<Out>,
+    last_tx: Instant,
+}
+
+enum UnexBody {
+    Eager { data: Vec<u8>, complete: bool },
+    Stalled { conn: ConnId },
+    Rts { id: u32 },
+}
+
+struct Unex {
+    env: Envelope,
+    body: UnexBody,
+    /// The receive that matched it while its payload was still arriving.
+    claimed: Option<ReqId>,
+}
+
+/// What the engine holds, for tests and reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// Bytes of unexpected eager messages held now.
+    pub unexpected_bytes: usize,
+    /// The most ever held.
+    pub unexpected_peak: usize,
+    /// Times a link was paused because the unexpected buffer was full.
+    pub stalls: u64,
+    /// Requests not yet taken.
+    pub requests: usize,
+    /// Open connections.
+    pub conns: usize,
+}
+
+/// Every link and request of one process.
+pub struct Core<C> {
+    me: u32,
+    size: u32,
+    limits: Limits,
+    conns: Slab<Conn<C>>,
+    /// Connections per peer; the first carries what we send.
+    links: HashMap<u32, Vec<ConnId>>,
+    /// When we last heard from each peer.
+    heard: HashMap<u32, Instant>,
+    lost: HashMap<u32, String>,
+    reqs: Slab<Req>,
+    queues: Queues<ReqId, usize>,
+    unexp: Slab<Unex>,
+    /// Rendezvous receives waiting for their data, by (peer, sender's id).
+    expect: HashMap<(u32, u32), ReqId>,
+    stalled: Vec<ConnId>,
+    acct: Accounting,
+    /// Bumped whenever a request completes: what waiting callers watch.
+    pub completions: u64,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+impl<C: Read + Write> Core<C> {
+    /// The engine of rank `me` of a job of `size` ranks.
+    pub fn new(me: u32, size: u32, limits: Limits) -> Core<C> {
+        Core {
+            me,
+            size,
+            limits,
+            conns: Slab::new(),
+            links: HashMap::new(),
+            heard: HashMap::new(),
+            lost: HashMap::new(),
+            reqs: Slab::new(),
+            queues: Queues::default(),
+            unexp: Slab::new(),
+            expect: HashMap::new(),
+            stalled: Vec::new(),
+            acct: Accounting::default(),
+            completions: 0,
+        }
+    }
+
+    /// The settings.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// What the engine holds now.
+    pub fn accounting(&self) -> Accounting {
+        Accounting {
+            requests: self.reqs.len(),
+            conns: self.conns.len(),
+            ..self.acct
+        }
+    }
+
+    /// Whether we have a link to `peer`.
+    pub fn has_link(&self, peer: u32) -> bool {
+        self.links.get(&peer).is_some_and(|c| !c.is_empty())
+    }
+
+    /// Why `peer` is gone, if it is.
+    pub fn lost(&self, peer: u32) -> Option<&str> {
+        self.lost.get(&peer).map(String::as_str)
+    }
+
+    /// Adds a connection to `peer` whose handshake is done. Returns its handle; the
+    /// caller then reports readiness for it ([`Core::on_readable`]).
+    pub fn add_conn(&mut self, peer: u32, io: C, now: Instant) -> ConnId {
+        let id = self.conns.insert(Conn {
+            io,
+            peer,
+            rx: Rx::Header,
+            stage: vec![0u8; STAGE].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            out: VecDeque::new(),
+            last_tx: now,
+        });
+        self.links.entry(peer).or_default().push(id);
+        self.heard.insert(peer, now);
+        id
+    }
+
+    /// The peer of a connection.
+    pub fn conn_peer(&self, c: ConnId) -> Option<u32> {
+        self.conns.get(c).map(|c| c.peer)
+    }
+
+    /// The connection's stream (for the shell's registration).
+    pub fn conn_io(&mut self, c: ConnId) -> Option<&mut C> {
+        self.conns.get_mut(c).map(|c| &mut c.io)
+    }
+
+    fn new_req(&mut self, state: ReqState) -> ReqId {
+        self.reqs.insert(Req {
+            state,
+            detached: false,
+        })
+    }
+
+    fn complete(&mut self, id: ReqId, r: Result<Outcome, Error>) {
+        self.completions += 1;
+        let Some(req) = self.reqs.get_mut(id) else {
+            return;
+        };
+        if req.detached {
+            self.reqs.remove(id);
+        } else {
+            req.state = ReqState::Done(r);
+        }
+    }
+
+    fn complete_recv(&mut self, id: ReqId) {
+        let Some(req) = self.reqs.get_mut(id) else {
+            return;
+        };
+        let state = std::mem::replace(&mut req.state, ReqState::Done(Ok(Outcome::Sent)));
+        let out = match state {
+            ReqState::Recv {
+                buf,
+                matched: Some(st),
+                ..
+            } => {
+                let data = buf.into_data();
+                Outcome::Received(st, data)
+            }
+            other => {
+                req.state = other;
+                return;
+            }
+        };
+        self.complete(id, Ok(out));
+    }
+
+    /// Whether a request has completed.
+    pub fn is_done(&self, id: ReqId) -> bool {
+        matches!(
+            self.reqs.get(id).map(|r| &r.state),
+            Some(ReqState::Done(_)) | None
+        )
+    }
+
+    /// Takes a completed request's result (and frees it).
+    pub fn take(&mut self, id: ReqId) -> Option<Result<Outcome, Error>> {
+        if !matches!(self.reqs.get(id)?.state, ReqState::Done(_)) {
+            return None;
+        }
+        match self.reqs.remove(id).state {
+            ReqState::Done(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Nobody will wait for this request: a receive not matched yet is cancelled,
+    /// anything else completes on its own and its result is dropped.
+    pub fn detach(&mut self, id: ReqId) {
+        if self.cancel(id) || self.is_done(id) {
+            self.reqs.try_remove(id);
+            return;
+        }
+        if let Some(r) = self.reqs.get_mut(id) {
+            r.detached = true;
+        }
+    }
+
+    /// Cancels a receive that has not matched a message yet. False if it has (or is
+    /// a send, or done): then it completes as it would have.
+    pub fn cancel(&mut self, id: ReqId) -> bool {
+        let Some(Req {
+            state: ReqState::Recv { matched: None, .. },
+            ..
+        }) = self.reqs.get(id)
+        else {
+            return false;
+        };
+        if !self.queues.cancel(id) {
+            return false;
+        }
+        let Some(req) = self.reqs.get_mut(id) else {
+            return false;
+        };
+        if let ReqState::Recv { buf, .. } =
+            std::mem::replace(&mut req.state, ReqState::Done(Ok(Outcome::Sent)))
+        {
+            let data = match buf {
+                RecvBuf::Alloc(_) => None,
+                other => other.into_data(),
+            };
+            self.complete(id, Ok(Outcome::Cancelled(data)));
+        }
+        true
+    }
+
+    fn lost_error(&self, rank: u32) -> Error {
+        Error::PeerLost {
+            rank,
+            reason: self
+                .lost
+                .get(&rank)
+                .cloned()
+                .unwrap_or_else(|| "no link".into()),
+        }
+    }
+
+    /// Posts a send of `buf` to `dest` (a job rank) with `tag` in `context`. The
+    /// caller makes sure a link exists first (or `dest` is us).
+    pub fn post_send(&mut self, dest: u32, tag: u32, context: u32, buf: SendBuf) -> ReqId {
+        let len = buf.as_slice().len();
+        if dest == self.me {
+            let id = self.new_req(ReqState::Send { dest, held: None });
+            let data = buf.as_slice().to_vec();
+            self.deliver_local(tag, context, data);
+            self.complete(id, Ok(Outcome::Sent));
+            return id;
+        }
+        if let Some(_reason) = self.lost.get(&dest) {
+            let e = self.lost_error(dest);
+            let id = self.new_req(ReqState::Send { dest, held: None });
+            self.complete(id, Err(e));
+            return id;
+        }
+        let Some(&c) = self.links.get(&dest).and_then(|v| v.first()) else {
+            let id = self.new_req(ReqState::Send { dest, held: None });
+            self.complete(
+                id,
+                Err(Error::PeerLost {
+                    rank: dest,
+                    reason: "no link to it".into(),
+                }),
+            );
+            return id;
+        };
+        let id = self.new_req(ReqState::Send { dest, held: None });
+        let mut h = Header::new(Kind::Eager);
+        h.tag = tag;
+        h.context = context;
+        h.id = id as u32;
+        h.len = len as u64;
+        let out = if len <= self.limits.eager {
+            Out {
+                head: h.encode(),
+                body: Some(buf),
+                off: 0,
+                req: Some(id),
+            }
+        } else {
+            h.kind = Kind::Rts;
+            if let Some(Req {
+                state: ReqState::Send { held, .. },
+                ..
+            }) = self.reqs.get_mut(id)
+            {
+                *held = Some(buf);
+            }
+            Out {
+                head: h.encode(),
+                body: None,
+                off: 0,
+                req: None,
+            }
+        };
+        self.queue(c, out);
+        id
+    }
+
+    /// A send to ourselves: matched here and now.
+    fn deliver_local(&mut self, tag: u32, context: u32, data: Vec<u8>) {
+        let env = Envelope {
+            source: self.me,
+            tag,
+            context,
+            len: data.len() as u64,
+        };
+        while let Some((_, rid)) = self.queues.arrive(&env) {
+            if self.too_small(rid, &env) {
+                continue;
+            }
+            self.matched(rid, &env);
+            if let Some(ReqState::Recv { buf, .. }) = self.reqs.get_mut(rid).map(|r| &mut r.state) {
+                buf.fill(data);
+            }
+            self.complete_recv(rid);
+            return;
+        }
+        let key = self.unexp.insert(Unex {
+            env,
+            body: UnexBody::Eager {
+                data,
+                complete: true,
+            },
+            claimed: None,
+        });
+        self.queues.file(env, key);
+    }
+
+    /// Fails `rid` if its buffer cannot hold `env`'s message; true if it did.
+    fn too_small(&mut self, rid: ReqId, env: &Envelope) -> bool {
+        let cap = match self.reqs.get(rid).map(|r| &r.state) {
+            Some(ReqState::Recv { buf, .. }) => buf.capacity(),
+            _ => return true,
+        };
+        match cap {
+            Some(cap) if (cap as u64) < env.len => {
+                self.complete(
+                    rid,
+                    Err(Error::Truncated {
+                        from: env.source,
+                        tag: env.tag,
+                        len: env.len,
+                        capacity: cap,
+                    }),
+                );
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Marks `rid` as matched with `env` and sizes its buffer.
+    fn matched(&mut self, rid: ReqId, env: &Envelope) {
+        if let Some(ReqState::Recv { buf, matched, .. }) =
+            self.reqs.get_mut(rid).map(|r| &mut r.state)
+        {
+            buf.prepare(env.len as usize);
+            *matched = Some(Status {
+                source: env.source,
+                tag: env.tag,
+                len: env.len as usize,
+            });
+        }
+    }
+
+    /// Posts a receive.
+    pub fn post_recv(&mut self, pattern: Pattern, buf: RecvBuf) -> ReqId {
+        let cap = buf.capacity();
+        let id = self.new_req(ReqState::Recv { buf, matched: None });
+        if let Some((env, _)) = self.queues.peek(&pattern) {
+            if let Some(cap) = cap {
+                if (cap as u64) < env.len {
+                    let env = *env;
+                    self.too_small(id, &env);
+                    return id;
+                }
+            }
+        }
+        match self.queues.post(pattern, id) {
+            Some((env, key)) => self.take_unexpected(id, env, key),
+            None => {
+                if let Some(e) = self.hopeless(&pattern) {
+                    self.queues.cancel(id);
+                    self.complete(id, Err(e));
+                }
+            }
+        }
+        id
+    }
+
+    /// Why a receive with this pattern can never match, if it cannot.
+    fn hopeless(&self, p: &Pattern) -> Option<Error> {
+        match p.source {
+            Some(s) if s != self.me && self.lost.contains_key(&s) => Some(self.lost_error(s)),
+            None if self.size > 1 && self.lost.len() as u32 >= self.size - 1 => {
+                let rank = self.lost.keys().min().copied().unwrap_or(0);
+                Some(Error::PeerLost {
+                    rank,
+                    reason: "every other rank is gone".into(),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Receive `rid` matched the unexpected message `key`.
+    fn take_unexpected(&mut self, rid: ReqId, env: Envelope, key: usize) {
+        self.matched(rid, &env);
+        let Some(u) = self.unexp.get_mut(key) else {
+            return;
+        };
+        match &mut u.body {
+            UnexBody::Eager {
+                complete: false, ..
+            } => u.claimed = Some(rid),
+            UnexBody::Eager { complete: true, .. } => {
+                let u = self.unexp.remove(key);
+                if let UnexBody::Eager { data, .. } = u.body {
+                    if env.source != self.me {
+                        self.acct.unexpected_bytes -= data.len();
+                    }
+                    if let Some(ReqState::Recv { buf, .. }) =
+                        self.reqs.get_mut(rid).map(|r| &mut r.state)
+                    {
+                        buf.fill(data);
+                    }
+                }
+                self.complete_recv(rid);
+                self.resume_stalled();
+            }
+            UnexBody::Stalled { conn } => {
+                let c = *conn;
+                self.unexp.remove(key);
+                self.stalled.retain(|&s| s != c);
+                if let Some(conn) = self.conns.get_mut(c) {
+                    conn.rx = Rx::Payload {
+                        to: Sink::Req(rid),
+                        len: env.len as usize,
+                        have: 0,
+                    };
+                }
+                self.pump(c);
+            }
+            UnexBody::Rts { id } => {
+                let id = *id;
+                self.unexp.remove(key);
+                self.clear_to_send(env.source, id, rid, env.len);
+            }
+        }
+    }
+
+    /// Tells `peer` to send the data of its request `id` into our receive `rid`.
+    fn clear_to_send(&mut self, peer: u32, id: u32, rid: ReqId, len: u64) {
+        self.expect.insert((peer, id), rid);
+        let Some(&c) = self.links.get(&peer).and_then(|v| v.first()) else {
+            return;
+        };
+        let mut h = Header::new(Kind::Cts);
+        h.id = id;
+        h.len = len;
+        self.queue(
+            c,
+            Out {
+                head: h.encode(),
+                body: None,
+                off: 0,
+                req: None,
+            },
+        );
+    }
+
+    /// The oldest unexpected message `pattern` accepts, left in place. An error if
+    /// none is there and none can come.
+    pub fn iprobe(&self, pattern: &Pattern) -> Result<Option<Status>, Error> {
+        if let Some((env, _)) = self.queues.peek(pattern) {
+            return Ok(Some(Status {
+                source: env.source,
+                tag: env.tag,
+                len: env.len as usize,
+            }));
+        }
+        match self.hopeless(pattern) {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+
+    fn queue(&mut self, c: ConnId, out: Out) {
+        let Some(conn) = self.conns.get_mut(c) else {
+            return;
+        };
+        conn.out.push_back(out);
+        if conn.out.len() == 1 {
+            self.flush(c);
+        }
+    }
+
+    /// The connection can be written: sends what is queued.
+    pub fn on_writable(&mut self, c: ConnId) {
+        self.flush(c);
+    }
+
+    fn flush(&mut self, c: ConnId) {
+        let mut done: Vec<ReqId> = Vec::new();
+        let result = loop {
+            let Some(conn) = self.conns.get_mut(c) else {
+                return;
+            };
+            if conn.out.is_empty() {
+                break Ok(());
+            }
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(IOVECS);
+            for o in conn.out.iter() {
+                if slices.len() + 2 > IOVECS {
+                    break;
+                }
+                if o.off < HEADER {
+                    slices.push(IoSlice::new(&o.head[o.off..]));
+                    if let Some(b) = &o.body {
+                        slices.push(IoSlice::new(b.as_slice()));
+                    }
+                } else if let Some(b) = &o.body {
+                    slices.push(IoSlice::new(&b.as_slice()[o.off - HEADER..]));
+                }
+            }
+            let r = conn.io.write_vectored(&slices);
+            drop(slices);
+            match r {
+                Ok(0) => break Err("the link accepts no more bytes".to_string()),
+                Ok(mut n) => {
+                    conn.last_tx = Instant::now();
+                    while n > 0 {
+                        let Some(front) = conn.out.front_mut() else {
+                            break;
+                        };
+                        let left = front.len() - front.off;
+                        if n >= left {
+                            n -= left;
+                            if let Some(o) = conn.out.pop_front() {
+                                if let Some(r) = o.req {
+                                    done.push(r);
+                                }
+                            }
+                        } else {
+                            front.off += n;
+                            n = 0;
+                        }
+                    }
+                }
+                Err(e) if would_block(&e) => break Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => break Err(format!("link error: {e}")),
+            }
+        };
+        for r in done {
+            self.complete(r, Ok(Outcome::Sent));
+        }
+        if let Err(reason) = result {
+            if let Some(p) = self.conn_peer(c) {
+                self.fail_peer(p, &reason);
+            }
+        }
+    }
+
+    /// The connection can be read: reads and handles everything available.
+    pub fn on_readable(&mut self, c: ConnId) {
+        self.pump(c);
+    }
+
+    /// Reads connection `c` until it would block or is paused.
+    fn pump(&mut self, c: ConnId) {
+        loop {
+            if let Err(reason) = self.consume(c) {
+                if let Some(p) = self.conn_peer(c) {
+                    self.fail_peer(p, &reason);
+                }
+                return;
+            }
+            let Some(conn) = self.conns.get_mut(c) else {
+                return;
+            };
+            let peer = conn.peer;
+            let r = match conn.rx {
+                Rx::Stalled { .. } => return,
+                Rx::Payload { to, len, have } if conn.start == conn.end && len - have >= DIRECT => {
+                    let dst: &mut [u8] = match to {
+                        Sink::Req(rid) => match self.reqs.get_mut(rid).map(|r| &mut r.state) {
+                            Some(ReqState::Recv { buf, .. }) => &mut buf.slice()[have..len],
+                            _ => return,
+                        },
+                        Sink::Unex(key) => match self.unexp.get_mut(key).map(|u| &mut u.body) {
+                            Some(UnexBody::Eager { data, .. }) => &mut data[have..len],
+                            _ => return,
+                        },
+                    };
+                    let want = dst.len();
+                    match conn.io.read(dst) {
+                        Ok(n) if n > 0 => {
+                            conn.rx = Rx::Payload {
+                                to,
+                                len,
+                                have: have + n,
+                            };
+                            Ok((n, want))
+                        }
+                        other => other.map(|n| (n, want)),
+                    }
+                }
+                _ => {
+                    if conn.start == conn.end {
+                        conn.start = 0;
+                        conn.end = 0;
+                    } else if conn.start > 0 && conn.stage.len() - conn.end < HEADER {
+                        conn.stage.copy_within(conn.start..conn.end, 0);
+                        conn.end -= conn.start;
+                        conn.start = 0;
+                    }
+                    let want = conn.stage.len() - conn.end;
+                    let end = conn.end;
+                    match conn.io.read(&mut conn.stage[end..]) {
+                        Ok(n) => {
+                            conn.end += n;
+                            Ok((n, want))
+                        }
+                        Err(e) => Err(e),
+                    }
+                }
+            };
+            match r {
+                Ok((0, _)) => {
+                    self.fail_peer(peer, "it closed its link");
+                    return;
+                }
+                Ok((n, want)) => {
+                    self.heard.insert(peer, Instant::now());
+                    if n < want {
+                        // Drained for now (a short read on a stream socket); handle
+                        // what came and wait for the next readiness.
+                        if let Err(reason) = self.consume(c) {
+                            self.fail_peer(peer, &reason);
+                            return;
+                        }
+                        self.finish_direct(c);
+                        return;
+                    }
+                    self.finish_direct(c);
+                }
+                Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.fail_peer(peer, &format!("link error: {e}"));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// After a direct read: completes the payload if it is whole.
+    fn finish_direct(&mut self, c: ConnId) {
+        if let Some(Conn {
+            rx: Rx::Payload { to, len, have },
+            ..
+        }) = self.conns.get(c)
+        {
+            if have == len {
+                let to = *to;
+                if let Some(conn) = self.conns.get_mut(c) {
+                    conn.rx = Rx::Header;
+                }
+                self.payload_done(to);
+            }
+        }
+    }
+
+    /// Handles what is staged on connection `c`.
+    fn consume(&mut self, c: ConnId) -> Result<(), String> {
+        loop {
+            let Some(conn) = self.conns.get_mut(c) else {
+                return Ok(());
+            };
+            let avail = conn.end - conn.start;
+            match conn.rx {
+                Rx::Stalled { .. } => return Ok(()),
+                Rx::Header => {
+                    if avail < HEADER {
+                        return Ok(());
+                    }
+                    let mut b = [0u8; HEADER];
+                    b.copy_from_slice(&conn.stage[conn.start..conn.start + HEADER]);
+                    conn.start += HEADER;
+                    let peer = conn.peer;
+                    let h = Header::decode(&b).map_err(|e| format!("protocol error: {e}"))?;
+                    self.on_header(c, peer, h)?;
+                }
+                Rx::Payload { to, len, have } => {
+                    if have == len {
+                        conn.rx = Rx::Header;
+                        self.payload_done(to);
+                        continue;
+                    }
+                    if avail == 0 {
+                        return Ok(());
+                    }
+                    let n = avail.min(len - have);
+                    let src = &conn.stage[conn.start..conn.start + n];
+                    let dst: &mut [u8] = match to {
+                        Sink::Req(rid) => match self.reqs.get_mut(rid).map(|r| &mut r.state) {
+                            Some(ReqState::Recv { buf, .. }) => &mut buf.slice()[have..have + n],
+                            _ => return Err("a payload for a request that is gone".into()),
+                        },
+                        Sink::Unex(key) => match self.unexp.get_mut(key).map(|u| &mut u.body) {
+                            Some(UnexBody::Eager { data, .. }) => &mut data[have..have + n],
+                            _ => return Err("a payload for a message that is gone".into()),
+                        },
+                    };
+                    dst.copy_from_slice(src);
+                    conn.start += n;
+                    conn.rx = Rx::Payload {
+                        to,
+                        len,
+                        have: have + n,
+                    };
+                }
+            }
+        }
+    }
+
+    fn payload_done(&mut self, to: Sink) {
+        match to {
+            Sink::Req(rid) => self.complete_recv(rid),
+            Sink::Unex(key) => {
+                let Some(u) = self.unexp.get_mut(key) else {
+                    return;
+                };
+                if let UnexBody::Eager { complete, .. } = &mut u.body {
+                    *complete = true;
+                }
+                if let Some(rid) = u.claimed {
+                    let u = self.unexp.remove(key);
+                    if let UnexBody::Eager { data, .. } = u.body {
+                        self.acct.unexpected_bytes -= data.len();
+                        if let Some(ReqState::Recv { buf, .. }) =
+                            self.reqs.get_mut(rid).map(|r| &mut r.state)
+                        {
+                            buf.fill(data);
+                        }
+                    }
+                    self.complete_recv(rid);
+                    self.resume_stalled();
+                }
+            }
+        }
+    }
+
+    fn on_header(&mut self, c: ConnId, peer: u32, h: Header) -> Result<(), String> {
+        let env = Envelope {
+            source: peer,
+            tag: h.tag,
+            context: h.context,
+            len: h.len,
+        };
+        let set_rx = |core: &mut Self, rx: Rx| {
+            if let Some(conn) = core.conns.get_mut(c) {
+                conn.rx = rx;
+            }
+        };
+        match h.kind {
+            Kind::Heartbeat => {}
+            Kind::Eager => {
+                if h.len as usize > self.limits.eager.max(STAGE) && h.len > (1 << 30) {
+                    return Err(format!(
+                        "protocol error: an eager message of {} bytes",
+                        h.len
+                    ));
+                }
+                while let Some((_, rid)) = self.queues.arrive(&env) {
+                    if self.too_small(rid, &env) {
+                        continue;
+                    }
+                    self.matched(rid, &env);
+                    if h.len == 0 {
+                        self.complete_recv(rid);
+                    } else {
+                        set_rx(
+                            self,
+                            Rx::Payload {
+                                to: Sink::Req(rid),
+                                len: h.len as usize,
+                                have: 0,
+                            },
+                        );
+                    }
+                    return Ok(());
+                }
+                let len = h.len as usize;
+                if self.acct.unexpected_bytes > 0
+                    && self.acct.unexpected_bytes + len > self.limits.unexpected
+                {
+                    let key = self.unexp.insert(Unex {
+                        env,
+                        body: UnexBody::Stalled { conn: c },
+                        claimed: None,
+                    });
+                    self.queues.file(env, key);
+                    self.acct.stalls += 1;
+                    self.stalled.push(c);
+                    set_rx(self, Rx::Stalled { key });
+                    return Ok(());
+                }
+                self.hold(len);
+                let key = self.unexp.insert(Unex {
+                    env,
+                    body: UnexBody::Eager {
+                        data: vec![0u8; len],
+                        complete: len == 0,
+                    },
+                    claimed: None,
+                });
+                self.queues.file(env, key);
+                if len > 0 {
+                    set_rx(
+                        self,
+                        Rx::Payload {
+                            to: Sink::Unex(key),
+                            len,
+                            have: 0,
+                        },
+                    );
+                }
+            }
+            Kind::Rts => {
+                while let Some((_, rid)) = self.queues.arrive(&env) {
+                    if self.too_small(rid, &env) {
+                        continue;
+                    }
+                    self.matched(rid, &env);
+                    self.clear_to_send(peer, h.id, rid, h.len);
+                    return Ok(());
+                }
+                let key = self.unexp.insert(Unex {
+                    env,
+                    body: UnexBody::Rts { id: h.id },
+                    claimed: None,
+                });
+                self.queues.file(env, key);
+            }
+            Kind::Cts => {
+                let id = h.id as usize;
+                let held = match self.reqs.get_mut(id).map(|r| &mut r.state) {
+                    Some(ReqState::Send { dest, held }) if *dest == peer && held.is_some() => {
+                        held.take()
+                    }
+                    _ => {
+                        return Err(format!(
+                            "protocol error: clear-to-send for unknown request {id}"
+                        ))
+                    }
+                };
+                let Some(buf) = held else { return Ok(()) };
+                if buf.as_slice().len() as u64 != h.len {
+                    return Err(format!(
+                        "protocol error: clear-to-send for {} bytes, the message has {}",
+                        h.len,
+                        buf.as_slice().len()
+                    ));
+                }
+                let mut d = Header::new(Kind::Data);
+                d.id = h.id;
+                d.len = h.len;
+                let Some(&out_c) = self.links.get(&peer).and_then(|v| v.first()) else {
+                    return Ok(());
+                };
+                self.queue(
+                    out_c,
+                    Out {
+                        head: d.encode(),
+                        body: Some(buf),
+                        off: 0,
+                        req: Some(id),
+                    },
+                );
+            }
+            Kind::Data => {
+                let Some(rid) = self.expect.remove(&(peer, h.id)) else {
+                    return Err(format!("protocol error: data for unknown request {}", h.id));
+                };
+                let want = match self.reqs.get(rid).map(|r| &r.state) {
+                    Some(ReqState::Recv {
+                        matched: Some(st), ..
+                    }) => st.len as u64,
+                    _ => return Err("protocol error: data for a receive that is gone".into()),
+                };
+                if want != h.len {
+                    return Err(format!(
+                        "protocol error: {} bytes of data for a message of {want}",
+                        h.len
+                    ));
+                }
+                if h.len == 0 {
+                    self.complete_recv(rid);
+                } else {
+                    set_rx(
+                        self,
+                        Rx::Payload {
+                            to: Sink::Req(rid),
+                            len: h.len as usize,
+                            have: 0,
+                        },
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn hold(&mut self, len: usize) {
+        self.acct.unexpected_bytes += len;
+        self.acct.unexpected_peak = self.acct.unexpected_peak.max(self.acct.unexpected_bytes);
+    }
+
+    /// Room was made in the unexpected buffer: lets paused links go on, oldest first.
+    fn resume_stalled(&mut self) {
+        while let Some(&c) = self.stalled.first() {
+            let Some(Conn {
+                rx: Rx::Stalled { key },
+                ..
+            }) = self.conns.get(c)
+            else {
+                self.stalled.remove(0);
+                continue;
+            };
+            let key = *key;
+            let len = self.unexp.get(key).map_or(0, |u| u.env.len as usize);
+            if self.acct.unexpected_bytes > 0
+                && self.acct.unexpected_bytes + len > self.limits.unexpected
+            {
+                return;
+            }
+            self.stalled.remove(0);
+            self.hold(len);
+            if let Some(u) = self.unexp.get_mut(key) {
+                u.body = UnexBody::Eager {
+                    data: vec![0u8; len],
+                    complete: len == 0,
+                };
+            }
+            if let Some(conn) = self.conns.get_mut(c) {
+                conn.rx = if len == 0 {
+                    Rx::Header
+                } else {
+                    Rx::Payload {
+                        to: Sink::Unex(key),
+                        len,
+                        have: 0,
+                    }
+                };
+            }
+            self.pump(c);
+        }
+    }
+
+    /// Closes every connection to `peer` and fails every request that needs it.
+    pub fn fail_peer(&mut self, peer: u32, reason: &str) {
+        if self.lost.contains_key(&peer) {
+            return;
+        }
+        tracing::debug!(rank = peer, %reason, "link lost");
+        self.lost.insert(peer, reason.to_string());
+        let conns = self.links.remove(&peer).unwrap_or_default();
+        let mut failed: Vec<ReqId> = Vec::new();
+        for c in &conns {
+            let conn = self.conns.remove(*c);
+            failed.extend(conn.out.iter().filter_map(|o| o.req));
+            if let Rx::Payload {
+                to: Sink::Req(rid), ..
+            } = conn.rx
+            {
+                failed.push(rid);
+            }
+            self.stalled.retain(|s| s != c);
+        }
+        // Messages from it that will never be whole.
+        let partial: Vec<usize> = self
+            .unexp
+            .iter()
+            .filter(|(_, u)| {
+                u.env.source == peer && !matches!(u.body, UnexBody::Eager { complete: true, .. })
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for k in partial {
+            let u = self.unexp.remove(k);
+            if let UnexBody::Eager { data, .. } = &u.body {
+                self.acct.unexpected_bytes -= data.len();
+            }
+            if let Some(rid) = u.claimed {
+                failed.push(rid);
+            }
+        }
+        let unexp = &self.unexp;
+        self.queues.retain_unexpected(|&k| unexp.contains(k));
+        failed.extend(
+            self.expect
+                .iter()
+                .filter(|((p, _), _)| *p == peer)
+                .map(|(_, r)| *r),
+        );
+        self.expect.retain(|(p, _), _| *p != peer);
+        failed.extend(self.reqs.iter().filter_map(|(id, r)| match &r.state {
+            ReqState::Send { dest, .. } if *dest == peer => Some(id),
+            _ => None,
+        }));
+        let everyone_gone = self.size > 1 && self.lost.len() as u32 >= self.size - 1;
+        failed
+            .extend(self.queues.remove_posted(|p| {
+                p.source == Some(peer) || (p.source.is_none() && everyone_gone)
+            }));
+        failed.sort_unstable();
+        failed.dedup();
+        for rid in failed {
+            if !self.is_done(rid) {
+                let e = if everyone_gone && self.lost.len() > 1 {
+                    Error::PeerLost {
+                        rank: peer,
+                        reason: format!("{reason} (and every other rank is gone)"),
+                    }
+                } else {
+                    self.lost_error(peer)
+                };
+                self.complete(rid, Err(e));
+            }
+        }
+        self.resume_stalled();
+    }
+
+    /// Housekeeping at `now`: heartbeats on quiet links, and peers that went silent
+    /// for longer than the liveness limit are lost.
+    pub fn tick(&mut self, now: Instant) {
+        let beat = self.limits.liveness / 3;
+        let quiet: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.out.is_empty() && now.saturating_duration_since(c.last_tx) >= beat)
+            .map(|(id, _)| id)
+            .collect();
+        for c in quiet {
+            self.queue(
+                c,
+                Out {
+                    head: Header::new(Kind::Heartbeat).encode(),
+                    body: None,
+                    off: 0,
+                    req: None,
+                },
+            );
+        }
+        let paused: Vec<u32> = self
+            .stalled
+            .iter()
+            .filter_map(|&c| self.conn_peer(c))
+            .collect();
+        let silent: Vec<(u32, Duration)> = self
+            .heard
+            .iter()
+            .filter(|(p, _)| self.has_link(**p) && !paused.contains(p))
+            .map(|(p, t)| (*p, now.saturating_duration_since(*t)))
+            .filter(|(_, d)| *d >= self.limits.liveness)
+            .collect();
+        for (p, d) in silent {
+            self.fail_peer(
+                p,
+                &format!(
+                    "it sent nothing for {:.0} s (not even a heartbeat): it is frozen or unreachable",
+                    d.as_secs_f64()
+                ),
+            );
+        }
+    }
+
+    /// Closes every connection (at exit: peers see the links end).
+    pub fn close_all(&mut self) {
+        self.conns.clear();
+        self.links.clear();
+        self.stalled.clear();
+    }
+
+    /// Whether everything queued for sending has been handed to the kernel.
+    pub fn flushed(&self) -> bool {
+        self.conns.iter().all(|(_, c)| c.out.is_empty())
+    }
+
+    /// Every connection, for the shell.
+    pub fn conn_ids(&self) -> Vec<ConnId> {
+        self.conns.iter().map(|(id, _)| id).collect()
+    }
+}

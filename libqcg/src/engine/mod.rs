@@ -1,0 +1,563 @@
+//! The engine: one readiness loop (epoll, through mio) drives every link of the
+//! process, its listener and the handshakes of whoever knocks on it.
+//!
+//! Threads: the caller's own thread drives the loop while it waits in a call
+//! (spinning briefly first, since a thread woken from another core costs 30-55 µs
+//! here), and one background thread drives it while the program computes, so that
+//! large messages keep flowing and peers hear our heartbeats. The count does not grow
+//! with the number of peers: a link is one descriptor in the loop.
+//!
+//! The state machine it drives ([`core::Core`]) is pure: matching ([`matching`]),
+//! the eager/rendezvous protocol and each link's framing ([`wire`]).
+
+pub mod core;
+pub mod matching;
+pub mod rawbuf;
+pub mod wire;
+
+use self::core::{ConnId, Core, Limits};
+use crate::handshake::{Acceptor, HandshakeError, Step};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+use slab::Slab;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+const WAKER: Token = Token(usize::MAX);
+const LISTENER: Token = Token(usize::MAX - 1);
+/// Tokens of connections still in their handshake start here.
+const HANDSHAKE_BASE: usize = 1 << 40;
+/// Handshakes in progress at once; past it the oldest is dropped.
+pub const MAX_HANDSHAKES: usize = 64;
+/// Time a stranger gets to send its first bytes.
+const FIRST_BYTES: Duration = Duration::from_secs(2);
+/// Time a whole handshake may take.
+const HANDSHAKE_TIME: Duration = Duration::from_secs(5);
+/// Dropped strangers are summed up in one log line per this interval.
+const LOG_INTERVAL: Duration = Duration::from_secs(10);
+/// How often heartbeats and liveness are checked.
+const TICK: Duration = Duration::from_millis(500);
+/// The background thread leaves the loop to callers that used it this recently.
+const CALLER_GRACE: Duration = Duration::from_millis(5);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Who the process is, for the handshakes the loop answers.
+#[derive(Clone)]
+pub struct Identity {
+    /// Job id.
+    pub job: String,
+    /// Job secret.
+    pub secret: [u8; 32],
+    /// Our job rank.
+    pub rank: u32,
+    /// Job size.
+    pub size: u32,
+}
+
+struct Accepting {
+    stream: TcpStream,
+    addr: SocketAddr,
+    acceptor: Acceptor,
+    need: usize,
+    got_any: bool,
+    started: Instant,
+    reply: Vec<u8>,
+    done: Option<u32>,
+}
+
+/// Strangers dropped since the last summary line.
+#[derive(Default)]
+struct Dropped {
+    count: u64,
+    last: String,
+    since: Option<Instant>,
+}
+
+struct Loop {
+    poll: Poll,
+    events: Events,
+    listener: Option<TcpListener>,
+    accepting: Slab<Accepting>,
+    /// Accepting paused (out of descriptors) until then.
+    accept_paused: Option<Instant>,
+    dropped: Dropped,
+    next_tick: Instant,
+}
+
+/// The engine of one process.
+pub struct Engine {
+    id: Identity,
+    core: Mutex<Core<TcpStream>>,
+    lp: Mutex<Loop>,
+    registry: Registry,
+    waker: Waker,
+    /// Callers inside a wait.
+    active: AtomicUsize,
+    /// The background thread is (about to be) inside the loop.
+    bg_in_loop: AtomicBool,
+    /// When a caller last left a wait (µs since `epoch`).
+    last_call: AtomicU64,
+    epoch: Instant,
+    closed: AtomicBool,
+    spin: Duration,
+    background: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Strangers dropped in all.
+    strangers: AtomicU64,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("rank", &self.id.rank)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// An engine for `id`, serving `listener` (handshakes of incoming links).
+    pub fn new(
+        id: Identity,
+        listener: Option<std::net::TcpListener>,
+        limits: Limits,
+        spin: Duration,
+    ) -> std::io::Result<Arc<Engine>> {
+        let poll = Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let listener = match listener {
+            Some(l) => {
+                l.set_nonblocking(true)?;
+                let mut l = TcpListener::from_std(l);
+                registry.register(&mut l, LISTENER, Interest::READABLE)?;
+                Some(l)
+            }
+            None => None,
+        };
+        let engine = Arc::new(Engine {
+            core: Mutex::new(Core::new(id.rank, id.size, limits)),
+            id,
+            lp: Mutex::new(Loop {
+                poll,
+                events: Events::with_capacity(256),
+                listener,
+                accepting: Slab::new(),
+                accept_paused: None,
+                dropped: Dropped::default(),
+                next_tick: Instant::now() + TICK,
+            }),
+            registry,
+            waker,
+            active: AtomicUsize::new(0),
+            bg_in_loop: AtomicBool::new(false),
+            last_call: AtomicU64::new(0),
+            epoch: Instant::now(),
+            closed: AtomicBool::new(false),
+            spin,
+            background: Mutex::new(None),
+            strangers: AtomicU64::new(0),
+        });
+        let weak = Arc::downgrade(&engine);
+        let t = std::thread::Builder::new()
+            .name("qcg-progress".into())
+            .spawn(move || background(weak))?;
+        *lock(&engine.background) = Some(t);
+        Ok(engine)
+    }
+
+    /// The state machine, locked.
+    pub fn core(&self) -> MutexGuard<'_, Core<TcpStream>> {
+        lock(&self.core)
+    }
+
+    /// Connections dropped because they were not links of this job.
+    pub fn strangers(&self) -> u64 {
+        self.strangers.load(Ordering::Relaxed)
+    }
+
+    /// Adds a link whose handshake is done (made by a link maker on some thread).
+    pub fn add_link(&self, peer: u32, stream: std::net::TcpStream) -> std::io::Result<()> {
+        stream.set_nonblocking(true)?;
+        stream.set_nodelay(true)?;
+        keepalive(&stream);
+        self.attach(peer, TcpStream::from_std(stream));
+        Ok(())
+    }
+
+    /// Waits until `check` gives an answer, driving the loop meanwhile; `None` if
+    /// `deadline` passed first.
+    pub fn wait<R>(
+        &self,
+        mut check: impl FnMut(&mut Core<TcpStream>) -> Option<R>,
+        deadline: Option<Instant>,
+    ) -> Option<R> {
+        if let Some(r) = check(&mut self.core()) {
+            return Some(r);
+        }
+        self.active.fetch_add(1, Ordering::SeqCst);
+        if self.bg_in_loop.load(Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+        let start = Instant::now();
+        let r = loop {
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                break None;
+            }
+            let spinning = now.duration_since(start) < self.spin;
+            match self.lp.try_lock() {
+                Ok(mut lp) => {
+                    let mut t = if spinning {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_millis(10)
+                    };
+                    if let Some(d) = deadline {
+                        t = t.min(d.saturating_duration_since(now));
+                    }
+                    self.turn(&mut lp, t);
+                }
+                Err(_) => std::thread::yield_now(),
+            }
+            if let Some(r) = check(&mut self.core()) {
+                break Some(r);
+            }
+            if spinning {
+                std::thread::yield_now();
+            }
+        };
+        self.last_call
+            .store(self.epoch.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.active.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+
+    /// One turn of the loop: waits up to `timeout` for readiness, handles it.
+    fn turn(&self, lp: &mut Loop, timeout: Duration) {
+        let now = Instant::now();
+        let mut timeout = timeout.min(lp.next_tick.saturating_duration_since(now));
+        if let Some(p) = lp.accept_paused {
+            timeout = timeout.min(p.saturating_duration_since(now));
+        }
+        if !lp.accepting.is_empty() {
+            timeout = timeout.min(Duration::from_millis(100));
+        }
+        let Loop { poll, events, .. } = lp;
+        if let Err(e) = poll.poll(events, Some(timeout)) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                tracing::warn!(error = %e, "the progress loop cannot poll");
+            }
+        }
+        let mut accept = false;
+        let mut ready: Vec<(Token, bool, bool)> = Vec::new();
+        for ev in lp.events.iter() {
+            ready.push((
+                ev.token(),
+                ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                ev.is_writable() || ev.is_error(),
+            ));
+        }
+        {
+            let mut core = self.core();
+            for &(t, r, w) in &ready {
+                match t {
+                    LISTENER => accept = true,
+                    WAKER => {}
+                    Token(c) if c < HANDSHAKE_BASE => {
+                        if r {
+                            core.on_readable(c);
+                        }
+                        if w {
+                            core.on_writable(c);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for &(t, _, _) in &ready {
+            if t.0 >= HANDSHAKE_BASE && t != WAKER && t != LISTENER {
+                self.handshake(lp, t.0 - HANDSHAKE_BASE);
+            }
+        }
+        let now = Instant::now();
+        if accept || lp.accept_paused.is_some_and(|p| now >= p) {
+            lp.accept_paused = None;
+            self.accept(lp);
+        }
+        if now >= lp.next_tick {
+            lp.next_tick = now + TICK;
+            self.core().tick(now);
+            self.expire_handshakes(lp, now);
+            self.log_dropped(lp, now, false);
+        }
+    }
+
+    fn drop_stranger(&self, lp: &mut Loop, addr: SocketAddr, why: &str) {
+        self.strangers.fetch_add(1, Ordering::Relaxed);
+        let d = &mut lp.dropped;
+        d.count += 1;
+        d.last = format!("{addr}: {why}");
+        if d.since.is_none() {
+            d.since = Some(Instant::now());
+        }
+        let now = Instant::now();
+        self.log_dropped(lp, now, false);
+    }
+
+    /// One summary line per interval, never one per stranger.
+    fn log_dropped(&self, lp: &mut Loop, now: Instant, force: bool) {
+        let d = &mut lp.dropped;
+        let Some(since) = d.since else { return };
+        if d.count > 0 && (force || now.duration_since(since) >= LOG_INTERVAL || d.count == 1) {
+            if d.count == 1 {
+                tracing::warn!(connection = %d.last, "dropped a connection that is not a link of this job");
+            } else {
+                tracing::warn!(
+                    count = d.count,
+                    last = %d.last,
+                    "dropped {} connections that are not links of this job in {:.0} s",
+                    d.count,
+                    now.duration_since(since).as_secs_f64().max(1.0)
+                );
+            }
+            d.count = 0;
+            d.since = Some(now);
+        } else if d.count == 0 && now.duration_since(since) >= LOG_INTERVAL {
+            d.since = None;
+        }
+    }
+
+    fn accept(&self, lp: &mut Loop) {
+        loop {
+            let Some(l) = lp.listener.as_ref() else {
+                return;
+            };
+            match l.accept() {
+                Ok((stream, addr)) => {
+                    if self.closed.load(Ordering::SeqCst) {
+                        continue;
+                    }
+                    if lp.accepting.len() >= MAX_HANDSHAKES {
+                        if let Some(oldest) = lp
+                            .accepting
+                            .iter()
+                            .min_by_key(|(_, a)| a.started)
+                            .map(|(k, _)| k)
+                        {
+                            let a = lp.accepting.remove(oldest);
+                            self.drop_stranger(
+                                lp,
+                                a.addr,
+                                "too many handshakes at once; dropped the oldest",
+                            );
+                        }
+                    }
+                    let acceptor =
+                        Acceptor::new(&self.id.job, &self.id.secret, self.id.rank, self.id.size);
+                    let need = acceptor.first_need();
+                    let entry = lp.accepting.vacant_entry();
+                    let key = entry.key();
+                    let mut a = Accepting {
+                        stream,
+                        addr,
+                        acceptor,
+                        need,
+                        got_any: false,
+                        started: Instant::now(),
+                        reply: Vec::new(),
+                        done: None,
+                    };
+                    if self
+                        .registry
+                        .register(
+                            &mut a.stream,
+                            Token(HANDSHAKE_BASE + key),
+                            Interest::READABLE | Interest::WRITABLE,
+                        )
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    entry.insert(a);
+                    self.handshake(lp, key);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors (EMFILE/ENFILE) or the like: free the oldest
+                    // handshake, or pause accepting for a moment; never spin.
+                    if let Some(oldest) = lp
+                        .accepting
+                        .iter()
+                        .min_by_key(|(_, a)| a.started)
+                        .map(|(k, _)| k)
+                    {
+                        let a = lp.accepting.remove(oldest);
+                        self.drop_stranger(lp, a.addr, &format!("dropped to accept more ({e})"));
+                        continue;
+                    }
+                    tracing::warn!(error = %e, "cannot accept connections; trying again in 100 ms");
+                    lp.accept_paused = Some(Instant::now() + Duration::from_millis(100));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Drives handshake `key` as far as its bytes allow.
+    fn handshake(&self, lp: &mut Loop, key: usize) {
+        let outcome: Result<Option<u32>, String> = (|| {
+            let Some(a) = lp.accepting.get_mut(key) else {
+                return Ok(None);
+            };
+            loop {
+                while !a.reply.is_empty() {
+                    match a.stream.write(&a.reply) {
+                        Ok(n) => {
+                            a.reply.drain(..n);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                        Err(e) => return Err(e.to_string()),
+                    }
+                }
+                if let Some(from) = a.done {
+                    return Ok(Some(from));
+                }
+                let mut buf = vec![0u8; a.need];
+                match a.stream.read(&mut buf) {
+                    Ok(0) => return Err("closed during the handshake".into()),
+                    Ok(n) => {
+                        a.got_any = true;
+                        match a.acceptor.feed(&buf[..n]) {
+                            Ok(Step::Need(k)) => a.need = k,
+                            Ok(Step::Reply(r, k)) => {
+                                a.reply = r;
+                                a.need = k;
+                            }
+                            Ok(Step::Done(r, from)) => {
+                                a.reply = r;
+                                a.done = Some(from);
+                            }
+                            Err(e) => return Err(e.to_string()),
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                    Err(e) => return Err(HandshakeError::Io(e).to_string()),
+                }
+            }
+        })();
+        match outcome {
+            Ok(None) => {}
+            Ok(Some(from)) => {
+                let mut a = lp.accepting.remove(key);
+                let _ = self.registry.deregister(&mut a.stream);
+                let _ = a.stream.set_nodelay(true);
+                self.attach(from, a.stream);
+            }
+            Err(why) => {
+                let a = lp.accepting.remove(key);
+                if !self.closed.load(Ordering::SeqCst) {
+                    self.drop_stranger(lp, a.addr, &why);
+                }
+            }
+        }
+    }
+
+    fn expire_handshakes(&self, lp: &mut Loop, now: Instant) {
+        let late: Vec<usize> = lp
+            .accepting
+            .iter()
+            .filter(|(_, a)| {
+                let age = now.duration_since(a.started);
+                age >= HANDSHAKE_TIME || (!a.got_any && age >= FIRST_BYTES)
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for k in late {
+            let a = lp.accepting.remove(k);
+            self.drop_stranger(lp, a.addr, "handshake timed out");
+        }
+    }
+
+    /// Puts a ready connection into the core and the loop.
+    fn attach(&self, peer: u32, stream: TcpStream) {
+        let mut core = self.core();
+        if core.lost(peer).is_some() {
+            // Declared lost (e.g. it went silent): a late link does not revive it.
+            return;
+        }
+        let c: ConnId = core.add_conn(peer, stream, Instant::now());
+        if let Some(io) = core.conn_io(c) {
+            if let Err(e) =
+                self.registry
+                    .register(io, Token(c), Interest::READABLE | Interest::WRITABLE)
+            {
+                core.fail_peer(peer, &format!("cannot watch its link: {e}"));
+                return;
+            }
+        }
+        core.on_readable(c);
+        core.on_writable(c);
+    }
+
+    /// Closes every link.
+    pub fn close_links(&self) {
+        self.core().close_all();
+    }
+
+    /// Sends what is queued (bounded by `limit`) and stops the background thread.
+    pub fn shutdown(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let _ = self.wait(|core| core.flushed().then_some(()), Some(deadline));
+        self.closed.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+        if let Some(t) = lock(&self.background).take() {
+            if t.thread().id() != std::thread::current().id() {
+                let _ = t.join();
+            }
+        }
+        let mut lp = lock(&self.lp);
+        self.log_dropped(&mut lp, Instant::now(), true);
+    }
+}
+
+/// TCP keep-alive with short intervals: a dead host is noticed even on an idle link.
+fn keepalive(s: &std::net::TcpStream) {
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(10))
+        .with_interval(Duration::from_secs(5))
+        .with_retries(3);
+    let _ = socket2::SockRef::from(s).set_tcp_keepalive(&ka);
+}
+
+fn background(engine: std::sync::Weak<Engine>) {
+    loop {
+        let Some(e) = engine.upgrade() else { return };
+        if e.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let since = e
+            .epoch
+            .elapsed()
+            .as_micros()
+            .saturating_sub(u128::from(e.last_call.load(Ordering::Relaxed)));
+        if e.active.load(Ordering::SeqCst) > 0 || since < CALLER_GRACE.as_micros() {
+            drop(e);
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        e.bg_in_loop.store(true, Ordering::SeqCst);
+        if e.active.load(Ordering::SeqCst) == 0 {
+            if let Ok(mut lp) = e.lp.try_lock() {
+                e.turn(&mut lp, Duration::from_millis(250));
+            }
+        }
+        e.bg_in_loop.store(false, Ordering::SeqCst);
+    }
+}
