@@ -285,6 +285,10 @@ impl Comm {
         &self.view
     }
 
+    pub(crate) fn view_arc(&self) -> Arc<View> {
+        self.view.clone()
+    }
+
     /// This process's rank in this communicator.
     pub fn rank(&self) -> u32 {
         self.view.rank

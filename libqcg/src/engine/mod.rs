@@ -31,7 +31,7 @@ const LISTENER: Token = Token(usize::MAX - 1);
 /// Tokens of connections still in their handshake start here.
 const HANDSHAKE_BASE: usize = 1 << 40;
 /// Handshakes in progress at once; past it the oldest is dropped.
-pub const MAX_HANDSHAKES: usize = 64;
+pub const MAX_HANDSHAKES: usize = 256;
 /// Time a stranger gets to send its first bytes.
 const FIRST_BYTES: Duration = Duration::from_secs(2);
 /// Time a whole handshake may take.
@@ -71,12 +71,13 @@ struct Accepting {
     done: Option<u32>,
 }
 
-/// Strangers dropped since the last summary line.
+/// Strangers dropped since the last log line.
 #[derive(Default)]
 struct Dropped {
     count: u64,
     last: String,
-    since: Option<Instant>,
+    /// When the last line was logged.
+    logged: Option<Instant>,
 }
 
 struct Loop {
@@ -237,6 +238,13 @@ impl Engine {
         r
     }
 
+    /// Drives the loop once without waiting, unless someone else is driving it.
+    pub fn poke(&self) {
+        if let Ok(mut lp) = self.lp.try_lock() {
+            self.turn(&mut lp, Duration::ZERO);
+        }
+    }
+
     /// One turn of the loop: waits up to `timeout` for readiness, handles it.
     fn turn(&self, lp: &mut Loop, timeout: Duration) {
         let now = Instant::now();
@@ -300,37 +308,36 @@ impl Engine {
 
     fn drop_stranger(&self, lp: &mut Loop, addr: SocketAddr, why: &str) {
         self.strangers.fetch_add(1, Ordering::Relaxed);
-        let d = &mut lp.dropped;
-        d.count += 1;
-        d.last = format!("{addr}: {why}");
-        if d.since.is_none() {
-            d.since = Some(Instant::now());
-        }
-        let now = Instant::now();
-        self.log_dropped(lp, now, false);
+        lp.dropped.count += 1;
+        lp.dropped.last = format!("{addr}: {why}");
+        self.log_dropped(lp, Instant::now(), false);
     }
 
-    /// One summary line per interval, never one per stranger.
+    /// At most one line per interval, never one per stranger: the first drop after a
+    /// quiet interval is logged at once, later ones are summed up.
     fn log_dropped(&self, lp: &mut Loop, now: Instant, force: bool) {
         let d = &mut lp.dropped;
-        let Some(since) = d.since else { return };
-        if d.count > 0 && (force || now.duration_since(since) >= LOG_INTERVAL || d.count == 1) {
-            if d.count == 1 {
-                tracing::warn!(connection = %d.last, "dropped a connection that is not a link of this job");
-            } else {
-                tracing::warn!(
-                    count = d.count,
-                    last = %d.last,
-                    "dropped {} connections that are not links of this job in {:.0} s",
-                    d.count,
-                    now.duration_since(since).as_secs_f64().max(1.0)
-                );
-            }
-            d.count = 0;
-            d.since = Some(now);
-        } else if d.count == 0 && now.duration_since(since) >= LOG_INTERVAL {
-            d.since = None;
+        if d.count == 0 {
+            return;
         }
+        let due = d
+            .logged
+            .is_none_or(|t| now.duration_since(t) >= LOG_INTERVAL);
+        if !due && !force {
+            return;
+        }
+        if d.count == 1 {
+            tracing::warn!(connection = %d.last, "dropped a connection that is not a link of this job");
+        } else {
+            tracing::warn!(
+                count = d.count,
+                last = %d.last,
+                "dropped {} connections that are not links of this job since the last report",
+                d.count
+            );
+        }
+        d.count = 0;
+        d.logged = Some(now);
     }
 
     fn accept(&self, lp: &mut Loop) {

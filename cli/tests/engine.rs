@@ -1,0 +1,112 @@
+//! libqcg's engine and request API in real processes over real links, on an embedded
+//! grid of two clusters (`qcg run` of the `engine_check` example, one scenario each).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn run(n: u32, scenario: &str, env: &[(&str, &str)]) -> (Output, String) {
+    let o = Command::new(common::bin("qcg"))
+        .args(["run", "-n", &n.to_string(), "--clusters", "2"])
+        .args(["--nodes-per-cluster", "2", "--timeout", "240", "--"])
+        .arg(common::example("engine_check"))
+        .arg(scenario)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o, text)
+}
+
+/// Runs a scenario that must pass on every rank.
+fn passes(n: u32, scenario: &str, env: &[(&str, &str)]) -> String {
+    let (o, text) = run(n, scenario, env);
+    assert!(o.status.success(), "{scenario}: the job failed\n{text}");
+    for r in 0..n {
+        assert!(
+            text.contains(&format!("[{r}] ok {scenario} rank {r} of {n}")),
+            "{scenario}: rank {r} did not pass\n{text}"
+        );
+    }
+    text
+}
+
+#[test]
+fn any_source_and_any_tag_keep_order_per_source_and_tag_with_many_senders() {
+    passes(6, "order", &[]);
+}
+
+#[test]
+fn ten_thousand_outstanding_receives_match_by_tag() {
+    let text = passes(2, "irecvs", &[]);
+    assert!(text.contains("posted 10000 receives, threads 4"), "{text}");
+}
+
+#[test]
+fn a_cancelled_receive_consumes_nothing() {
+    passes(2, "cancel", &[]);
+}
+
+#[test]
+fn probe_then_receive_into_the_announced_size_and_a_short_buffer_loses_nothing() {
+    passes(2, "probe", &[]);
+}
+
+#[test]
+fn empty_one_byte_eager_limit_plus_minus_one_and_one_gib_messages_cross() {
+    let text = passes(2, "sizes", &[]);
+    for n in [0, 1, 65535, 65536, 65537, 1 << 30] {
+        assert!(text.contains(&format!("size {n} ok")), "{text}");
+    }
+}
+
+#[test]
+fn a_flooded_receiver_that_computes_keeps_its_unexpected_bytes_under_the_bound() {
+    // 8 senders × 16 MiB into a receiver that sleeps 3 s, with a 4 MiB bound.
+    let text = passes(9, "flood", &[("QCG_UNEXPECTED_LIMIT", "4194304")]);
+    assert!(text.contains("bound 4194304"), "{text}");
+}
+
+#[test]
+fn a_peer_dying_fails_pending_and_later_requests_naming_it() {
+    // Rank 2 dies on purpose (exit status 0, without a word).
+    let (o, text) = run(3, "dying", &[]);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("[1] ok dying rank 1 of 3"), "{text}");
+    assert!(
+        text.contains("pending receive failed naming rank 2"),
+        "{text}"
+    );
+    assert!(text.contains("pending send failed naming rank 2"), "{text}");
+}
+
+#[test]
+fn a_frozen_peer_is_detected_after_the_liveness_time() {
+    let (o, text) = run(3, "frozen", &[("QCG_LIVENESS", "3")]);
+    // Rank 1 kills the frozen rank 2 once it noticed, so the job fails naming rank 2.
+    assert!(!o.status.success(), "{text}");
+    assert!(text.contains("[1] ok frozen rank 1 of 3"), "{text}");
+    assert!(text.contains("frozen peer detected after"), "{text}");
+    assert!(text.contains("sent nothing for 3 s"), "{text}");
+}
+
+#[test]
+fn every_rank_talking_to_every_other_keeps_four_threads() {
+    let text = passes(32, "alltoall", &[]);
+    let counts: Vec<usize> = text
+        .lines()
+        .filter_map(|l| l.split("threads ").nth(1))
+        .map(|t| t.trim().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 32, "{text}");
+    assert!(
+        counts.iter().all(|&t| t <= 4),
+        "threads per rank: {counts:?}"
+    );
+}

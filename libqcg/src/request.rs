@@ -1,0 +1,420 @@
+//! Non-blocking point-to-point calls: requests, in MPI's shape.
+//!
+//! [`Comm::isend`] and [`Comm::irecv`] return at once with a [`Request`]; the engine
+//! moves the bytes while the program computes, and [`Request::wait`] (or
+//! [`Request::test`], [`wait_all`], [`wait_any`], [`test_all`]) collects the
+//! outcome. A send completes when its bytes are with the kernel (small messages) or
+//! in the receiver's buffer (large ones, sent only once the receiver posted a
+//! matching receive); a receive when its message is in its buffer.
+//!
+//! Buffers are owned by the request while it runs (the send's `Vec`, the receive's
+//! `Vec` given to [`Comm::irecv_into`] or made by [`Comm::irecv`] at the message's
+//! size), so nothing needs `unsafe` and a message lands in its buffer with no
+//! intermediate copy.
+//!
+//! # Dropping a pending request
+//! Dropping a request that has not completed *detaches* it: a receive that has not
+//! matched a message yet is cancelled (no message is consumed); a send, or a
+//! receive whose message is arriving, completes on its own and its result is
+//! dropped. Nothing waits in `drop`.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), qcg::Error> {
+//! let comm = qcg::init()?;
+//! let peer = (comm.rank() + 1) % comm.size();
+//! let from = (comm.rank() + comm.size() - 1) % comm.size();
+//! let r = comm.irecv(Some(from), Some(1))?;
+//! let s = comm.isend(peer, 1, vec![7u8; 1 << 20])?;
+//! // ... compute while the bytes move ...
+//! let got = r.wait()?.into_message().expect("a receive");
+//! s.wait()?;
+//! assert_eq!(got.data.len(), 1 << 20);
+//! # Ok(()) }
+//! ```
+
+use crate::comm::{Comm, View};
+use crate::engine::core::{Outcome, RecvBuf, SendBuf, Status as CoreStatus};
+use crate::engine::matching::Pattern;
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::mailbox::Message;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What a received (or probed) message is: sender (rank in the communicator), tag
+/// and length in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// The sender's rank in the communicator.
+    pub source: u32,
+    /// The tag.
+    pub tag: u32,
+    /// The message's length in bytes.
+    pub len: usize,
+}
+
+/// How a request ended.
+#[derive(Debug)]
+pub enum Completion {
+    /// A send.
+    Sent,
+    /// A receive: what arrived, and the buffer holding it (the one given to
+    /// [`Comm::irecv_into`], whose first `status.len` bytes are the message, or one
+    /// of exactly the message's length).
+    Received(Status, Vec<u8>),
+    /// A cancelled receive, with its buffer if it was given one.
+    Cancelled(Option<Vec<u8>>),
+}
+
+impl Completion {
+    /// The message of a receive (its buffer cut to the message's length).
+    pub fn into_message(self) -> Option<Message> {
+        match self {
+            Completion::Received(st, mut data) => {
+                data.truncate(st.len);
+                Some(Message {
+                    source: st.source,
+                    tag: st.tag,
+                    data,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A send or receive in progress. See the [module docs](self) for what dropping
+/// one does.
+#[must_use = "a request does its work until waited for; dropping it detaches it"]
+pub struct Request {
+    engine: Arc<Engine>,
+    view: Arc<View>,
+    id: Option<usize>,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request").field("id", &self.id).finish()
+    }
+}
+
+impl Request {
+    fn convert(&self, r: Result<Outcome>) -> Result<Completion> {
+        Ok(match r? {
+            Outcome::Sent => Completion::Sent,
+            Outcome::Received(st, data) => {
+                Completion::Received(local_status(&self.view, st), data.unwrap_or_default())
+            }
+            Outcome::Cancelled(buf) => Completion::Cancelled(buf),
+        })
+    }
+
+    fn spent() -> Error {
+        Error::InvalidArgument("this request has already completed".into())
+    }
+
+    /// Waits for the request to complete.
+    pub fn wait(mut self) -> Result<Completion> {
+        let id = self.id.take().ok_or_else(Self::spent)?;
+        let r = self
+            .engine
+            .wait(|core| core.take(id), None)
+            .unwrap_or_else(|| Err(Self::spent()));
+        self.convert(r)
+    }
+
+    /// The outcome if the request has completed (then it is spent), else `None`.
+    /// Drives the engine once.
+    pub fn test(&mut self) -> Result<Option<Completion>> {
+        let id = self.id.ok_or_else(Self::spent)?;
+        self.engine.poke();
+        let taken = self.engine.core().take(id);
+        match taken {
+            Some(r) => {
+                self.id = None;
+                self.convert(r).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Whether the request is done (or spent), without taking its outcome.
+    pub fn is_done(&self) -> bool {
+        self.id.is_none_or(|id| self.engine.core().is_done(id))
+    }
+
+    /// Cancels a receive that has not matched a message yet: true if it was
+    /// cancelled (its `wait` then gives [`Completion::Cancelled`]); false if it had
+    /// matched (it completes as usual) or is a send.
+    pub fn cancel(&self) -> bool {
+        self.id.is_some_and(|id| self.engine.core().cancel(id))
+    }
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            self.engine.core().detach(id);
+        }
+    }
+}
+
+fn local_status(view: &View, st: CoreStatus) -> Status {
+    Status {
+        source: view.local(st.source).unwrap_or(st.source),
+        tag: st.tag,
+        len: st.len,
+    }
+}
+
+fn same_engine(reqs: &[Request]) -> Result<Option<Arc<Engine>>> {
+    let Some(first) = reqs.first() else {
+        return Ok(None);
+    };
+    if reqs.iter().any(|r| !Arc::ptr_eq(&r.engine, &first.engine)) {
+        return Err(Error::InvalidArgument(
+            "requests of different processes' engines".into(),
+        ));
+    }
+    Ok(Some(first.engine.clone()))
+}
+
+/// Waits for every request; their outcomes in order. The first failure is returned
+/// once all have completed.
+pub fn wait_all(reqs: Vec<Request>) -> Result<Vec<Completion>> {
+    let Some(engine) = same_engine(&reqs)? else {
+        return Ok(Vec::new());
+    };
+    let ids: Vec<usize> = reqs.iter().filter_map(|r| r.id).collect();
+    engine.wait(
+        |core| ids.iter().all(|&id| core.is_done(id)).then_some(()),
+        None,
+    );
+    let mut out = Vec::with_capacity(reqs.len());
+    let mut first_err = None;
+    for r in reqs {
+        match r.wait() {
+            Ok(c) => out.push(c),
+            Err(e) => {
+                if first_err.is_none() {
+                    first_err = Some(e);
+                }
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
+}
+
+/// Waits for one of the requests that are not spent; its index and outcome (it is
+/// spent afterwards).
+pub fn wait_any(reqs: &mut [Request]) -> Result<(usize, Completion)> {
+    let Some(engine) = same_engine(reqs)? else {
+        return Err(Error::InvalidArgument("wait_any of no requests".into()));
+    };
+    let ids: Vec<(usize, usize)> = reqs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.id.map(|id| (i, id)))
+        .collect();
+    if ids.is_empty() {
+        return Err(Error::InvalidArgument(
+            "wait_any: every request is already spent".into(),
+        ));
+    }
+    let i = engine
+        .wait(
+            |core| {
+                ids.iter()
+                    .find(|(_, id)| core.is_done(*id))
+                    .map(|(i, _)| *i)
+            },
+            None,
+        )
+        .ok_or_else(Request::spent)?;
+    let r = &mut reqs[i];
+    let id = r.id.take().ok_or_else(Request::spent)?;
+    let taken = engine
+        .core()
+        .take(id)
+        .unwrap_or_else(|| Err(Request::spent()));
+    r.convert(taken).map(|c| (i, c))
+}
+
+/// The outcomes of all requests if every one has completed (they are spent then),
+/// else `None` and nothing is taken. Drives the engine once.
+pub fn test_all(reqs: &mut [Request]) -> Result<Option<Vec<Completion>>> {
+    let Some(engine) = same_engine(reqs)? else {
+        return Ok(Some(Vec::new()));
+    };
+    engine.poke();
+    if !reqs.iter().all(Request::is_done) {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(reqs.len());
+    for r in reqs.iter_mut() {
+        if let Some(c) = r.test()? {
+            out.push(c);
+        }
+    }
+    Ok(Some(out))
+}
+
+impl Comm {
+    fn request(&self, id: usize) -> Request {
+        Request {
+            engine: self.inner.engine.clone(),
+            view: self.view_arc(),
+            id: Some(id),
+        }
+    }
+
+    fn pattern(&self, source: Option<u32>, tag: Option<u32>) -> Result<Pattern> {
+        if let Some(s) = source {
+            self.check(s)?;
+        }
+        Ok(Pattern {
+            context: self.view().context,
+            source: source.map(|s| self.view().global(s)),
+            tag,
+        })
+    }
+
+    fn check(&self, rank: u32) -> Result<()> {
+        if rank >= self.size() {
+            return Err(Error::InvalidRank {
+                rank,
+                size: self.size(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Starts sending `data` to `dest` with `tag`; the request owns the bytes until
+    /// it completes. Makes the link first if there is none yet.
+    pub fn isend(&self, dest: u32, tag: u32, data: Vec<u8>) -> Result<Request> {
+        self.check(dest)?;
+        let g = self.view().global(dest);
+        self.ensure_link(g)?;
+        self.count_sent(g, data.len());
+        let id =
+            self.inner
+                .engine
+                .core()
+                .post_send(g, tag, self.view().context, SendBuf::Owned(data));
+        Ok(self.request(id))
+    }
+
+    /// Starts receiving the next message matching `source` and `tag` (`None` = any)
+    /// into a buffer made at the message's size.
+    pub fn irecv(&self, source: Option<u32>, tag: Option<u32>) -> Result<Request> {
+        let p = self.pattern(source, tag)?;
+        let id = self
+            .inner
+            .engine
+            .core()
+            .post_recv(p, RecvBuf::Alloc(Vec::new()));
+        Ok(self.request(id))
+    }
+
+    /// Starts receiving into `buf` (handed back on completion). A message longer than
+    /// `buf` fails the request with [`Error::Truncated`] and stays to be received.
+    pub fn irecv_into(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+        buf: Vec<u8>,
+    ) -> Result<Request> {
+        let p = self.pattern(source, tag)?;
+        let id = self.inner.engine.core().post_recv(p, RecvBuf::Owned(buf));
+        Ok(self.request(id))
+    }
+
+    /// Receives the next matching message into `buf`, with no intermediate copy for
+    /// large messages. A message longer than `buf` is an [`Error::Truncated`] and is
+    /// not lost.
+    pub fn recv_into(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+        buf: &mut [u8],
+    ) -> Result<Status> {
+        let p = self.pattern(source, tag)?;
+        // SAFETY: the request is finished (completed or failed, never left pending)
+        // before this function returns, so the engine stops using `buf` in time.
+        #[allow(unsafe_code)]
+        let raw = unsafe { crate::engine::rawbuf::RawBuf::from_mut(buf) };
+        let id = self.inner.engine.core().post_recv(p, RecvBuf::Raw(raw));
+        match self.finish(id)? {
+            Outcome::Received(st, _) => Ok(local_status(self.view(), st)),
+            other => Err(Error::InvalidArgument(format!(
+                "a receive ended as {other:?}"
+            ))),
+        }
+    }
+
+    /// The sender, tag and size of the next message matching `source` and `tag`,
+    /// without receiving it; waits until there is one.
+    pub fn probe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Status> {
+        let p = self.pattern(source, tag)?;
+        let r = self.inner.engine.wait(
+            |core| match core.iprobe(&p) {
+                Ok(Some(st)) => Some(Ok(st)),
+                Ok(None) => None,
+                Err(e) => Some(Err(e)),
+            },
+            None,
+        );
+        match r {
+            Some(Ok(st)) => Ok(local_status(self.view(), st)),
+            Some(Err(e)) => Err(e),
+            None => Err(Error::InvalidArgument(
+                "probe ended without a message".into(),
+            )),
+        }
+    }
+
+    /// Like [`Comm::probe`], but returns `None` at once if no such message is there.
+    pub fn iprobe(&self, source: Option<u32>, tag: Option<u32>) -> Result<Option<Status>> {
+        let p = self.pattern(source, tag)?;
+        self.inner.engine.poke();
+        let r = self.inner.engine.core().iprobe(&p)?;
+        Ok(r.map(|st| local_status(self.view(), st)))
+    }
+
+    /// Sends `data` to `dest` and receives from `source` at the same time (no
+    /// deadlock when two ranks exchange).
+    pub fn sendrecv(
+        &self,
+        dest: u32,
+        send_tag: u32,
+        data: &[u8],
+        source: Option<u32>,
+        recv_tag: Option<u32>,
+    ) -> Result<Message> {
+        let r = self.irecv(source, recv_tag)?;
+        self.send(dest, send_tag, data)?;
+        r.wait()?
+            .into_message()
+            .ok_or_else(|| Error::InvalidArgument("sendrecv: the receive was cancelled".into()))
+    }
+
+    /// What the engine holds now: unexpected bytes (and their peak), pauses, open
+    /// requests and connections.
+    pub fn engine_accounting(&self) -> crate::engine::core::Accounting {
+        self.inner.engine.core().accounting()
+    }
+
+    /// The engine's limits (eager size, unexpected-buffer bound, liveness).
+    pub fn engine_limits(&self) -> crate::engine::core::Limits {
+        self.inner.engine.core().limits()
+    }
+
+    /// Waits until `deadline` at most for the request set to drain, driving the
+    /// engine: a helper for programs that poll.
+    pub fn progress_until(&self, deadline: Instant) {
+        let _ = self.inner.engine.wait(|_| None::<()>, Some(deadline));
+    }
+}
