@@ -418,3 +418,55 @@ impl Comm {
         let _ = self.inner.engine.wait(|_| None::<()>, Some(deadline));
     }
 }
+
+/// Requests over memory the caller lends rather than gives: what the MPI layer
+/// needs for C buffers (see [`crate::engine::rawbuf`]).
+#[allow(unsafe_code)]
+impl Comm {
+    /// Starts sending the `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    /// The bytes must stay valid and unmodified until the request completes (it is
+    /// waited for, tested to completion, or its peer is lost); dropping the request
+    /// before that detaches it and the engine may still read them.
+    pub unsafe fn isend_raw(
+        &self,
+        dest: u32,
+        tag: u32,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<Request> {
+        self.check(dest)?;
+        let g = self.view().global(dest);
+        self.ensure_link(g)?;
+        self.count_sent(g, len);
+        // SAFETY: passed on to the caller (see above).
+        let raw = unsafe { crate::engine::rawbuf::RawBuf::from_raw(ptr as *mut u8, len) };
+        let id = self
+            .inner
+            .engine
+            .core()
+            .post_send(g, tag, self.view().context, SendBuf::Raw(raw));
+        Ok(self.request(id))
+    }
+
+    /// Starts receiving into the `len` bytes at `ptr`. A longer message fails the
+    /// request with [`Error::Truncated`] and stays to be received.
+    ///
+    /// # Safety
+    /// The memory must stay valid and untouched by anyone else until the request
+    /// completes or is cancelled (as [`Comm::isend_raw`]).
+    pub unsafe fn irecv_raw(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<Request> {
+        let p = self.pattern(source, tag)?;
+        // SAFETY: passed on to the caller (see above).
+        let raw = unsafe { crate::engine::rawbuf::RawBuf::from_raw(ptr, len) };
+        let id = self.inner.engine.core().post_recv(p, RecvBuf::Raw(raw));
+        Ok(self.request(id))
+    }
+}
