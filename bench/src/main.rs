@@ -44,6 +44,10 @@ enum Cmd {
         /// Trials per size; the best is reported (as NetPIPE does).
         #[arg(long, default_value_t = 3)]
         trials: usize,
+        /// Also run Open MPI's ping-pong (bench/mpi/pingpong.c with mpicc and
+        /// `mpirun --mca btl tcp,self`) in the same run, for comparison.
+        #[arg(long)]
+        mpi: bool,
     },
     /// Collectives timed with OSU's method, per algorithm, with CSV and SVG output: on
     /// an embedded grid on loopback, or with --lab on the lab beside Open MPI.
@@ -133,7 +137,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Setup { iters } => setup(iters),
-        Cmd::Pingpong { reps, trials } => pingpong(reps, trials),
+        Cmd::Pingpong { reps, trials, mpi } => pingpong(reps, trials, mpi),
         Cmd::PingpongRank { reps, trials } => pingpong_rank(reps, trials),
         Cmd::Coll {
             lab: Some(topo),
@@ -288,7 +292,7 @@ fn run_ranks(clusters: usize, nodes: usize, n: usize, args: Vec<String>) -> anyh
     Ok(())
 }
 
-fn pingpong(reps: usize, trials: usize) -> anyhow::Result<()> {
+fn pingpong(reps: usize, trials: usize, mpi: bool) -> anyhow::Result<()> {
     let args = [
         "pingpong-rank",
         "--reps",
@@ -296,7 +300,15 @@ fn pingpong(reps: usize, trials: usize) -> anyhow::Result<()> {
         "--trials",
         &trials.to_string(),
     ];
-    run_ranks(2, 1, 2, args.iter().map(|a| a.to_string()).collect())
+    run_ranks(2, 1, 2, args.iter().map(|a| a.to_string()).collect())?;
+    if mpi {
+        println!("# Open MPI, same run: bench/mpi/pingpong.c, mpirun -np 2 --mca btl tcp,self, busy-polling");
+        println!("{:>9} {:>14} {:>12}", "bytes", "ompi (us)", "ompi (MB/s)");
+        for (size, us) in mpi_pingpong(reps, trials)? {
+            println!("{size:>9} {us:>14.2} {:>12.1}", size as f64 / us);
+        }
+    }
+    Ok(())
 }
 
 fn coll_job(
@@ -390,17 +402,65 @@ fn best_of(
     Ok(best)
 }
 
+/// Sizes of `pingpong`, the issue's: 1 B, 1 KiB, 64 KiB, 1 MiB, 16 MiB.
+const PINGPONG_SIZES: [usize; 5] = [1, 1 << 10, 1 << 16, 1 << 20, 1 << 24];
+
+/// Round trips per trial at `size`: fewer for large messages.
+fn pingpong_reps(reps: usize, size: usize) -> usize {
+    match size {
+        s if s >= 1 << 24 => (reps / 200).max(10),
+        s if s >= 1 << 20 => (reps / 20).max(50),
+        s if s > 1024 => (reps / 4).max(50),
+        _ => reps,
+    }
+}
+
+/// Open MPI's ping-pong (`bench/mpi/pingpong.c`, built with `mpicc`, two ranks on
+/// loopback over `btl tcp,self`): one-way µs per size.
+fn mpi_pingpong(reps: usize, trials: usize) -> anyhow::Result<Vec<(usize, f64)>> {
+    use std::process::Command;
+    let dir = std::env::temp_dir().join(format!("qcg-pingpong-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let src = dir.join("pingpong.c");
+    std::fs::write(&src, include_str!("../mpi/pingpong.c"))?;
+    let exe = dir.join("pingpong");
+    let st = Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "mpicc: {e}: install Open MPI (bash scripts/bench-deps.sh) or leave out --mpi"
+            )
+        })?;
+    anyhow::ensure!(st.success(), "mpicc failed");
+    let out = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-np", "2"])
+        .args(["--mca", "btl", "tcp,self", "--bind-to", "none"])
+        .arg(&exe)
+        .args([trials.to_string(), reps.to_string()])
+        .output()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    anyhow::ensure!(
+        out.status.success(),
+        "mpirun failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+        })
+        .collect())
+}
+
 fn pingpong_rank(reps: usize, trials: usize) -> anyhow::Result<()> {
     let comm = qcg::init()?;
     anyhow::ensure!(comm.size() == 2, "pingpong runs on exactly 2 ranks");
-    let sizes = [1usize, 1 << 20];
-    let reps_for = |size: usize| {
-        if size > 1024 {
-            (reps / 10).max(50)
-        } else {
-            reps
-        }
-    };
+    let sizes = PINGPONG_SIZES;
+    let reps_for = |size: usize| pingpong_reps(reps, size);
     // Plain TCP between the same two processes: rank 1 listens, tells rank 0 where.
     let mut tcp = if comm.rank() == 1 {
         let l = TcpListener::bind("127.0.0.1:0")?;
@@ -414,9 +474,10 @@ fn pingpong_rank(reps: usize, trials: usize) -> anyhow::Result<()> {
     if comm.rank() == 1 {
         // Echo: libqcg first, then TCP, for every size and trial (warm-up included).
         for &size in &sizes {
+            let mut m = vec![0u8; size];
             for _ in 0..(trials + 1) * reps_for(size) {
-                let m = comm.recv(Some(0), Some(1))?;
-                comm.send(0, 2, &m.data)?;
+                comm.recv_into(Some(0), Some(1), &mut m)?;
+                comm.send(0, 2, &m)?;
             }
             let mut buf = vec![0u8; size];
             for _ in 0..(trials + 1) * reps_for(size) {
@@ -434,10 +495,11 @@ fn pingpong_rank(reps: usize, trials: usize) -> anyhow::Result<()> {
     for &size in &sizes {
         let r = reps_for(size);
         let out = vec![0x5au8; size];
+        let mut back = vec![0u8; size];
         let mut qcg_rt = || -> anyhow::Result<()> {
             comm.send(1, 1, &out)?;
-            let m = comm.recv(Some(1), Some(2))?;
-            anyhow::ensure!(m.data.len() == size, "echo of wrong size");
+            let st = comm.recv_into(Some(1), Some(2), &mut back)?;
+            anyhow::ensure!(st.len == size, "echo of wrong size");
             Ok(())
         };
         best_of(1, r, &mut qcg_rt)?; // warm-up

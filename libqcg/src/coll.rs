@@ -2,9 +2,10 @@
 //! allgather, alltoall, barrier, and `split`.
 //!
 //! Every call shape gets this rank's schedule from [`qcg_coll::schedule_for`] once (the
-//! communicator keeps it) and runs it over the links: sends are eager (the peer's
-//! library drains its links continuously), receives match on (source, tag) inside a
-//! context of their own, so collective traffic never meets user messages. The
+//! communicator keeps it) and runs it on the engine in rounds (see [`Rounds`]): sends
+//! never wait (to several peers at once), receives are posted early and match on
+//! (source, tag) inside a context of their own, so collective traffic never meets user
+//! messages. The
 //! algorithm and flit count come from [`CollOptions`]: `Auto` asks the cost model
 //! ([`qcg_coll::auto`]) once per call shape.
 //!
@@ -14,6 +15,8 @@
 //! timeout (`QCG_COLL_TIMEOUT` seconds, 60 by default).
 
 use crate::comm::{Comm, View};
+use crate::engine::core::{Outcome, RecvBuf, SendBuf};
+use crate::engine::matching::Pattern;
 use crate::error::{Error, Result};
 use qcg_coll::{Algorithm, Buf, Collective, Op, Order, RankSchedule, Step};
 use std::sync::Arc;
@@ -408,100 +411,26 @@ impl Comm {
             output: vec![0u8; sched.output_len],
             temps: sched.temps.iter().map(|&n| vec![0u8; n]).collect(),
         };
-        for step in &sched.steps {
-            match step {
-                Step::Send {
-                    to,
-                    tag,
-                    buf,
-                    range,
-                } => {
-                    let data = &b.get(*buf)[range.clone()];
-                    self.send_in(ctx, view.global(*to as u32), (seq << SEQ_SHIFT) | tag, data)
-                        .map_err(|e| err(format!("sending to rank {to}: {e}")))?;
-                }
-                Step::Recv {
-                    from,
-                    tag,
-                    buf,
-                    range,
-                } => {
-                    let m = self
-                        .recv_or_abort(
-                            ctx,
-                            Some(view.global(*from as u32)),
-                            Some((seq << SEQ_SHIFT) | tag),
-                            Some(timeout),
-                            Some(ABORT_TAG),
-                        )
-                        .map_err(|e| match e {
-                            Error::Timeout { secs, .. } => err(format!(
-                                "rank {from} sent nothing for {secs:.0} s: it died, or the ranks disagree on the call (operation, root or size)"
-                            )),
-                            Error::PeerLost { reason, .. } => err(format!("rank {from} is gone: {reason}")),
-                            other => err(format!("receiving from rank {from}: {other}")),
-                        })?;
-                    if m.tag == ABORT_TAG {
-                        let who = view.local(m.source).unwrap_or(m.source);
-                        return Err(err(format!(
-                            "rank {who} failed: {}",
-                            String::from_utf8_lossy(&m.data)
-                        )));
-                    }
-                    if m.data.len() != range.len() {
-                        return Err(err(format!(
-                            "rank {from} sent {} bytes where {} were expected: the ranks disagree on sizes or roots",
-                            m.data.len(),
-                            range.len()
-                        )));
-                    }
-                    let mut dst = b.take(*buf);
-                    dst[range.clone()].copy_from_slice(&m.data);
-                    b.put(*buf, dst);
-                }
-                Step::Copy {
-                    dst,
-                    dst_range,
-                    src,
-                    src_range,
-                } => {
-                    if dst == src {
-                        let mut d = b.take(*dst);
-                        d.copy_within(src_range.clone(), dst_range.start);
-                        b.put(*dst, d);
-                    } else {
-                        let mut d = b.take(*dst);
-                        d[dst_range.clone()].copy_from_slice(&b.get(*src)[src_range.clone()]);
-                        b.put(*dst, d);
-                    }
-                }
-                Step::Reduce {
-                    dst,
-                    dst_range,
-                    src,
-                    src_range,
-                    order,
-                } => {
-                    let Some(f) = combine else {
-                        return Err(err(
-                            "schedule asked for a reduction without an operation".into()
-                        ));
-                    };
-                    let mut d = b.take(*dst);
-                    if dst == src {
-                        let s = d[src_range.clone()].to_vec();
-                        f(&mut d[dst_range.clone()], &s, *order);
-                    } else {
-                        f(
-                            &mut d[dst_range.clone()],
-                            &b.get(*src)[src_range.clone()],
-                            *order,
-                        );
-                    }
-                    b.put(*dst, d);
-                }
-            }
+        let mut run = Rounds {
+            comm: self,
+            ctx,
+            timeout,
+            name,
+            sends: Vec::new(),
+            recvs: Vec::new(),
+        };
+        let r = run.execute(&sched.steps, &mut b, seq, combine);
+        // Whatever is still pending (after a failure) is detached: an unmatched
+        // receive is cancelled, a send finishes on its own.
+        let mut core = self.inner.engine.core();
+        for (id, _) in run.sends.drain(..) {
+            core.detach(id);
         }
+        for p in run.recvs.drain(..) {
+            core.detach(p.id);
+        }
+        drop(core);
+        r?;
         Ok(b.output)
     }
 
@@ -768,4 +697,258 @@ fn child_context(parent: u32, seq: u32, color: u32) -> u32 {
         h = h.wrapping_mul(0x0100_0193);
     }
     (h & !COLL_CONTEXT).max(1)
+}
+
+/// A receive of a schedule in flight: where its bytes go once they are here.
+struct PendingRecv {
+    id: usize,
+    from: usize,
+    buf: Buf,
+    range: std::ops::Range<usize>,
+}
+
+/// Runs a schedule's steps on the engine in rounds, as libNBC does: receives are
+/// posted as soon as their step is reached, sends go out without waiting (several
+/// peers at once), and a step waits only for the receives whose bytes it needs. No
+/// step relies on a send being buffered, so a bounded unexpected buffer on the peer
+/// cannot deadlock a schedule.
+struct Rounds<'a> {
+    comm: &'a Comm,
+    ctx: u32,
+    timeout: Duration,
+    name: &'static str,
+    sends: Vec<(usize, usize)>,
+    recvs: Vec<PendingRecv>,
+}
+
+fn overlaps(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+impl Rounds<'_> {
+    fn err(&self, message: String) -> Error {
+        Error::Collective {
+            op: self.name,
+            message,
+        }
+    }
+
+    fn execute(
+        &mut self,
+        steps: &[Step],
+        b: &mut Buffers<'_>,
+        seq: u32,
+        combine: Option<Combine>,
+    ) -> Result<()> {
+        let view = self.comm.view();
+        for step in steps {
+            match step {
+                Step::Send {
+                    to,
+                    tag,
+                    buf,
+                    range,
+                } => {
+                    self.settle(b, *buf, range)?;
+                    let g = view.global(*to as u32);
+                    self.comm
+                        .ensure_link(g)
+                        .map_err(|e| self.err(format!("sending to rank {to}: {e}")))?;
+                    let data = b.get(*buf)[range.clone()].to_vec();
+                    self.comm.count_sent(g, data.len());
+                    let id = self.comm.inner.engine.core().post_send(
+                        g,
+                        (seq << SEQ_SHIFT) | tag,
+                        self.ctx,
+                        SendBuf::Owned(data),
+                    );
+                    self.sends.push((id, *to));
+                }
+                Step::Recv {
+                    from,
+                    tag,
+                    buf,
+                    range,
+                } => {
+                    // Two receives into the same bytes land in step order.
+                    self.settle(b, *buf, range)?;
+                    let pattern = Pattern {
+                        context: self.ctx,
+                        source: Some(view.global(*from as u32)),
+                        tag: Some((seq << SEQ_SHIFT) | tag),
+                    };
+                    let id = self
+                        .comm
+                        .inner
+                        .engine
+                        .core()
+                        .post_recv(pattern, RecvBuf::Alloc(Vec::new()));
+                    self.recvs.push(PendingRecv {
+                        id,
+                        from: *from,
+                        buf: *buf,
+                        range: range.clone(),
+                    });
+                }
+                Step::Copy {
+                    dst,
+                    dst_range,
+                    src,
+                    src_range,
+                } => {
+                    self.settle(b, *dst, dst_range)?;
+                    self.settle(b, *src, src_range)?;
+                    let mut d = b.take(*dst);
+                    if dst == src {
+                        d.copy_within(src_range.clone(), dst_range.start);
+                    } else {
+                        d[dst_range.clone()].copy_from_slice(&b.get(*src)[src_range.clone()]);
+                    }
+                    b.put(*dst, d);
+                }
+                Step::Reduce {
+                    dst,
+                    dst_range,
+                    src,
+                    src_range,
+                    order,
+                } => {
+                    let Some(f) = combine else {
+                        return Err(
+                            self.err("schedule asked for a reduction without an operation".into())
+                        );
+                    };
+                    self.settle(b, *dst, dst_range)?;
+                    self.settle(b, *src, src_range)?;
+                    let mut d = b.take(*dst);
+                    if dst == src {
+                        let s = d[src_range.clone()].to_vec();
+                        f(&mut d[dst_range.clone()], &s, *order);
+                    } else {
+                        f(
+                            &mut d[dst_range.clone()],
+                            &b.get(*src)[src_range.clone()],
+                            *order,
+                        );
+                    }
+                    b.put(*dst, d);
+                }
+            }
+        }
+        // The last round: every receive in, every send out.
+        if !self.recvs.is_empty() {
+            self.complete_recvs(b, self.recvs.len())?;
+        }
+        let sends = std::mem::take(&mut self.sends);
+        for (i, &(id, to)) in sends.iter().enumerate() {
+            if let Err(e) = self.await_request(id, to) {
+                self.sends = sends[i + 1..].to_vec();
+                return Err(match e {
+                    Error::Collective { .. } => e,
+                    other => self.err(format!("sending to rank {to}: {other}")),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Completes, in posting order, the pending receives into bytes that overlap
+    /// `buf[range]`.
+    fn settle(
+        &mut self,
+        b: &mut Buffers<'_>,
+        buf: Buf,
+        range: &std::ops::Range<usize>,
+    ) -> Result<()> {
+        let Some(last) = self
+            .recvs
+            .iter()
+            .rposition(|p| p.buf == buf && overlaps(&p.range, range))
+        else {
+            return Ok(());
+        };
+        self.complete_recvs(b, last + 1)
+    }
+
+    /// Completes the first `n` pending receives, in posting order.
+    fn complete_recvs(&mut self, b: &mut Buffers<'_>, n: usize) -> Result<()> {
+        for _ in 0..n {
+            // One at a time: on a failure the rest stay pending, to be detached.
+            let p = self.recvs.remove(0);
+            let data = match self.await_request(p.id, p.from) {
+                Ok(Some(d)) => d,
+                Ok(None) => {
+                    return Err(self.err(format!("receiving from rank {}: cancelled", p.from)))
+                }
+                Err(e) => {
+                    return Err(match e {
+                        Error::Collective { .. } => e,
+                        Error::PeerLost { reason, .. } => {
+                            self.err(format!("rank {} is gone: {reason}", p.from))
+                        }
+                        other => self.err(format!("receiving from rank {}: {other}", p.from)),
+                    })
+                }
+            };
+            if data.len() != p.range.len() {
+                return Err(self.err(format!(
+                    "rank {} sent {} bytes where {} were expected: the ranks disagree on sizes or roots",
+                    p.from,
+                    data.len(),
+                    p.range.len()
+                )));
+            }
+            let mut dst = b.take(p.buf);
+            dst[p.range.clone()].copy_from_slice(&data);
+            b.put(p.buf, dst);
+        }
+        Ok(())
+    }
+
+    /// Waits for request `id` (with rank `peer` of the communicator), giving up when
+    /// a rank's abort message arrives or nothing happens for the collective timeout.
+    fn await_request(&mut self, id: usize, peer: usize) -> Result<Option<Vec<u8>>> {
+        enum Woke {
+            Done(Result<Outcome>),
+            Abort,
+        }
+        let abort = Pattern {
+            context: self.ctx,
+            source: None,
+            tag: Some(ABORT_TAG),
+        };
+        let engine = &self.comm.inner.engine;
+        let deadline = std::time::Instant::now() + self.timeout;
+        let woke = engine.wait(
+            |core| {
+                if let Some(r) = core.take(id) {
+                    return Some(Woke::Done(r));
+                }
+                matches!(core.iprobe(&abort), Ok(Some(_))).then_some(Woke::Abort)
+            },
+            Some(deadline),
+        );
+        match woke {
+            Some(Woke::Done(r)) => match r? {
+                Outcome::Received(_, data) => Ok(data),
+                _ => Ok(None),
+            },
+            Some(Woke::Abort) => {
+                engine.core().detach(id);
+                let m = self.comm.recv_in(self.ctx, None, Some(ABORT_TAG), None)?;
+                let who = self.comm.view().local(m.source).unwrap_or(m.source);
+                Err(self.err(format!(
+                    "rank {who} failed: {}",
+                    String::from_utf8_lossy(&m.data)
+                )))
+            }
+            None => {
+                engine.core().detach(id);
+                Err(self.err(format!(
+                    "rank {peer} sent nothing for {:.0} s: it died, or the ranks disagree on the call (operation, root or size)",
+                    self.timeout.as_secs_f64()
+                )))
+            }
+        }
+    }
 }
