@@ -1311,3 +1311,300 @@ impl<C: Read + Write> Core<C> {
         self.conns.iter().map(|(id, _)| id).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// One direction of an in-memory link that holds at most `cap` bytes.
+    type Buf = Rc<RefCell<VecDeque<u8>>>;
+
+    /// An in-memory stream end: reads `rx`, writes `tx`; `WouldBlock` when empty/full.
+    struct Pipe {
+        rx: Buf,
+        tx: Buf,
+        cap: usize,
+    }
+
+    impl Read for Pipe {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let mut q = self.rx.borrow_mut();
+            if q.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = out.len().min(q.len());
+            for (o, b) in out.iter_mut().zip(q.drain(..n)) {
+                *o = b;
+            }
+            Ok(n)
+        }
+    }
+
+    impl Write for Pipe {
+        fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+            let mut q = self.tx.borrow_mut();
+            let room = self.cap - q.len();
+            if room == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = data.len().min(room);
+            q.extend(&data[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
+        let (a, b): (Buf, Buf) = Default::default();
+        (
+            Pipe {
+                rx: a.clone(),
+                tx: b.clone(),
+                cap,
+            },
+            Pipe {
+                rx: b,
+                tx: a.clone(),
+                cap,
+            },
+            a,
+        )
+    }
+
+    /// Ranks 0 and 1 linked in memory; `to0` is what rank 0 will read.
+    fn pair(limits: Limits, cap: usize) -> (Core<Pipe>, Core<Pipe>, Buf) {
+        let now = Instant::now();
+        let (p0, p1, to0) = pipe(cap);
+        let mut a = Core::new(0, 2, limits);
+        let mut b = Core::new(1, 2, limits);
+        a.add_conn(1, p0, now);
+        b.add_conn(0, p1, now);
+        (a, b, to0)
+    }
+
+    /// Moves bytes both ways for a while (enough for every test's bytes).
+    fn settle(a: &mut Core<Pipe>, b: &mut Core<Pipe>) {
+        for _ in 0..2_000 {
+            for c in a.conn_ids() {
+                a.on_writable(c);
+                a.on_readable(c);
+            }
+            for c in b.conn_ids() {
+                b.on_writable(c);
+                b.on_readable(c);
+            }
+        }
+    }
+
+    fn any() -> Pattern {
+        Pattern {
+            context: 0,
+            source: None,
+            tag: None,
+        }
+    }
+
+    fn received(r: Option<Result<Outcome, Error>>) -> (Status, Vec<u8>) {
+        match r {
+            Some(Ok(Outcome::Received(st, Some(d)))) => (st, d),
+            other => panic!("not a receive: {other:?}"),
+        }
+    }
+
+    fn limits(eager: usize, unexpected: usize) -> Limits {
+        Limits {
+            eager,
+            unexpected,
+            liveness: Duration::from_secs(30),
+        }
+    }
+
+    #[test]
+    fn eager_and_rendezvous_messages_arrive_whole_and_in_order() {
+        let (mut a, mut b, _) = pair(limits(100, 1 << 20), 64);
+        let msgs: Vec<Vec<u8>> = [0usize, 1, 99, 100, 101, 5000]
+            .iter()
+            .map(|&n| (0..n).map(|i| i as u8).collect())
+            .collect();
+        let sends: Vec<ReqId> = msgs
+            .iter()
+            .map(|m| a.post_send(1, 3, 0, SendBuf::Owned(m.clone())))
+            .collect();
+        settle(&mut a, &mut b);
+        // The large ones wait for their receives (rendezvous): not done yet.
+        assert!(!a.is_done(sends[4]) && !a.is_done(sends[5]));
+        for m in &msgs {
+            let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+            settle(&mut a, &mut b);
+            let (st, d) = received(b.take(r));
+            assert_eq!((st.source, st.tag, st.len), (0, 3, m.len()));
+            assert_eq!(&d, m);
+        }
+        assert!(sends
+            .iter()
+            .all(|&s| matches!(a.take(s), Some(Ok(Outcome::Sent)))));
+        assert_eq!(b.accounting().unexpected_bytes, 0);
+    }
+
+    #[test]
+    fn a_large_message_lands_in_the_posted_buffer() {
+        let (mut a, mut b, _) = pair(limits(16, 1 << 20), 1 << 12);
+        let r = b.post_recv(any(), RecvBuf::Owned(vec![0u8; 100_000]));
+        let data: Vec<u8> = (0..70_000).map(|i| (i * 7) as u8).collect();
+        let s = a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
+        settle(&mut a, &mut b);
+        let (st, buf) = received(b.take(r));
+        assert_eq!(st.len, 70_000);
+        assert_eq!(buf.len(), 100_000, "the caller's own buffer comes back");
+        assert_eq!(&buf[..70_000], &data[..]);
+        assert!(a.take(s).is_some());
+        assert_eq!(b.accounting().unexpected_peak, 0, "nothing was buffered");
+    }
+
+    #[test]
+    fn a_full_unexpected_buffer_pauses_the_link_and_loses_nothing() {
+        // 10 messages of 100 bytes against a 250-byte bound.
+        let (mut a, mut b, _) = pair(limits(100, 250), 128);
+        let sends: Vec<ReqId> = (0..10u8)
+            .map(|i| a.post_send(1, 0, 0, SendBuf::Owned(vec![i; 100])))
+            .collect();
+        settle(&mut a, &mut b);
+        let acct = b.accounting();
+        assert!(acct.unexpected_bytes <= 250, "{acct:?}");
+        assert!(acct.stalls > 0);
+        assert!(!a.is_done(sends[9]), "the sender waits");
+        for i in 0..10u8 {
+            let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+            settle(&mut a, &mut b);
+            assert_eq!(received(b.take(r)).1, vec![i; 100]);
+        }
+        assert!(b.accounting().unexpected_peak <= 250);
+        assert!(sends.iter().all(|&s| a.is_done(s)));
+    }
+
+    #[test]
+    fn a_short_buffer_fails_and_the_message_stays() {
+        let (mut a, mut b, _) = pair(limits(100, 1 << 20), 1 << 12);
+        a.post_send(1, 9, 0, SendBuf::Owned(vec![5; 50]));
+        settle(&mut a, &mut b);
+        let r = b.post_recv(any(), RecvBuf::Owned(vec![0; 10]));
+        assert!(matches!(
+            b.take(r),
+            Some(Err(Error::Truncated {
+                len: 50,
+                capacity: 10,
+                ..
+            }))
+        ));
+        assert_eq!(b.iprobe(&any()).unwrap().unwrap().len, 50);
+        let r = b.post_recv(any(), RecvBuf::Owned(vec![0; 64]));
+        assert_eq!(&received(b.take(r)).1[..50], &[5; 50]);
+    }
+
+    #[test]
+    fn cancel_takes_back_an_unmatched_receive_only() {
+        let (mut a, mut b, _) = pair(limits(100, 1 << 20), 1 << 12);
+        let r = b.post_recv(any(), RecvBuf::Owned(vec![1, 2]));
+        assert!(b.cancel(r));
+        assert!(matches!(b.take(r), Some(Ok(Outcome::Cancelled(Some(v)))) if v == [1, 2]));
+        let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        a.post_send(1, 0, 0, SendBuf::Owned(vec![3]));
+        settle(&mut a, &mut b);
+        assert!(!b.cancel(r));
+        assert_eq!(received(b.take(r)).1, vec![3]);
+    }
+
+    #[test]
+    fn a_malformed_header_loses_that_peer_naming_it() {
+        let (mut a, mut b, to0) = pair(limits(100, 1 << 20), 1 << 12);
+        let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        let s = a.post_send(1, 0, 0, SendBuf::Owned(vec![0; 1000]));
+        // Rank 1 "sends" garbage: an unknown kind.
+        let mut h = Header::new(Kind::Eager).encode();
+        h[0] = 77;
+        to0.borrow_mut().extend(h);
+        a.on_readable(0);
+        for id in [r, s] {
+            match a.take(id) {
+                Some(Err(Error::PeerLost { rank: 1, reason })) => {
+                    assert!(reason.contains("unknown frame kind 77"), "{reason}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Later calls fail at once.
+        let s = a.post_send(1, 0, 0, SendBuf::Owned(vec![1]));
+        assert!(matches!(
+            a.take(s),
+            Some(Err(Error::PeerLost { rank: 1, .. }))
+        ));
+        let _ = &mut b;
+    }
+
+    #[test]
+    fn an_absurd_length_and_a_stray_clear_to_send_are_protocol_errors() {
+        for bad in [
+            {
+                let mut h = Header::new(Kind::Rts);
+                h.len = u64::MAX;
+                h.encode()
+            },
+            {
+                let mut h = Header::new(Kind::Cts);
+                h.id = 12345;
+                h.encode()
+            },
+            {
+                let mut h = Header::new(Kind::Data);
+                h.id = 1;
+                h.len = 5;
+                h.encode()
+            },
+        ] {
+            let (mut a, _b, to0) = pair(limits(100, 1 << 20), 1 << 12);
+            to0.borrow_mut().extend(bad);
+            a.on_readable(0);
+            assert!(
+                a.lost(1).is_some_and(|r| r.contains("protocol error")),
+                "{:?}",
+                a.lost(1)
+            );
+        }
+    }
+
+    #[test]
+    fn silence_past_the_liveness_time_loses_the_peer_and_heartbeats_prevent_it() {
+        let mut l = limits(100, 1 << 20);
+        l.liveness = Duration::from_secs(3);
+        let (mut a, mut b, _) = pair(l, 1 << 12);
+        let t0 = Instant::now();
+        // Both tick every second: heartbeats keep the link alive.
+        for s in 1..=10 {
+            let now = t0 + Duration::from_secs(s);
+            a.tick(now);
+            b.tick(now);
+            // What each read counts as heard "now" in real time; move it to `now`.
+            for c in a.conn_ids() {
+                a.on_readable(c);
+            }
+            for c in b.conn_ids() {
+                b.on_readable(c);
+            }
+            a.heard.values_mut().for_each(|t| *t = (*t).max(now));
+            b.heard.values_mut().for_each(|t| *t = (*t).max(now));
+        }
+        assert!(a.lost(1).is_none());
+        // Rank 1 goes silent: rank 0 gives up after the liveness time.
+        a.tick(t0 + Duration::from_secs(14));
+        assert!(
+            a.lost(1).is_some_and(|r| r.contains("sent nothing for")),
+            "{:?}",
+            a.lost(1)
+        );
+    }
+}
