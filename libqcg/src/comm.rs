@@ -6,24 +6,14 @@ use crate::engine::matching::Pattern;
 use crate::engine::{Engine, Identity};
 use crate::env::JobEnv;
 use crate::error::{Error, Result};
-use crate::handshake;
 use crate::mailbox::Message;
-use qcg_proto::{AccessPoint, ClusterConfig, ErrorKind, Policy, ProcName, Request, Response};
+use qcg_proto::{AccessPoint, ClusterConfig, ProcName, Request, Response};
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// Time allowed for one TCP connect of a plan's attempt.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Time allowed for the job handshake on a new connection.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a lookup waits for a peer that has not registered yet.
-const LOOKUP_PATIENCE: Duration = Duration::from_secs(60);
-/// How long the target of a simultaneous open waits before dialling.
-const PUNCH_LAG: Duration = Duration::from_millis(30);
 /// How long a waiting caller polls before it sleeps in the kernel (`QCG_SPIN_US`).
 const SPIN: Duration = Duration::from_micros(100);
 /// How long the last communicator's drop waits for queued sends to leave.
@@ -43,20 +33,20 @@ pub struct LinkStats {
 }
 
 pub(crate) struct Inner {
-    env: JobEnv,
-    control: Control,
-    cluster: ClusterConfig,
-    node: String,
-    local: SocketAddr,
+    pub(crate) env: JobEnv,
+    pub(crate) control: Control,
+    pub(crate) cluster: ClusterConfig,
+    pub(crate) node: String,
+    pub(crate) local: SocketAddr,
     pub(crate) engine: Arc<Engine>,
     /// How we made each link (absent: the peer made it and we accepted).
-    techniques: Mutex<HashMap<u32, qcg_proto::Technique>>,
-    sent: Mutex<HashMap<u32, LinkStats>>,
-    reports: Mutex<Option<Reporter>>,
+    pub(crate) techniques: Mutex<HashMap<u32, qcg_proto::Technique>>,
+    pub(crate) sent: Mutex<HashMap<u32, LinkStats>>,
+    pub(crate) reports: Mutex<Option<crate::link::Reporter>>,
     /// One lock per peer being dialled: making one link never waits for another.
-    dialing: Mutex<HashMap<u32, Arc<Mutex<()>>>>,
-    streams_unix: Mutex<Vec<std::os::unix::net::UnixStream>>,
-    closed: AtomicBool,
+    pub(crate) dialing: Mutex<HashMap<u32, Arc<Mutex<()>>>>,
+    pub(crate) streams_unix: Mutex<Vec<std::os::unix::net::UnixStream>>,
+    pub(crate) closed: AtomicBool,
 }
 
 /// A process's view of its job: its rank, the job's size, and messages to and from
@@ -117,63 +107,6 @@ impl std::fmt::Debug for Comm {
     }
 }
 
-/// A socket with SO_REUSEADDR and SO_REUSEPORT, so that punching and traversal can
-/// dial out from the listener's own port.
-fn reusable(addr: SocketAddr) -> std::io::Result<socket2::Socket> {
-    use socket2::{Domain, Socket, Type};
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
-    s.bind(&addr.into())?;
-    Ok(s)
-}
-
-/// Our listener. It binds without SO_REUSEPORT, so it only gets a port nobody uses
-/// (no second listener can share it), and turns SO_REUSEPORT on afterwards so our own
-/// outgoing sockets can dial from the same port.
-fn listen_on(addr: IpAddr, port: u16) -> std::io::Result<TcpListener> {
-    use socket2::{Domain, Socket, Type};
-    let a = SocketAddr::new(addr, port);
-    let s = Socket::new(Domain::for_address(a), Type::STREAM, None)?;
-    s.set_reuse_address(true)?;
-    s.bind(&a.into())?;
-    s.set_reuse_port(true)?;
-    s.listen(1024)?;
-    Ok(s.into())
-}
-
-/// Dials `to` from our listener's address and port.
-fn dial_from(local: SocketAddr, to: SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
-    let s = reusable(local)?;
-    s.connect_timeout(&to.into(), timeout)?;
-    Ok(s.into())
-}
-
-fn bind(addr: IpAddr, policy: &Policy, rank: u32) -> Result<TcpListener> {
-    match *policy {
-        Policy::PortRange { lo, hi } => {
-            let width = u32::from(hi - lo) + 1;
-            // Start at a rank-dependent port so a node's processes do not all race
-            // for the first one.
-            let start = (rank + std::process::id()) % width;
-            for i in 0..width {
-                let port = lo + ((start + i) % width) as u16;
-                if let Ok(l) = listen_on(addr, port) {
-                    return Ok(l);
-                }
-            }
-            Err(Error::Bind {
-                addr: format!("{addr}:{lo}-{hi}"),
-                message: "every port of the cluster's open range is in use".into(),
-            })
-        }
-        _ => listen_on(addr, 0).map_err(|e| Error::Bind {
-            addr: format!("{addr}:0"),
-            message: e.to_string(),
-        }),
-    }
-}
-
 impl Comm {
     /// Joins the job described by `env`: asks the node's helper where we are, binds
     /// our listener (inside the cluster's port range when it has one) and registers
@@ -193,7 +126,7 @@ impl Comm {
                 })
             }
         };
-        let listener = bind(bind_addr, &cluster.policy, env.rank)?;
+        let listener = crate::link::direct::bind(bind_addr, &cluster.policy, env.rank)?;
         let local = listener.local_addr().map_err(|e| Error::Bind {
             addr: bind_addr.to_string(),
             message: e.to_string(),
@@ -212,7 +145,7 @@ impl Comm {
         };
         // Subscribe before registering: once a peer can find us, the grid may already
         // have notices for us (connect back, punch, relay).
-        let notices = subscribe(&env.helper, ProcName::new(&env.job, env.rank))?;
+        let notices = crate::link::subscribe(&env.helper, ProcName::new(&env.job, env.rank))?;
         control.request(&Request::Register(ap))?;
         tracing::debug!(job = %env.job, rank = env.rank, %local, cluster = %cluster.name, "registered");
         let engine = Engine::new(
@@ -240,7 +173,7 @@ impl Comm {
             engine,
             techniques: Default::default(),
             sent: Default::default(),
-            reports: Mutex::new(reporter(&env_helper)),
+            reports: Mutex::new(crate::link::reporter(&env_helper)),
             dialing: Default::default(),
             streams_unix: Default::default(),
             closed: AtomicBool::new(false),
@@ -252,7 +185,7 @@ impl Comm {
         })?);
         let _ = std::thread::Builder::new()
             .name("qcg-notices".into())
-            .spawn(move || notice_loop(weak, notices));
+            .spawn(move || crate::link::notice_loop(weak, notices));
         let size = inner.env.size;
         let topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
         let view = Arc::new(View {
@@ -558,167 +491,6 @@ impl Comm {
             ))),
         }
     }
-
-    fn link(&self, dest: u32) -> Result<()> {
-        let gate = lock(&self.inner.dialing).entry(dest).or_default().clone();
-        let _dialing = lock(&gate);
-        if self.inner.engine.core().has_link(dest) {
-            return Ok(());
-        }
-        let plan = self.lookup(dest)?;
-        let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
-        let mut failures = Vec::new();
-        for attempt in &plan.attempts {
-            let r = self.attempt(attempt, dest);
-            let ok = r.is_ok();
-            self.report(Request::Report {
-                from: me.clone(),
-                target: plan.target.clone(),
-                technique: attempt.technique,
-                ok,
-            });
-            match r {
-                Ok(()) => {
-                    tracing::debug!(dest, technique = %attempt.technique, addr = %attempt.addr, "link made");
-                    lock(&self.inner.techniques).insert(dest, attempt.technique);
-                    return Ok(());
-                }
-                Err(e) => {
-                    tracing::debug!(dest, technique = %attempt.technique, error = %e, "attempt failed");
-                    failures.push(format!("{} to {}: {e}", attempt.technique, attempt.addr));
-                }
-            }
-        }
-        if failures.is_empty() {
-            failures.push("the plan was empty".into());
-        }
-        Err(Error::NoLink {
-            rank: dest,
-            attempts: failures,
-        })
-    }
-
-    /// Reports an attempt's outcome off the critical path of the first message.
-    fn report(&self, req: Request) {
-        if let Some(r) = lock(&self.inner.reports).as_ref() {
-            let _ = r.tx.send(req);
-        }
-    }
-
-    /// One attempt of a plan: a link to `dest`, or why not.
-    fn attempt(&self, attempt: &qcg_proto::Attempt, dest: u32) -> std::result::Result<(), String> {
-        use qcg_proto::Technique::*;
-        let inner = &self.inner;
-        let me = ProcName::new(&inner.env.job, inner.env.rank);
-        let target = ProcName::new(&inner.env.job, dest);
-        let rendezvous = |technique| -> std::result::Result<Response, String> {
-            inner
-                .control
-                .request(&Request::Rendezvous {
-                    from: me.clone(),
-                    target: target.clone(),
-                    technique,
-                })
-                .map_err(|e| e.to_string())
-        };
-        let stream = match attempt.technique {
-            Direct | PortRange => TcpStream::connect_timeout(&attempt.addr, CONNECT_TIMEOUT)
-                .map_err(|e| e.to_string())?,
-            Reversed => {
-                rendezvous(Reversed)?;
-                // The target dials our listener; the acceptor makes the link.
-                let until = Instant::now() + CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT;
-                while Instant::now() < until {
-                    if inner.engine.core().has_link(dest) {
-                        return Ok(());
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                return Err("the target did not connect back in time".into());
-            }
-            Punched => {
-                rendezvous(Punched)?;
-                punch(inner.local, attempt.addr)?
-            }
-            Traversed => {
-                inner
-                    .control
-                    .request(&Request::WatchSyn {
-                        from: me.clone(),
-                        target: target.clone(),
-                        local: inner.local,
-                        remote: attempt.addr,
-                    })
-                    .map_err(|e| e.to_string())?;
-                dial_from(inner.local, attempt.addr, CONNECT_TIMEOUT).map_err(|e| e.to_string())?
-            }
-            Relayed => match rendezvous(Relayed)? {
-                Response::Relay { proxy, token } => meet(proxy, &token)?,
-                other => {
-                    return Err(format!(
-                        "unexpected answer to a relay rendezvous: {other:?}"
-                    ))
-                }
-            },
-        };
-        let s = handshake_as(stream, inner, dest, Role::Initiator)?;
-        inner
-            .engine
-            .add_link(dest, s)
-            .map_err(|e| format!("cannot add the link to the engine: {e}"))
-    }
-
-    fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
-        let req = Request::Lookup {
-            from: ProcName::new(&self.inner.env.job, self.inner.env.rank),
-            target: ProcName::new(&self.inner.env.job, dest),
-        };
-        let start = Instant::now();
-        let mut pause = Duration::from_millis(5);
-        loop {
-            match self.inner.control.request(&req) {
-                Ok(Response::Plan(p)) => return Ok(p),
-                Ok(other) => {
-                    return Err(Error::Helper {
-                        socket: self.inner.env.helper.clone(),
-                        message: format!("unexpected answer to lookup: {other:?}"),
-                    })
-                }
-                // The peer may simply not have started yet.
-                Err(Error::Refused { reply, .. })
-                    if reply.kind == ErrorKind::UnknownProcess
-                        && start.elapsed() < LOOKUP_PATIENCE =>
-                {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(200));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-/// A thread with its own line to the helper that sends link reports, so that a new
-/// link's first message does not wait for the broker to note the outcome.
-struct Reporter {
-    tx: std::sync::mpsc::Sender<Request>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-fn reporter(helper: &std::path::Path) -> Option<Reporter> {
-    let control = Control::connect(helper).ok()?;
-    let (tx, rx) = std::sync::mpsc::channel::<Request>();
-    let thread = std::thread::Builder::new()
-        .name("qcg-report".into())
-        .spawn(move || {
-            for req in rx {
-                if let Err(e) = control.request(&req) {
-                    tracing::debug!(error = %e, "link report not delivered");
-                }
-            }
-        })
-        .ok()?;
-    Some(Reporter { tx, thread })
 }
 
 impl Drop for Closer {
@@ -741,155 +513,6 @@ impl Drop for Closer {
         }
         inner.engine.close_links();
     }
-}
-
-/// Which side of the job handshake a connection takes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Initiator,
-    Acceptor,
-}
-
-/// Runs the job handshake on a fresh connection with `peer`; the stream is ready for
-/// data afterwards.
-fn handshake_as(
-    mut s: TcpStream,
-    inner: &Inner,
-    peer: u32,
-    role: Role,
-) -> std::result::Result<TcpStream, String> {
-    let env = &inner.env;
-    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-        .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
-        .map_err(|e| e.to_string())?;
-    match role {
-        Role::Initiator => handshake::initiate(&mut s, &env.job, &env.secret, env.rank, peer)
-            .map_err(|e| format!("handshake: {e}"))?,
-        Role::Acceptor => {
-            let from = handshake::accept(&mut s, &env.job, &env.secret, env.rank, env.size)
-                .map_err(|e| format!("handshake: {e}"))?;
-            if from != peer {
-                return Err(format!("handshake: expected rank {peer}, got rank {from}"));
-            }
-        }
-    }
-    s.set_read_timeout(None)
-        .and_then(|_| s.set_write_timeout(None))
-        .and_then(|_| s.set_nodelay(true))
-        .map_err(|e| e.to_string())?;
-    Ok(s)
-}
-
-/// TCP simultaneous open: dial `to` from our listener's port, again and again until
-/// the peer's SYN (sent at the same time toward us) lets one through.
-fn punch(local: SocketAddr, to: SocketAddr) -> std::result::Result<TcpStream, String> {
-    let until = Instant::now() + CONNECT_TIMEOUT;
-    let mut last = String::from("no try");
-    while Instant::now() < until {
-        let left = until
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(10));
-        match dial_from(local, to, left) {
-            Ok(s) => return Ok(s),
-            Err(e) => {
-                last = e.to_string();
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-    }
-    Err(format!("simultaneous open failed: {last}"))
-}
-
-/// Meets the peer at a relay proxy: presents the token and waits for the pairing.
-fn meet(proxy: SocketAddr, token: &str) -> std::result::Result<TcpStream, String> {
-    let mut s = TcpStream::connect_timeout(&proxy, CONNECT_TIMEOUT)
-        .map_err(|e| format!("proxy {proxy}: {e}"))?;
-    s.write_all(b"QCGR")
-        .and_then(|_| s.write_all(token.as_bytes()))
-        .map_err(|e| format!("proxy {proxy}: {e}"))?;
-    s.set_read_timeout(Some(CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    let mut k = [0u8; 1];
-    match s.read(&mut k) {
-        Ok(1) if k[0] == b'K' => Ok(s),
-        Ok(_) => Err(format!("proxy {proxy} refused the token")),
-        Err(e) => Err(format!("proxy {proxy}: no pairing: {e}")),
-    }
-}
-
-/// Acts on a notice from the grid: our part of a link another rank is making.
-fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
-    use qcg_proto::Notice;
-    let (from, result) = match notice {
-        Notice::ConnectBack { from, addr } => (
-            from.clone(),
-            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
-                .map_err(|e| e.to_string())
-                .and_then(|s| handshake_as(s, inner, from.rank, Role::Initiator)),
-        ),
-        Notice::Punch { from, addr } => (from.clone(), {
-            // Let the initiator's SYN leave first: behind real firewalls either order
-            // works, but where nothing blocks (one host), our SYN reaching its listener
-            // first would take the 4-tuple its own dial needs.
-            std::thread::sleep(PUNCH_LAG);
-            punch(inner.local, addr).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor))
-        }),
-        Notice::Relay { from, proxy, token } => (
-            from.clone(),
-            meet(proxy, &token).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor)),
-        ),
-        Notice::Inject { .. } => return,
-    };
-    if from.job != inner.env.job || from.rank >= inner.env.size {
-        tracing::warn!(%from, "ignored a notice about a process of another job");
-        return;
-    }
-    match result {
-        Ok(s) => {
-            if let Err(e) = inner.engine.add_link(from.rank, s) {
-                tracing::warn!(peer = from.rank, error = %e, "could not add a link to the engine");
-            }
-        }
-        Err(e) => tracing::warn!(peer = from.rank, error = %e, "could not take our part of a link"),
-    }
-}
-
-/// Reads notices from the helper until it hangs up; each is handled on its own thread.
-fn notice_loop(inner: std::sync::Weak<Inner>, mut stream: std::os::unix::net::UnixStream) {
-    loop {
-        let n = match qcg_proto::frame::read_frame_sync::<Response, _>(&mut stream) {
-            Ok(Some(Response::Notice(n))) => n,
-            Ok(Some(_)) => continue,
-            _ => return,
-        };
-        let Some(inner) = inner.upgrade() else { return };
-        if inner.closed.load(Ordering::SeqCst) {
-            return;
-        }
-        let _ = std::thread::Builder::new()
-            .name("qcg-notice".into())
-            .spawn(move || on_notice(&inner, n));
-    }
-}
-
-/// Subscribes to the grid's notices for `process` on a line of its own.
-fn subscribe(
-    helper: &std::path::Path,
-    process: ProcName,
-) -> Result<std::os::unix::net::UnixStream> {
-    std::os::unix::net::UnixStream::connect(helper)
-        .and_then(|mut s| {
-            qcg_proto::frame::write_frame_sync(&mut s, &Request::Subscribe { process })
-                .map_err(std::io::Error::other)?;
-            match qcg_proto::frame::read_frame_sync::<Response, _>(&mut s) {
-                Ok(Some(Response::Ok)) => Ok(s),
-                other => Err(std::io::Error::other(format!("subscribe: {other:?}"))),
-            }
-        })
-        .map_err(|e| Error::Helper {
-            socket: helper.to_path_buf(),
-            message: format!("cannot subscribe to notices: {e}"),
-        })
 }
 
 fn env_number(var: &'static str) -> Result<Option<u64>> {

@@ -32,6 +32,7 @@ pub mod env;
 pub mod error;
 pub mod groups;
 pub mod handshake;
+pub(crate) mod link;
 pub mod mailbox;
 pub mod request;
 pub mod topo;

@@ -1,0 +1,328 @@
+//! The link makers: how a connection to a peer comes to exist, one module per
+//! technique of the broker's plan (`broker/src/plan.rs` names them): [`direct`] (and
+//! port-range), reversed (the target dials back: a rendezvous, then the listener in
+//! the engine accepts it), [`punched`], traversed (our SYN forwarded and injected at the
+//! target; the dial is [`punched::dial_from`]) and [`relayed`]. Each hands the engine a
+//! connected socket on which the job handshake ([`crate::handshake`]) completed.
+
+pub(crate) mod direct;
+pub(crate) mod punched;
+pub(crate) mod relayed;
+
+use crate::comm::{Comm, Inner};
+use crate::control::Control;
+use crate::error::{Error, Result};
+use crate::handshake;
+use punched::{dial_from, punch, PUNCH_LAG};
+use qcg_proto::{ErrorKind, ProcName, Request, Response};
+use relayed::meet;
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Time allowed for one TCP connect of a plan's attempt.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time allowed for the job handshake on a new connection.
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a lookup waits for a peer that has not registered yet.
+const LOOKUP_PATIENCE: Duration = Duration::from_secs(60);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Says what an I/O error of a step means, naming a time-out as one.
+pub(crate) fn io_error(e: &std::io::Error, what: &str, limit: Duration) -> String {
+    match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            format!("{what} timed out after {:.0} s", limit.as_secs_f64())
+        }
+        _ => format!("{what}: {e}"),
+    }
+}
+
+impl Comm {
+    pub(crate) fn link(&self, dest: u32) -> Result<()> {
+        let gate = lock(&self.inner.dialing).entry(dest).or_default().clone();
+        let _dialing = lock(&gate);
+        if self.inner.engine.core().has_link(dest) {
+            return Ok(());
+        }
+        let plan = self.lookup(dest)?;
+        let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
+        let mut failures = Vec::new();
+        for attempt in &plan.attempts {
+            let r = self.attempt(attempt, dest);
+            let ok = r.is_ok();
+            self.report(Request::Report {
+                from: me.clone(),
+                target: plan.target.clone(),
+                technique: attempt.technique,
+                ok,
+            });
+            match r {
+                Ok(()) => {
+                    tracing::debug!(dest, technique = %attempt.technique, addr = %attempt.addr, "link made");
+                    lock(&self.inner.techniques).insert(dest, attempt.technique);
+                    return Ok(());
+                }
+                Err(e) => {
+                    tracing::debug!(dest, technique = %attempt.technique, error = %e, "attempt failed");
+                    failures.push(format!("{} to {}: {e}", attempt.technique, attempt.addr));
+                }
+            }
+        }
+        if failures.is_empty() {
+            failures.push("the plan was empty".into());
+        }
+        Err(Error::NoLink {
+            rank: dest,
+            attempts: failures,
+        })
+    }
+
+    /// Reports an attempt's outcome off the critical path of the first message.
+    fn report(&self, req: Request) {
+        if let Some(r) = lock(&self.inner.reports).as_ref() {
+            let _ = r.tx.send(req);
+        }
+    }
+
+    /// One attempt of a plan: a link to `dest`, or why not.
+    fn attempt(&self, attempt: &qcg_proto::Attempt, dest: u32) -> std::result::Result<(), String> {
+        use qcg_proto::Technique::*;
+        let inner = &self.inner;
+        let me = ProcName::new(&inner.env.job, inner.env.rank);
+        let target = ProcName::new(&inner.env.job, dest);
+        let rendezvous = |technique| -> std::result::Result<Response, String> {
+            inner
+                .control
+                .request(&Request::Rendezvous {
+                    from: me.clone(),
+                    target: target.clone(),
+                    technique,
+                })
+                .map_err(|e| e.to_string())
+        };
+        let stream = match attempt.technique {
+            Direct | PortRange => direct::dial(attempt.addr, CONNECT_TIMEOUT)?,
+            Reversed => {
+                rendezvous(Reversed)?;
+                // The target dials our listener; the acceptor makes the link.
+                let until = Instant::now() + CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT;
+                while Instant::now() < until {
+                    if inner.engine.core().has_link(dest) {
+                        return Ok(());
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                return Err("the target did not connect back in time".into());
+            }
+            Punched => {
+                rendezvous(Punched)?;
+                punch(inner.local, attempt.addr)?
+            }
+            Traversed => {
+                inner
+                    .control
+                    .request(&Request::WatchSyn {
+                        from: me.clone(),
+                        target: target.clone(),
+                        local: inner.local,
+                        remote: attempt.addr,
+                    })
+                    .map_err(|e| e.to_string())?;
+                dial_from(inner.local, attempt.addr, CONNECT_TIMEOUT)
+                    .map_err(|e| io_error(&e, "connect", CONNECT_TIMEOUT))?
+            }
+            Relayed => match rendezvous(Relayed)? {
+                Response::Relay { proxy, token } => meet(proxy, &token)?,
+                other => {
+                    return Err(format!(
+                        "unexpected answer to a relay rendezvous: {other:?}"
+                    ))
+                }
+            },
+        };
+        let s = handshake_as(stream, inner, dest, Role::Initiator)?;
+        inner
+            .engine
+            .add_link(dest, s)
+            .map_err(|e| format!("cannot add the link to the engine: {e}"))
+    }
+
+    fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
+        let req = Request::Lookup {
+            from: ProcName::new(&self.inner.env.job, self.inner.env.rank),
+            target: ProcName::new(&self.inner.env.job, dest),
+        };
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(5);
+        loop {
+            match self.inner.control.request(&req) {
+                Ok(Response::Plan(p)) => return Ok(p),
+                Ok(other) => {
+                    return Err(Error::Helper {
+                        socket: self.inner.env.helper.clone(),
+                        message: format!("unexpected answer to lookup: {other:?}"),
+                    })
+                }
+                // The peer may simply not have started yet.
+                Err(Error::Refused { reply, .. })
+                    if reply.kind == ErrorKind::UnknownProcess
+                        && start.elapsed() < LOOKUP_PATIENCE =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(200));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A thread with its own line to the helper that sends link reports, so that a new
+/// link's first message does not wait for the broker to note the outcome.
+pub(crate) struct Reporter {
+    pub(crate) tx: std::sync::mpsc::Sender<Request>,
+    pub(crate) thread: std::thread::JoinHandle<()>,
+}
+
+pub(crate) fn reporter(helper: &std::path::Path) -> Option<Reporter> {
+    let control = Control::connect(helper).ok()?;
+    let (tx, rx) = std::sync::mpsc::channel::<Request>();
+    let thread = std::thread::Builder::new()
+        .name("qcg-report".into())
+        .spawn(move || {
+            for req in rx {
+                if let Err(e) = control.request(&req) {
+                    tracing::debug!(error = %e, "link report not delivered");
+                }
+            }
+        })
+        .ok()?;
+    Some(Reporter { tx, thread })
+}
+
+fn handshake_error(e: handshake::HandshakeError) -> String {
+    match e {
+        handshake::HandshakeError::Io(io) => io_error(&io, "handshake", HANDSHAKE_TIMEOUT),
+        other => format!("handshake: {other}"),
+    }
+}
+
+/// Which side of the job handshake a connection takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Initiator,
+    Acceptor,
+}
+
+/// Runs the job handshake on a fresh connection with `peer`; the stream is ready for
+/// data afterwards.
+fn handshake_as(
+    mut s: TcpStream,
+    inner: &Inner,
+    peer: u32,
+    role: Role,
+) -> std::result::Result<TcpStream, String> {
+    let env = &inner.env;
+    s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
+        .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    match role {
+        Role::Initiator => handshake::initiate(&mut s, &env.job, &env.secret, env.rank, peer)
+            .map_err(handshake_error)?,
+        Role::Acceptor => {
+            let from = handshake::accept(&mut s, &env.job, &env.secret, env.rank, env.size)
+                .map_err(handshake_error)?;
+            if from != peer {
+                return Err(format!("handshake: expected rank {peer}, got rank {from}"));
+            }
+        }
+    }
+    s.set_read_timeout(None)
+        .and_then(|_| s.set_write_timeout(None))
+        .and_then(|_| s.set_nodelay(true))
+        .map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// Acts on a notice from the grid: our part of a link another rank is making.
+fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
+    use qcg_proto::Notice;
+    let (from, result) = match notice {
+        Notice::ConnectBack { from, addr } => (
+            from.clone(),
+            TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+                .map_err(|e| e.to_string())
+                .and_then(|s| handshake_as(s, inner, from.rank, Role::Initiator)),
+        ),
+        Notice::Punch { from, addr } => (from.clone(), {
+            // Let the initiator's SYN leave first: behind real firewalls either order
+            // works, but where nothing blocks (one host), our SYN reaching its listener
+            // first would take the 4-tuple its own dial needs.
+            std::thread::sleep(PUNCH_LAG);
+            punch(inner.local, addr).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor))
+        }),
+        Notice::Relay { from, proxy, token } => (
+            from.clone(),
+            meet(proxy, &token).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor)),
+        ),
+        Notice::Inject { .. } => return,
+    };
+    if from.job != inner.env.job || from.rank >= inner.env.size {
+        tracing::warn!(%from, "ignored a notice about a process of another job");
+        return;
+    }
+    match result {
+        Ok(s) => {
+            if let Err(e) = inner.engine.add_link(from.rank, s) {
+                tracing::warn!(peer = from.rank, error = %e, "could not add a link to the engine");
+            }
+        }
+        Err(e) => tracing::warn!(peer = from.rank, error = %e, "could not take our part of a link"),
+    }
+}
+
+/// Reads notices from the helper until it hangs up; each is handled on its own thread.
+pub(crate) fn notice_loop(
+    inner: std::sync::Weak<Inner>,
+    mut stream: std::os::unix::net::UnixStream,
+) {
+    loop {
+        let n = match qcg_proto::frame::read_frame_sync::<Response, _>(&mut stream) {
+            Ok(Some(Response::Notice(n))) => n,
+            Ok(Some(_)) => continue,
+            _ => return,
+        };
+        let Some(inner) = inner.upgrade() else { return };
+        if inner.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let _ = std::thread::Builder::new()
+            .name("qcg-notice".into())
+            .spawn(move || on_notice(&inner, n));
+    }
+}
+
+/// Subscribes to the grid's notices for `process` on a line of its own.
+pub(crate) fn subscribe(
+    helper: &std::path::Path,
+    process: ProcName,
+) -> Result<std::os::unix::net::UnixStream> {
+    std::os::unix::net::UnixStream::connect(helper)
+        .and_then(|mut s| {
+            qcg_proto::frame::write_frame_sync(&mut s, &Request::Subscribe { process })
+                .map_err(std::io::Error::other)?;
+            match qcg_proto::frame::read_frame_sync::<Response, _>(&mut s) {
+                Ok(Some(Response::Ok)) => Ok(s),
+                other => Err(std::io::Error::other(format!("subscribe: {other:?}"))),
+            }
+        })
+        .map_err(|e| Error::Helper {
+            socket: helper.to_path_buf(),
+            message: format!("cannot subscribe to notices: {e}"),
+        })
+}
