@@ -15,8 +15,8 @@
 use crate::coll::CollArgs;
 use crate::lab_run::LabRun;
 use crate::svg;
-use qcg_bench::lab::grid::{self, LabGrid};
-use qcg_bench::lab::topo::{self, Topology};
+use qcg_lab::grid::{self, LabGrid};
+use qcg_lab::topo::{self, Topology};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -428,7 +428,7 @@ fn run_mpi(
     let qcg_lab = lab.bins.join("qcg-lab");
     anyhow::ensure!(
         qcg_lab.exists(),
-        "{} is missing: build the workspace's release binaries (cargo build --release -p qcg-bench)",
+        "{} is missing: build the workspace's release binaries (cargo build --release --workspace --bins)",
         qcg_lab.display()
     );
     let mut hosts = Vec::new();
@@ -584,7 +584,7 @@ mod tests {
     use super::*;
 
     fn four_sites() -> Topology {
-        let text = include_str!("../topologies/four-sites.toml");
+        let text = include_str!("../../lab/topologies/four-sites.toml");
         topo::parse(Path::new("four-sites.toml"), text).unwrap_or_else(|e| panic!("{e}"))
     }
 

@@ -1,7 +1,7 @@
 //! A lab brought up for one benchmark run, under a prefix of its own, and taken down
 //! when the run ends (on error too).
 
-use qcg_bench::lab::ops;
+use qcg_lab::ops;
 use std::path::{Path, PathBuf};
 
 /// A running lab; down on drop.
@@ -22,7 +22,7 @@ impl LabRun {
     /// Checks for root and brings up `topo` under `TAG<pid>`.
     pub fn up(topo: &Path, tag: &str) -> anyhow::Result<LabRun> {
         anyhow::ensure!(
-            qcg_bench::lab::sys::is_root(),
+            qcg_lab::sys::is_root(),
             "the lab needs root (network namespaces, nftables)"
         );
         let bins = std::env::current_exe()?

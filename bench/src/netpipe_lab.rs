@@ -5,8 +5,8 @@
 
 use crate::lab_run::LabRun;
 use crate::netpipe::{self, Point};
-use qcg_bench::lab::grid::{self, LabGrid};
-use qcg_bench::lab::topo::{self, Nat, Site, Topology};
+use qcg_lab::grid::{self, LabGrid};
+use qcg_lab::topo::{self, Nat, Site, Topology};
 use qcg_proto::Policy;
 use std::path::Path;
 use std::process::{Command, Stdio};

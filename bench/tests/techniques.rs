@@ -11,12 +11,12 @@
 mod common;
 use common::*;
 
-use qcg_bench::lab::grid::{self, LabGrid};
-use qcg_bench::lab::topo::{self, Nat};
+use qcg_lab::grid::{self, LabGrid};
+use qcg_lab::topo::{self, Nat};
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
-const REFUSED: i32 = qcg_bench::lab::probe::EXIT_REFUSED;
+const REFUSED: i32 = qcg_lab::probe::EXIT_REFUSED;
 
 fn bins() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -57,7 +57,7 @@ fn transfer(g: &LabGrid, job: &str, a: &str, b: &str) -> (Output, Output) {
 #[test]
 fn every_technique_links_through_real_firewalls() {
     let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("topologies/techniques.toml"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../lab/topologies/techniques.toml"),
     )
     .unwrap();
     let lab = Lab::up("tq", &text);

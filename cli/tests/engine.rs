@@ -110,3 +110,9 @@ fn every_rank_talking_to_every_other_keeps_four_threads() {
         "threads per rank: {counts:?}"
     );
 }
+
+#[test]
+fn two_thousand_idle_strangers_take_no_thread_and_few_descriptors() {
+    let text = passes(2, "strangers", &[]);
+    assert!(text.contains("under 2000 idle connections"), "{text}");
+}

@@ -13,6 +13,7 @@
 //! | dying | 3 | a peer dies with requests pending: they fail naming it |
 //! | frozen | 3 | a peer stops (SIGSTOP): a receive from it fails after the liveness time |
 //! | alltoall | any | every rank sends 1 KiB to every other; prints threads per rank |
+//! | strangers | 2 | 2,000 idle connections to rank 1's listener: its threads and descriptors stay put, a 1 MiB ping-pong goes on |
 
 #![allow(clippy::unwrap_used)]
 
@@ -51,6 +52,7 @@ fn main() {
         "dying" => dying(&comm),
         "frozen" => frozen(&comm),
         "alltoall" => alltoall(&comm),
+        "strangers" => strangers(&comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ok {scenario} rank {rank} of {size}");
@@ -358,4 +360,66 @@ fn alltoall(comm: &Comm) {
         t.elapsed().as_secs_f64(),
         threads()
     );
+}
+
+fn descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// Ping-pongs 1 MiB `n` times between ranks 0 and 1; the mean round trip in ms.
+fn pingpong_mib(comm: &Comm, n: usize) -> f64 {
+    let mut buf = vec![0u8; 1 << 20];
+    let t = Instant::now();
+    for _ in 0..n {
+        if comm.rank() == 0 {
+            comm.send(1, 5, &buf).unwrap();
+            comm.recv_into(Some(1), Some(5), &mut buf).unwrap();
+        } else {
+            comm.recv_into(Some(0), Some(5), &mut buf).unwrap();
+            comm.send(0, 5, &buf).unwrap();
+        }
+    }
+    t.elapsed().as_secs_f64() * 1e3 / n as f64
+}
+
+fn strangers(comm: &Comm) {
+    let target = if comm.rank() == 1 {
+        comm.send(0, 1, comm.local_addr().to_string().as_bytes())
+            .unwrap();
+        None
+    } else {
+        let m = comm.recv(Some(1), Some(1)).unwrap();
+        Some(String::from_utf8(m.data).unwrap())
+    };
+    let quiet = pingpong_mib(comm, 20);
+    let before = (threads(), descriptors());
+    let mut idle = Vec::new();
+    if let Some(addr) = &target {
+        for _ in 0..2000 {
+            match std::net::TcpStream::connect(addr) {
+                Ok(s) => idle.push(s),
+                Err(e) => panic!("connect {addr}: {e}"),
+            }
+        }
+    }
+    comm.barrier().unwrap();
+    let flooded = pingpong_mib(comm, 20);
+    let after = (threads(), descriptors());
+    comm.barrier().unwrap();
+    if comm.rank() == 1 {
+        println!(
+            "under 2000 idle connections: threads {} -> {}, descriptors {} -> {}, 1 MiB round trip {quiet:.2} ms -> {flooded:.2} ms ({:.2}x)",
+            before.0,
+            after.0,
+            before.1,
+            after.1,
+            flooded / quiet
+        );
+        assert_eq!(before.0, after.0, "threads grew under the flood");
+        assert!(
+            after.1 <= before.1 + qcg::engine::MAX_HANDSHAKES + 8,
+            "descriptors: {after:?}"
+        );
+    }
+    drop(idle);
 }

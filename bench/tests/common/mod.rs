@@ -3,15 +3,29 @@
 
 #![allow(dead_code)]
 
-use qcg_bench::lab::sys;
-use qcg_bench::lab::topo::{self, Topology};
+use qcg_lab::sys;
+use qcg_lab::topo::{self, Topology};
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 
-pub const QCG_LAB: &str = env!("CARGO_BIN_EXE_qcg-lab");
+/// The `qcg-lab` binary (crate qcg-lab), built beside this test's binaries.
+pub static QCG_LAB: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let exe = std::env::current_exe().expect("test binary path");
+    let p = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target folder")
+        .join("qcg-lab");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins --examples` first",
+        p.display()
+    );
+    p.display().to_string()
+});
 
 static DEPS: Mutex<Option<Result<(), String>>> = Mutex::new(None);
 
@@ -55,7 +69,7 @@ impl Lab {
         let mut file = tempfile::NamedTempFile::new().unwrap();
         std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
         let topo = topo::parse(file.path(), text).unwrap();
-        let out = Command::new(QCG_LAB)
+        let out = Command::new(&*QCG_LAB)
             .args(["up", "--prefix", &prefix])
             .arg(file.path())
             .output()
@@ -77,8 +91,8 @@ impl Lab {
     }
 
     pub fn exec(&self, host: &str, args: &[&str]) -> Output {
-        Command::new(QCG_LAB)
-            .args(["exec", "--prefix", &self.prefix, host, "--", QCG_LAB])
+        Command::new(&*QCG_LAB)
+            .args(["exec", "--prefix", &self.prefix, host, "--", &*QCG_LAB])
             .args(args)
             .output()
             .unwrap()
@@ -90,8 +104,8 @@ impl Lab {
         for p in ports {
             args.extend(["--port".to_string(), p.to_string()]);
         }
-        let mut child = Command::new(QCG_LAB)
-            .args(["exec", "--prefix", &self.prefix, host, "--", QCG_LAB])
+        let mut child = Command::new(&*QCG_LAB)
+            .args(["exec", "--prefix", &self.prefix, host, "--", &*QCG_LAB])
             .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -135,7 +149,7 @@ impl Lab {
     }
 
     pub fn down(&self) -> Output {
-        Command::new(QCG_LAB)
+        Command::new(&*QCG_LAB)
             .args(["down", "--prefix", &self.prefix])
             .output()
             .unwrap()
@@ -157,7 +171,7 @@ impl Drop for Server {
     }
 }
 
-pub const TIMEOUT: i32 = qcg_bench::lab::probe::EXIT_TIMEOUT;
+pub const TIMEOUT: i32 = qcg_lab::probe::EXIT_TIMEOUT;
 
 pub fn at(ip: Ipv4Addr, port: u16) -> SocketAddr {
     SocketAddr::from((ip, port))

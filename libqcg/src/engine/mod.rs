@@ -106,7 +106,12 @@ pub struct Engine {
     last_call: AtomicU64,
     epoch: Instant,
     closed: AtomicBool,
+    /// The longest a waiting caller polls before sleeping.
     spin: Duration,
+    /// How long it polls now (µs): adapted to how long waits last (see `wait`).
+    spin_now: AtomicU64,
+    /// Waits so far.
+    waits: AtomicU64,
     background: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Strangers dropped in all.
     strangers: AtomicU64,
@@ -160,6 +165,8 @@ impl Engine {
             epoch: Instant::now(),
             closed: AtomicBool::new(false),
             spin,
+            spin_now: AtomicU64::new(spin.as_micros() as u64),
+            waits: AtomicU64::new(0),
             background: Mutex::new(None),
             strangers: AtomicU64::new(0),
         });
@@ -205,33 +212,53 @@ impl Engine {
             let _ = self.waker.wake();
         }
         let start = Instant::now();
+        let spin = Duration::from_micros(self.spin_now.load(Ordering::Relaxed));
         let r = loop {
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 break None;
             }
-            let spinning = now.duration_since(start) < self.spin;
-            match self.lp.try_lock() {
-                Ok(mut lp) => {
-                    let mut t = if spinning {
-                        Duration::ZERO
-                    } else {
-                        Duration::from_millis(10)
-                    };
-                    if let Some(d) = deadline {
-                        t = t.min(d.saturating_duration_since(now));
-                    }
-                    self.turn(&mut lp, t);
+            let spinning = now.duration_since(start) < spin;
+            if spinning {
+                // Poll without sleeping and without yielding: on a loaded machine a
+                // yield can cost a whole round of the run queue (milliseconds).
+                match self.lp.try_lock() {
+                    Ok(mut lp) => self.turn(&mut lp, Duration::ZERO),
+                    Err(_) => std::hint::spin_loop(),
                 }
-                Err(_) => std::thread::yield_now(),
+            } else {
+                // Sleep in the kernel: in epoll if the loop is free, else on the lock
+                // until whoever drives the loop (woken above) lets go of it.
+                let mut lp = lock(&self.lp);
+                let mut t = Duration::from_millis(10);
+                if let Some(d) = deadline {
+                    t = t.min(d.saturating_duration_since(now));
+                }
+                if let Some(r) = check(&mut self.core()) {
+                    break Some(r);
+                }
+                self.turn(&mut lp, t);
             }
             if let Some(r) = check(&mut self.core()) {
                 break Some(r);
             }
-            if spinning {
-                std::thread::yield_now();
-            }
         };
+        // Adaptive spinning: polling pays when answers come within the spin (a thread
+        // woken from another core costs 30-55 µs here), and only hurts when they do
+        // not (on a loaded machine the spinner holds the core the peer needs). So the
+        // spin doubles after a wait short enough for it and halves after a long one.
+        // Every 256th wait probes the full spin again, in case the machine got quiet.
+        let waited = start.elapsed();
+        let max = self.spin.as_micros() as u64;
+        let waits = self.waits.fetch_add(1, Ordering::Relaxed);
+        let next = if waits % 256 == 255 {
+            max
+        } else if waited <= spin {
+            (spin.as_micros() as u64 * 2).clamp(1, max.max(1)).min(max)
+        } else {
+            spin.as_micros() as u64 / 2
+        };
+        self.spin_now.store(next, Ordering::Relaxed);
         self.last_call
             .store(self.epoch.elapsed().as_micros() as u64, Ordering::Relaxed);
         self.active.fetch_sub(1, Ordering::SeqCst);

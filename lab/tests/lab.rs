@@ -11,8 +11,8 @@
 mod common;
 use common::*;
 
-use qcg_bench::lab::topo::{self, Topology};
-use qcg_bench::lab::{check, sys};
+use qcg_lab::topo::{self, Topology};
+use qcg_lab::{check, sys};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -437,7 +437,7 @@ bandwidth_mbit = 20
         "RTT {median} ms, expected 30 ms ± 10%: {text}"
     );
     // The delay line may send a packet early by at most MAX_EARLY, each way.
-    let floor = 30.0 - 2.0 * qcg_bench::lab::delay::MAX_EARLY.as_secs_f64() * 1e3 - 0.05;
+    let floor = 30.0 - 2.0 * qcg_lab::delay::MAX_EARLY.as_secs_f64() * 1e3 - 0.05;
     assert!(check::field(&text, "min").unwrap() >= floor, "{text}");
     // The public host is not behind the WAN link: no delay.
     let _w = lab.serve("world", &[5001]);
@@ -485,10 +485,8 @@ bandwidth_mbit = 20
 
     // A lab that does not match its file fails the check, naming the link and figures:
     // the state now claims 25 ms while the delay line keeps 15 ms.
-    let path = qcg_bench::lab::state::file(&lab.prefix);
-    let mut st = qcg_bench::lab::state::State::load(&lab.prefix)
-        .unwrap()
-        .unwrap();
+    let path = qcg_lab::state::file(&lab.prefix);
+    let mut st = qcg_lab::state::State::load(&lab.prefix).unwrap().unwrap();
     st.topology.wan[0].delay_ms = 25.0;
     std::fs::write(&path, serde_json::to_string(&st).unwrap()).unwrap();
     let out = Command::new(QCG_LAB)
@@ -550,7 +548,7 @@ fn leftovers(prefix: &str) -> Vec<String> {
         .into_iter()
         .filter(|n| n.starts_with(&format!("{prefix}-")))
         .collect();
-    let dir: PathBuf = qcg_bench::lab::state::dir(prefix);
+    let dir: PathBuf = qcg_lab::state::dir(prefix);
     if dir.exists() {
         v.push(dir.display().to_string());
     }
@@ -560,9 +558,7 @@ fn leftovers(prefix: &str) -> Vec<String> {
 #[test]
 fn lab_down_removes_every_namespace_process_and_file() {
     let lab = Lab::up("dn", KINDS);
-    let st = qcg_bench::lab::state::State::load(&lab.prefix)
-        .unwrap()
-        .unwrap();
+    let st = qcg_lab::state::State::load(&lab.prefix).unwrap().unwrap();
     let delay_line = st.delay_line_pid.unwrap();
     assert!(sys::alive(delay_line));
     assert_eq!(leftovers(&lab.prefix).len(), st.namespaces.len() + 1);

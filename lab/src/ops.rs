@@ -123,7 +123,7 @@ fn build(plan: &Plan, st: &mut State) -> Result<()> {
 }
 
 fn start_delay_line(st: &mut State) -> Result<()> {
-    let exe = crate::lab::qcg_lab_exe().map_err(|e| LabError::io("finding qcg-lab", e))?;
+    let exe = crate::qcg_lab_exe().map_err(|e| LabError::io("finding qcg-lab", e))?;
     let core = plan::ns_name(&st.prefix, "core");
     let dir = state::dir(&st.prefix);
     let log_path = dir.join("delay-line.log");

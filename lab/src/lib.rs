@@ -1,3 +1,17 @@
+//! qcg-lab: the network lab, a tool of its own (the `qcg-lab` binary) that the
+//! benchmarks also use as a library.
+//!
+//! ```no_run
+//! use qcg_lab::{ops, topo};
+//! let t = topo::load(std::path::Path::new("lab/topologies/paper.toml"))?;
+//! for h in t.hosts() {
+//!     println!("{} {}", h.name, h.addr);
+//! }
+//! let lab = ops::up(std::path::Path::new("lab/topologies/paper.toml"), Some("demo"))?;
+//! ops::down(&lab.prefix)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! The network lab: a grid of sites built from Linux network namespaces, with real
 //! firewalls and NATs (nftables), WAN delay (a userspace delay line on a TUN device,
 //! since the kernel here has no netem) and WAN bandwidth (htb).
@@ -30,6 +44,8 @@
 //! runs them and tears down, [`delay`] is the delay line, [`probe`] the traffic tools,
 //! [`check`] the measurement of every WAN link.
 
+#![forbid(unsafe_code)]
+
 pub mod check;
 pub mod delay;
 pub mod error;
@@ -57,7 +73,7 @@ pub fn qcg_lab_exe() -> std::io::Result<std::path::PathBuf> {
         Err(std::io::Error::new(
             std::io::ErrorKind::NotFound,
             format!(
-                "{} not found (build it: cargo build -p qcg-bench)",
+                "{} not found (build it: cargo build -p qcg-lab)",
                 beside.display()
             ),
         ))

@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use qcg_bench::lab::{check, delay, ops, probe, state, sys, LabError};
+use qcg_lab::{check, delay, ops, probe, state, sys, LabError};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -4,7 +4,7 @@
 //! differ from the lab's real firewall (to make the broker plan a given technique,
 //! e.g. relaying between open sites for a benchmark).
 
-use crate::lab::topo::{self, Nat, Site, Topology};
+use crate::topo::{self, Nat, Site, Topology};
 use qcg_proto::tls::{Ca, Role};
 use qcg_proto::Policy;
 use std::io::{BufRead, BufReader};

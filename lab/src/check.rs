@@ -128,7 +128,7 @@ impl Drop for Server {
 }
 
 fn in_ns(st: &State, host: &str, args: &[&str]) -> Result<Command> {
-    let exe = crate::lab::qcg_lab_exe().map_err(|e| LabError::io("finding qcg-lab", e))?;
+    let exe = crate::qcg_lab_exe().map_err(|e| LabError::io("finding qcg-lab", e))?;
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &plan::ns_name(&st.prefix, host)])
         .arg(exe)
