@@ -322,14 +322,24 @@ fn frozen(comm: &Comm) {
             let t = Instant::now();
             let r = comm.recv(Some(2), Some(2));
             let waited = t.elapsed().as_secs_f64();
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status();
+            // Say it (and pass) before the kill: `qcg run` stops the job once rank 2
+            // is gone.
+            let kill = || {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            };
             match r {
                 Err(Error::PeerLost { rank: 2, reason }) => {
-                    println!("frozen peer detected after {waited:.1} s: {reason}")
+                    println!("frozen peer detected after {waited:.1} s: {reason}");
+                    println!("ok frozen rank 1 of {}", comm.size());
+                    kill();
+                    std::process::exit(0);
                 }
-                other => panic!("a frozen peer gave {other:?}"),
+                other => {
+                    kill();
+                    panic!("a frozen peer gave {other:?}")
+                }
             }
         }
         _ => {}

@@ -262,6 +262,9 @@ pub struct Core<C> {
     acct: Accounting,
     /// Bumped whenever a request completes: what waiting callers watch.
     pub completions: u64,
+    /// The process is leaving: what arrives is read and dropped until each peer
+    /// closes its side.
+    draining: bool,
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -286,6 +289,7 @@ impl<C: Read + Write> Core<C> {
             stalled: Vec::new(),
             acct: Accounting::default(),
             completions: 0,
+            draining: false,
         }
     }
 
@@ -784,8 +788,46 @@ impl<C: Read + Write> Core<C> {
         self.pump(c);
     }
 
+    /// The process is leaving (its own sends are out and its side of every link is
+    /// shut): from now on what arrives is read and dropped, and a link is closed
+    /// quietly when its peer closes its side. Reading on keeps the kernel from
+    /// resetting links whose peers are still sending to us, which would destroy data
+    /// of ours they have not read yet.
+    pub fn drain(&mut self) {
+        self.draining = true;
+        for c in self.conn_ids() {
+            self.pump(c);
+        }
+    }
+
+    fn pump_draining(&mut self, c: ConnId) {
+        loop {
+            let Some(conn) = self.conns.get_mut(c) else {
+                return;
+            };
+            conn.start = 0;
+            conn.end = 0;
+            match conn.io.read(&mut conn.stage) {
+                Ok(n) if n > 0 => continue,
+                Err(e) if would_block(&e) => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                _ => {
+                    let peer = conn.peer;
+                    self.conns.remove(c);
+                    if let Some(v) = self.links.get_mut(&peer) {
+                        v.retain(|&x| x != c);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
     /// Reads connection `c` until it would block or is paused.
     fn pump(&mut self, c: ConnId) {
+        if self.draining {
+            return self.pump_draining(c);
+        }
         loop {
             if let Err(reason) = self.consume(c) {
                 if let Some(p) = self.conn_peer(c) {

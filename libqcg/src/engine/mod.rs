@@ -549,6 +549,22 @@ impl Engine {
     pub fn shutdown(&self, limit: Duration) {
         let deadline = Instant::now() + limit;
         let _ = self.wait(|core| core.flushed().then_some(()), Some(deadline));
+        // Shut our side of every link and read on until the peers shut theirs (see
+        // `Core::drain`): as MPI_Finalize waits for every rank, a process does not
+        // vanish while its peers still read what it sent.
+        {
+            let mut core = self.core();
+            for c in core.conn_ids() {
+                if let Some(io) = core.conn_io(c) {
+                    let _ = io.shutdown(std::net::Shutdown::Write);
+                }
+            }
+            core.drain();
+        }
+        let _ = self.wait(
+            |core| (core.accounting().conns == 0).then_some(()),
+            Some(deadline),
+        );
         self.closed.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
         if let Some(t) = lock(&self.background).take() {
