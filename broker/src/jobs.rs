@@ -116,6 +116,10 @@ pub struct Job {
     pub dropped: u64,
     /// When its outcome was decided.
     pub decided_at: Option<Instant>,
+    /// Whether its slots were given back. The mapping stays (the API shows where
+    /// the ranks ran), so this flag, not the mapping, says a release happened: a late
+    /// or duplicate end report must not give the same slots back twice.
+    pub released: bool,
 }
 
 impl Job {
@@ -249,6 +253,7 @@ impl Jobs {
                 output: Vec::new(),
                 dropped: 0,
                 decided_at: None,
+                released: false,
             },
         );
         self.queue.push_back(id);
@@ -410,23 +415,21 @@ impl Jobs {
         let Some(job) = self.jobs.get_mut(id) else {
             return Vec::new();
         };
-        if !job.finished() {
+        if job.released || !job.finished() {
             return Vec::new();
         }
-        let Some(mapping) = job.mapping.take() else {
-            return Vec::new();
-        };
-        for r in &mapping.ranks {
-            let key = (r.cluster.clone(), r.node.clone());
-            if let Some(u) = self.used.get_mut(&key) {
-                *u = u.saturating_sub(1);
-                if *u == 0 {
-                    self.used.remove(&key);
+        job.released = true;
+        if let Some(mapping) = &job.mapping {
+            for r in &mapping.ranks {
+                let key = (r.cluster.clone(), r.node.clone());
+                if let Some(u) = self.used.get_mut(&key) {
+                    *u = u.saturating_sub(1);
+                    if *u == 0 {
+                        self.used.remove(&key);
+                    }
                 }
             }
         }
-        job.mapping = Some(mapping);
-        // Mark released by keeping the mapping but remembering in `Ended`.
         vec![Action::Ended {
             job: id.to_string(),
         }]
@@ -820,5 +823,33 @@ mod tests {
             Action::Kill { .. }
         ));
         assert!(jobs.cancel("nope", now).is_err());
+    }
+
+    #[test]
+    fn a_late_or_duplicate_exit_report_frees_nothing_twice() {
+        let t = topo(1, 4);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        let a = jobs.submit("a".into(), sub(2), &t).unwrap();
+        let b = jobs.submit("b".into(), sub(2), &t).unwrap();
+        launched_all(&mut jobs, "a", &a, now);
+        launched_all(&mut jobs, "b", &b, now);
+        for r in 0..2 {
+            jobs.exited("a", r, "c0", ok(), now).unwrap();
+        }
+        assert!(jobs.get("a").unwrap().finished());
+        assert_eq!(jobs.used().values().sum::<u32>(), 2, "b holds its 2 slots");
+        // The same end reported again, and a late one: b's slots stay held.
+        for r in [0, 1, 0] {
+            let acts = jobs.exited("a", r, "c0", ok(), now).unwrap();
+            assert!(acts.is_empty(), "{acts:?}");
+        }
+        let acts = jobs.launched("a", 1, Err("late".into()), now);
+        assert!(acts.is_empty(), "{acts:?}");
+        assert!(jobs.tick(&t, now + KILL_GRACE * 2).is_empty());
+        assert_eq!(jobs.used().values().sum::<u32>(), 2, "b still holds its 2 slots");
+        // The whole grid is not free: a job of 4 must wait for b.
+        assert!(jobs.submit("c".into(), sub(4), &t).unwrap().is_empty());
+        assert_eq!(jobs.get("c").unwrap().state, JobState::Queued);
     }
 }
