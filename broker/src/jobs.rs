@@ -847,7 +847,11 @@ mod tests {
         let acts = jobs.launched("a", 1, Err("late".into()), now);
         assert!(acts.is_empty(), "{acts:?}");
         assert!(jobs.tick(&t, now + KILL_GRACE * 2).is_empty());
-        assert_eq!(jobs.used().values().sum::<u32>(), 2, "b still holds its 2 slots");
+        assert_eq!(
+            jobs.used().values().sum::<u32>(),
+            2,
+            "b still holds its 2 slots"
+        );
         // The whole grid is not free: a job of 4 must wait for b.
         assert!(jobs.submit("c".into(), sub(4), &t).unwrap().is_empty());
         assert_eq!(jobs.get("c").unwrap().state, JobState::Queued);
