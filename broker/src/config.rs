@@ -12,8 +12,12 @@ use std::path::{Path, PathBuf};
 pub struct Config {
     /// UDP address for frontals (QUIC).
     pub listen: SocketAddr,
-    /// TCP address of the read-only HTTP API; omit to disable it.
+    /// TCP address of the plain HTTP API (aggregate figures only); omit to disable
+    /// it. It must be a loopback address unless `http_public` is true.
     pub http_listen: Option<SocketAddr>,
+    /// Serve the plain HTTP API on a non-loopback address (default false).
+    #[serde(default)]
+    pub http_public: bool,
     /// TCP address of the HTTPS job API (clients need a `client` certificate from
     /// the grid CA); omit to disable job submission.
     pub https_listen: Option<SocketAddr>,
@@ -39,6 +43,18 @@ impl Config {
                 "probe_interval_secs",
                 "must be at least 1",
             ));
+        }
+        if let Some(a) = c.http_listen {
+            if !a.ip().is_loopback() && !c.http_public {
+                return Err(ConfigError::field(
+                    path,
+                    &text,
+                    "http_listen",
+                    format!(
+                        "{a} is not a loopback address: the plain HTTP API has no authentication; set `http_public = true` to serve it there anyway"
+                    ),
+                ));
+            }
         }
         c.ca = resolve(path, &c.ca);
         c.cert = resolve(path, &c.cert);
@@ -108,6 +124,16 @@ mod tests {
             (Some(5), Some("https_listen")),
             "{e}"
         );
+        let e =
+            load_text("public", &format!("{BASE}http_listen = \"0.0.0.0:7780\"\n")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("http_listen"), "{e}");
+        assert!(e.to_string().contains("http_public"), "{e}");
+        let c = load_text(
+            "public-ok",
+            &format!("{BASE}http_listen = \"0.0.0.0:7780\"\nhttp_public = true\n"),
+        )
+        .unwrap();
+        assert!(c.http_public);
         let e = load_text("typo", &format!("{BASE}http_listen_tls = \"x\"\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("http_listen_tls"), "{e}");
     }

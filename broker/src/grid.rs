@@ -83,17 +83,23 @@ impl Ctx {
         self.book().topo.topology(&configs, relay)
     }
 
-    /// Submits a parsed profile; returns the job id.
-    pub fn submit(&self, profile: JobProfile, workdir: Option<String>) -> Result<String, JobError> {
+    /// Submits a parsed profile for `owner`; returns the job id.
+    pub fn submit(
+        &self,
+        profile: JobProfile,
+        workdir: Option<String>,
+        owner: String,
+    ) -> Result<String, JobError> {
         let topo = self.topology();
         let id = crate::new_job_id();
         let submission = Submission {
             profile,
             secret_hex: crate::new_secret_hex(),
             workdir,
+            owner: owner.clone(),
         };
         let actions = self.book().jobs.submit(id.clone(), submission, &topo)?;
-        tracing::info!(job = %id, launches = actions.len(), "job submitted");
+        tracing::info!(job = %id, %owner, launches = actions.len(), "job submitted");
         self.execute(actions);
         self.bump();
         Ok(id)

@@ -95,6 +95,9 @@ pub struct Submission {
     pub secret_hex: String,
     /// Working directory when the profile gives none.
     pub workdir: Option<String>,
+    /// The identity that submitted it (its client certificate's name): only it, or
+    /// an admin, may see the job.
+    pub owner: String,
 }
 
 /// A job.
@@ -659,6 +662,7 @@ mod tests {
             profile: JobProfile::parse(&xml).unwrap(),
             secret_hex: "00".repeat(32),
             workdir: Some("/tmp".into()),
+            owner: "alice".into(),
         }
     }
 

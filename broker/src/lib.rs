@@ -25,6 +25,7 @@
 //! ```
 
 pub mod api;
+pub mod caller;
 pub mod config;
 pub mod grid;
 pub mod http;
@@ -36,7 +37,7 @@ pub mod topology;
 use grid::Ctx;
 use qcg_proto::msg::{ErrorKind, Request, Response};
 use qcg_proto::quic;
-use qcg_proto::tls::{peer_has_role, Identity, Role};
+use qcg_proto::tls::{Identity, Role};
 use registry::{Effect, Registry};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -267,19 +268,19 @@ async fn serve_https(
                     }
                     Err(_) => return,
                 };
-            let is_client = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .is_some_and(|c| peer_has_role(c, Role::Client));
-            if !is_client {
-                tracing::warn!(%peer, "HTTPS peer without a client certificate refused");
-            }
-            let app = if is_client {
-                api::app(ctx)
-            } else {
-                api::forbidden()
+            let caller = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+                Some(cert) => caller::Caller::of(cert),
+                None => Err(caller::CallerError::Role),
+            };
+            let app = match caller {
+                Ok(caller) => {
+                    tracing::debug!(%peer, caller = %caller.name, admin = caller.admin, "HTTPS caller");
+                    api::app(ctx, caller)
+                }
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "HTTPS peer refused");
+                    api::forbidden(e.to_string())
+                }
             };
             let svc = hyper_util::service::TowerToHyperService::new(app);
             let conn = hyper::server::conn::http1::Builder::new()

@@ -58,6 +58,19 @@ pub struct LinkCounts {
     pub failed: u64,
 }
 
+/// A cluster as the aggregate views show it: no address, only figures.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClusterSummary {
+    /// Its name.
+    pub name: String,
+    /// Its announced inbound policy.
+    pub policy: qcg_proto::Policy,
+    /// Its announced NAT kind.
+    pub nat: qcg_proto::Nat,
+    /// Processes registered in it.
+    pub processes: usize,
+}
+
 /// A relay proxy the broker knows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ProxyEntry {
@@ -487,6 +500,23 @@ impl Registry {
     /// Every known cluster.
     pub fn clusters(&self) -> Vec<ClusterConfig> {
         self.clusters.values().cloned().collect()
+    }
+
+    /// Every known cluster, summed up without addresses.
+    pub fn cluster_summaries(&self) -> Vec<ClusterSummary> {
+        self.clusters
+            .values()
+            .map(|c| ClusterSummary {
+                name: c.name.clone(),
+                policy: c.policy,
+                nat: c.nat,
+                processes: self
+                    .processes
+                    .values()
+                    .filter(|p| p.cluster == c.name)
+                    .count(),
+            })
+            .collect()
     }
 
     /// Every registered process.
