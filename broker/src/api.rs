@@ -61,8 +61,13 @@ pub struct JobView {
     pub status: JobState,
     /// Whether nothing of it runs any more (its slots are free).
     pub finished: bool,
-    /// Lines of output so far.
-    pub lines: usize,
+    /// Lines of output printed so far (kept or not).
+    pub lines: u64,
+    /// Of those, lines the broker no longer holds: the oldest, dropped to stay
+    /// under the per-job cap, or all of them a while after the job ended.
+    pub dropped_lines: u64,
+    /// Their bytes.
+    pub dropped_bytes: u64,
     /// Its ranks, once placed.
     pub ranks: Vec<RankView>,
 }
@@ -93,19 +98,31 @@ impl JobView {
             owner: j.submission.owner.clone(),
             status: j.state.clone(),
             finished: j.finished(),
-            lines: j.output.len(),
+            lines: j.lines_printed(),
+            dropped_lines: j.dropped_lines,
+            dropped_bytes: j.dropped_bytes,
             ranks,
         }
     }
 }
 
+/// Most bytes of output text in one page.
+pub const PAGE_BYTES: usize = 4 << 20;
+
 /// A page of output.
 #[derive(Serialize)]
 pub struct OutputPage {
-    /// Lines from `from` on.
+    /// Lines from `from` on (from the oldest kept, if `from` was dropped).
     pub lines: Vec<JobLine>,
     /// Where the next page starts.
-    pub next: usize,
+    pub next: u64,
+    /// Lines from `from` on that were dropped before this reader got them (the
+    /// broker keeps the newest lines up to a per-job cap of bytes).
+    pub skipped: u64,
+    /// Every line of the job dropped so far, and their bytes.
+    pub dropped_lines: u64,
+    /// The bytes of `dropped_lines`.
+    pub dropped_bytes: u64,
     /// Whether the job is finished (no more lines will come).
     pub finished: bool,
     /// The job's state.
@@ -247,7 +264,7 @@ async fn processes(State(ctx): State<Ctx>, Extension(caller): Extension<Caller>)
 #[derive(Deserialize)]
 struct OutputQuery {
     #[serde(default)]
-    from: usize,
+    from: u64,
     #[serde(default)]
     wait: u64,
 }
@@ -267,25 +284,38 @@ async fn output(
                 Ok(j) => j,
                 Err(e) => return job_error(e),
             };
-            let from = q.from.min(j.output.len());
+            // `from` counts every line the job printed; the kept ones start at
+            // `first_line`.
+            let from = q.from.min(j.lines_printed());
+            let start = from.max(j.first_line);
+            let mut bytes = 0;
+            let lines: Vec<JobLine> = j
+                .output
+                .iter()
+                .skip(usize::try_from(start - j.first_line).unwrap_or(usize::MAX))
+                .take(10_000)
+                .take_while(|l| {
+                    bytes += l.text.len();
+                    bytes <= PAGE_BYTES || bytes == l.text.len()
+                })
+                .cloned()
+                .collect();
             OutputPage {
-                lines: j.output[from..].iter().take(10_000).cloned().collect(),
-                next: 0,
+                next: start + lines.len() as u64,
+                skipped: start - from,
+                lines,
+                dropped_lines: j.dropped_lines,
+                dropped_bytes: j.dropped_bytes,
                 finished: j.finished(),
                 status: j.state.clone(),
             }
         };
-        if !page.lines.is_empty() || page.finished {
-            let next = q.from + page.lines.len();
-            return Json(OutputPage { next, ..page }).into_response();
+        if !page.lines.is_empty() || page.skipped > 0 || page.finished {
+            return Json(page).into_response();
         }
         let wait = tokio::time::timeout_at(deadline, changed.changed()).await;
         if !matches!(wait, Ok(Ok(()))) {
-            return Json(OutputPage {
-                next: q.from,
-                ..page
-            })
-            .into_response();
+            return Json(page).into_response();
         }
     }
 }

@@ -24,6 +24,15 @@ pub struct Config {
     /// Seconds between two measurements of the link between two clusters
     /// (default 300).
     pub probe_interval_secs: Option<u64>,
+    /// Most processes registered per job (default 4096).
+    pub max_registrations_per_job: Option<usize>,
+    /// Most processes registered per cluster (default 65536).
+    pub max_registrations_per_cluster: Option<usize>,
+    /// Bytes of output kept per job; past it the oldest lines are dropped and the
+    /// reader is told (default 16 MiB).
+    pub output_cap_bytes: Option<usize>,
+    /// Seconds a finished job's output is kept (default 3600).
+    pub output_keep_secs: Option<u64>,
     /// The grid CA certificate (PEM), relative to this file.
     pub ca: PathBuf,
     /// This broker's certificate (PEM, role broker).
@@ -42,6 +51,25 @@ impl Config {
                 &text,
                 "probe_interval_secs",
                 "must be at least 1",
+            ));
+        }
+        for (field, v) in [
+            ("max_registrations_per_job", c.max_registrations_per_job),
+            (
+                "max_registrations_per_cluster",
+                c.max_registrations_per_cluster,
+            ),
+        ] {
+            if v == Some(0) {
+                return Err(ConfigError::field(path, &text, field, "must be at least 1"));
+            }
+        }
+        if c.output_cap_bytes.is_some_and(|b| b < 1024) {
+            return Err(ConfigError::field(
+                path,
+                &text,
+                "output_cap_bytes",
+                "must be at least 1024",
             ));
         }
         if let Some(a) = c.http_listen {
@@ -72,6 +100,24 @@ impl Config {
                 crate::DEFAULT_PROBE_INTERVAL,
                 std::time::Duration::from_secs,
             ),
+            limits: self.limits(),
+        }
+    }
+
+    /// The bounds the config sets, defaults for the others.
+    pub fn limits(&self) -> crate::Limits {
+        let d = crate::Limits::default();
+        crate::Limits {
+            registrations_per_job: self
+                .max_registrations_per_job
+                .unwrap_or(d.registrations_per_job),
+            registrations_per_cluster: self
+                .max_registrations_per_cluster
+                .unwrap_or(d.registrations_per_cluster),
+            output_bytes_per_job: self.output_cap_bytes.unwrap_or(d.output_bytes_per_job),
+            output_keep: self
+                .output_keep_secs
+                .map_or(d.output_keep, std::time::Duration::from_secs),
         }
     }
 
@@ -134,6 +180,21 @@ mod tests {
         )
         .unwrap();
         assert!(c.http_public);
+        let c = load_text(
+            "limits",
+            &format!("{BASE}max_registrations_per_job = 10\noutput_cap_bytes = 2048\noutput_keep_secs = 5\n"),
+        )
+        .unwrap();
+        let l = c.options().limits;
+        assert_eq!(l.registrations_per_job, 10);
+        assert_eq!(
+            l.registrations_per_cluster,
+            crate::registry::DEFAULT_PER_CLUSTER
+        );
+        assert_eq!(l.output_bytes_per_job, 2048);
+        assert_eq!(l.output_keep, std::time::Duration::from_secs(5));
+        let e = load_text("cap", &format!("{BASE}output_cap_bytes = 10\n")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("output_cap_bytes"), "{e}");
         let e = load_text("typo", &format!("{BASE}http_listen_tls = \"x\"\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("http_listen_tls"), "{e}");
     }

@@ -27,11 +27,11 @@ pub fn app(ctx: Ctx) -> Router {
     Router::new()
         .route("/v1/clusters", get(clusters))
         .route("/v1/links", get(links))
-        .route("/metrics", get(metrics))
         .with_state(ctx.registry.clone())
         .merge(
             Router::new()
                 .route("/v1/topology", get(topology))
+                .route("/metrics", get(metrics))
                 .with_state(ctx),
         )
 }
@@ -48,11 +48,17 @@ async fn links(State(s): State<Shared>) -> impl IntoResponse {
     Json(lock(&s).links())
 }
 
-async fn metrics(State(s): State<Shared>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        lock(&s).metrics(),
-    )
+async fn metrics(State(ctx): State<Ctx>) -> impl IntoResponse {
+    let mut text = lock(&ctx.registry).metrics();
+    let (jobs, bytes) = {
+        let book = ctx.book();
+        (book.jobs.all().count(), book.jobs.output_bytes())
+    };
+    text.push_str(&format!(
+        "# HELP qcg_broker_jobs Jobs the broker knows.\n# TYPE qcg_broker_jobs gauge\nqcg_broker_jobs {jobs}\n\
+         # HELP qcg_broker_output_bytes Bytes of job output the broker holds.\n# TYPE qcg_broker_output_bytes gauge\nqcg_broker_output_bytes {bytes}\n"
+    ));
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 #[cfg(test)]
@@ -98,6 +104,7 @@ mod tests {
         assert_eq!(v["direct"]["ok"], 0);
         let (_, body) = get(app(state.clone()), "/metrics").await;
         assert!(body.contains("qcg_broker_clusters 1"), "{body}");
+        assert!(body.contains("\nqcg_broker_output_bytes 0\n"), "{body}");
         let (s, body) = get(app(state.clone()), "/v1/topology").await;
         assert_eq!(s, StatusCode::OK);
         assert_eq!(body, r#"{"clusters":[],"links":[]}"#);

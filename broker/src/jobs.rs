@@ -19,8 +19,14 @@ use std::time::{Duration, Instant};
 
 /// How long after a kill a silent process is given up as lost (its slot freed).
 pub const KILL_GRACE: Duration = Duration::from_secs(15);
-/// Lines of output kept per job; later lines are dropped (and counted).
-pub const MAX_LINES: usize = 1_000_000;
+/// Bytes of output kept per job by default; past it the oldest lines are dropped
+/// (and counted, and the reader told).
+pub const DEFAULT_OUTPUT_CAP: usize = 16 << 20;
+/// How long a finished job's output is kept by default.
+pub const DEFAULT_OUTPUT_KEEP: Duration = Duration::from_secs(3600);
+/// What a kept line costs besides its text (rank, stream, the queue's slot), so
+/// that a flood of empty lines is bounded too.
+pub const LINE_OVERHEAD: usize = 48;
 
 /// Where a job stands.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -113,10 +119,16 @@ pub struct Job {
     pub state: JobState,
     /// Each rank's state.
     pub ranks: Vec<RankState>,
-    /// Output so far.
-    pub output: Vec<JobLine>,
-    /// Lines dropped past [`MAX_LINES`].
-    pub dropped: u64,
+    /// Output kept: the newest lines, at most the cap's worth of bytes.
+    pub output: VecDeque<JobLine>,
+    /// The number (from 0, over every line the job printed) of `output`'s first line.
+    pub first_line: u64,
+    /// Bytes `output` holds, [`LINE_OVERHEAD`] per line included.
+    pub output_bytes: usize,
+    /// Lines dropped to stay under the cap, or freed after the job ended.
+    pub dropped_lines: u64,
+    /// Their bytes (text only).
+    pub dropped_bytes: u64,
     /// When its outcome was decided.
     pub decided_at: Option<Instant>,
     /// Whether its slots were given back. The mapping stays (the API shows where
@@ -126,6 +138,23 @@ pub struct Job {
 }
 
 impl Job {
+    /// Lines the job printed, kept or not.
+    pub fn lines_printed(&self) -> u64 {
+        self.first_line + self.output.len() as u64
+    }
+
+    /// Drops the oldest kept line.
+    fn drop_oldest(&mut self) -> bool {
+        let Some(l) = self.output.pop_front() else {
+            return false;
+        };
+        self.first_line += 1;
+        self.output_bytes -= l.text.len() + LINE_OVERHEAD;
+        self.dropped_lines += 1;
+        self.dropped_bytes += l.text.len() as u64;
+        true
+    }
+
     /// Whether nothing of the job runs any more and its slots are free.
     pub fn finished(&self) -> bool {
         self.state.is_terminal()
@@ -178,12 +207,31 @@ pub enum JobError {
 }
 
 /// Every job the broker knows, and the slots they hold.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Jobs {
     jobs: BTreeMap<String, Job>,
     queue: VecDeque<String>,
     /// Slots held, by (cluster, node).
     used: BTreeMap<(String, String), u32>,
+    /// Bytes of output kept per job.
+    output_cap: usize,
+    /// How long after its end a job's output is kept.
+    output_keep: Duration,
+    /// Bytes of output kept, all jobs together.
+    output_bytes: usize,
+}
+
+impl Default for Jobs {
+    fn default() -> Self {
+        Jobs {
+            jobs: BTreeMap::new(),
+            queue: VecDeque::new(),
+            used: BTreeMap::new(),
+            output_cap: DEFAULT_OUTPUT_CAP,
+            output_keep: DEFAULT_OUTPUT_KEEP,
+            output_bytes: 0,
+        }
+    }
 }
 
 /// Free slots of `topo` once `used` are taken.
@@ -217,6 +265,19 @@ impl Jobs {
     /// Every job, by id.
     pub fn all(&self) -> impl Iterator<Item = &Job> {
         self.jobs.values()
+    }
+
+    /// Sets how many bytes of output are kept per job (at least one line's
+    /// overhead), and for how long after the job ends.
+    pub fn set_output_limits(&mut self, cap: usize, keep: Duration) {
+        self.output_cap = cap.max(LINE_OVERHEAD + 1);
+        self.output_keep = keep;
+    }
+
+    /// Bytes of output the broker holds, all jobs together (the figure the cap
+    /// bounds: at most the cap per job whose output is still kept).
+    pub fn output_bytes(&self) -> usize {
+        self.output_bytes
     }
 
     /// Slots held, by (cluster, node).
@@ -253,8 +314,11 @@ impl Jobs {
                 mapping: None,
                 state: JobState::Queued,
                 ranks: vec![RankState::Pending; n],
-                output: Vec::new(),
-                dropped: 0,
+                output: VecDeque::new(),
+                first_line: 0,
+                output_bytes: 0,
+                dropped_lines: 0,
+                dropped_bytes: 0,
                 decided_at: None,
                 released: false,
             },
@@ -354,18 +418,30 @@ impl Jobs {
         lines: Vec<OutputLine>,
     ) -> Result<(), JobError> {
         self.check_cluster(id, rank, cluster)?;
+        let cap = self.output_cap;
         if let Some(job) = self.jobs.get_mut(id) {
+            let before = job.output_bytes;
             for l in lines {
-                if job.output.len() >= MAX_LINES {
-                    job.dropped += 1;
-                    continue;
+                let mut text = l.text;
+                if text.len() + LINE_OVERHEAD > cap {
+                    // One line longer than the whole cap keeps only its start.
+                    let mut cut = cap - LINE_OVERHEAD;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    job.dropped_bytes += (text.len() - cut) as u64;
+                    text.truncate(cut);
                 }
-                job.output.push(JobLine {
+                let cost = text.len() + LINE_OVERHEAD;
+                while job.output_bytes + cost > cap && job.drop_oldest() {}
+                job.output_bytes += cost;
+                job.output.push_back(JobLine {
                     rank,
                     stream: l.stream,
-                    text: l.text,
+                    text,
                 });
             }
+            self.output_bytes = self.output_bytes - before + job.output_bytes;
         }
         Ok(())
     }
@@ -522,6 +598,17 @@ impl Jobs {
             })
             .map(|j| j.id.clone())
             .collect();
+        let keep = self.output_keep;
+        for job in self.jobs.values_mut() {
+            let expired = job
+                .decided_at
+                .is_some_and(|t| now.saturating_duration_since(t) >= keep);
+            if expired && job.finished() && !job.output.is_empty() {
+                self.output_bytes -= job.output_bytes;
+                while job.drop_oldest() {}
+                job.output = VecDeque::new();
+            }
+        }
         let mut actions = Vec::new();
         for id in stale {
             if let Some(job) = self.jobs.get_mut(&id) {
@@ -827,6 +914,65 @@ mod tests {
             Action::Kill { .. }
         ));
         assert!(jobs.cancel("nope", now).is_err());
+    }
+
+    #[test]
+    fn output_is_bounded_in_bytes_oldest_dropped_and_freed_after_the_end() {
+        let t = topo(1, 4);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        let cap = 4 << 20;
+        jobs.set_output_limits(cap, Duration::from_secs(60));
+        let a = jobs.submit("a".into(), sub(1), &t).unwrap();
+        launched_all(&mut jobs, "a", &a, now);
+        // The flood: 100,000 lines of 16 KB (1.6 GB), in batches.
+        let line = "x".repeat(16 << 10);
+        for batch in 0..1000 {
+            let lines = (0..100)
+                .map(|i| OutputLine {
+                    stream: Stream::Stdout,
+                    text: if batch == 999 && i == 99 {
+                        "the last line".into()
+                    } else {
+                        line.clone()
+                    },
+                })
+                .collect();
+            jobs.output("a", 0, "c0", lines).unwrap();
+            assert!(jobs.output_bytes() <= cap, "{}", jobs.output_bytes());
+        }
+        let j = jobs.get("a").unwrap();
+        assert_eq!(j.lines_printed(), 100_000);
+        assert_eq!(jobs.output_bytes(), j.output_bytes);
+        let kept = j.output.len() as u64;
+        assert!(kept > 200 && kept < 300, "{kept}");
+        assert_eq!(j.dropped_lines, 100_000 - kept);
+        assert_eq!(j.dropped_bytes, j.dropped_lines * (16 << 10));
+        assert_eq!(j.first_line, j.dropped_lines);
+        assert_eq!(j.output.back().unwrap().text, "the last line");
+        // One line larger than the cap keeps its start only.
+        jobs.output(
+            "a",
+            0,
+            "c0",
+            vec![OutputLine {
+                stream: Stream::Stderr,
+                text: "é".repeat(cap),
+            }],
+        )
+        .unwrap();
+        assert!(jobs.output_bytes() <= cap);
+        assert_eq!(jobs.get("a").unwrap().output.len(), 1);
+        // Freed a while after the end, not before.
+        jobs.exited("a", 0, "c0", ok(), now).unwrap();
+        jobs.tick(&t, now + Duration::from_secs(59));
+        assert!(jobs.output_bytes() > 0);
+        jobs.tick(&t, now + Duration::from_secs(60));
+        assert_eq!(jobs.output_bytes(), 0);
+        let j = jobs.get("a").unwrap();
+        assert!(j.output.is_empty());
+        assert_eq!(j.lines_printed(), 100_001);
+        assert_eq!(j.dropped_lines, 100_001);
     }
 
     #[test]

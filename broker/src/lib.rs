@@ -56,6 +56,46 @@ pub struct Options {
     pub https: Option<SocketAddr>,
     /// How often each pair of clusters is measured.
     pub probe_interval: Duration,
+    /// What the broker keeps at most.
+    pub limits: Limits,
+}
+
+impl Default for Options {
+    /// Everything on 127.0.0.1, ports chosen by the system, no HTTPS.
+    fn default() -> Self {
+        let lo = SocketAddr::from(([127, 0, 0, 1], 0));
+        Options {
+            quic: lo,
+            http: Some(lo),
+            https: None,
+            probe_interval: DEFAULT_PROBE_INTERVAL,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Bounds on what peers and clients can make the broker keep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Processes registered per job.
+    pub registrations_per_job: usize,
+    /// Processes registered per cluster.
+    pub registrations_per_cluster: usize,
+    /// Bytes of output kept per job (the oldest lines are dropped past it).
+    pub output_bytes_per_job: usize,
+    /// How long a finished job's output is kept.
+    pub output_keep: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            registrations_per_job: registry::DEFAULT_PER_JOB,
+            registrations_per_cluster: registry::DEFAULT_PER_CLUSTER,
+            output_bytes_per_job: jobs::DEFAULT_OUTPUT_CAP,
+            output_keep: jobs::DEFAULT_OUTPUT_KEEP,
+        }
+    }
 }
 
 /// Default time between two probes of a pair of clusters.
@@ -123,8 +163,7 @@ impl Broker {
             Options {
                 quic: quic_addr,
                 http: http_addr,
-                https: None,
-                probe_interval: DEFAULT_PROBE_INTERVAL,
+                ..Options::default()
             },
         )
         .await
@@ -136,7 +175,12 @@ impl Broker {
         let quic_addr = endpoint.local_addr()?;
         let state: http::Shared =
             Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
+        let l = &opts.limits;
+        lock(&state).set_limits(l.registrations_per_job, l.registrations_per_cluster);
         let ctx = Ctx::new(state.clone(), opts.probe_interval);
+        ctx.book()
+            .jobs
+            .set_output_limits(l.output_bytes_per_job, l.output_keep);
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
 
@@ -313,6 +357,10 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
         async move {
             let current = cluster.lock().unwrap_or_else(|p| p.into_inner()).clone();
             tracing::debug!(%peer, kind = req.kind(), "request");
+            if let Err(why) = registry::check_names(&req) {
+                tracing::debug!(%peer, kind = req.kind(), error = %why, "request refused");
+                return Response::error(ErrorKind::TooLarge, why);
+            }
             if let Some(own) = &current {
                 if let Some(resp) = ctx.frontal_report(own, &req) {
                     return resp;

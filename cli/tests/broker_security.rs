@@ -277,3 +277,38 @@ fn plain_http_serves_only_aggregates() {
     );
     drop(g.services);
 }
+
+/// Issue 11, item 5: one job printing a flood keeps the broker's output under its
+/// per-job cap, and the reader is told how much was dropped.
+#[test]
+fn a_job_output_flood_is_capped_and_the_reader_told() {
+    let cap = 1 << 20;
+    let g = grid(&format!("output_cap_bytes = {cap}\n"));
+    // 2,000 lines of 16 KB: 32 MB, then a last short line.
+    let id = g.submit(
+        "alice",
+        1,
+        "yes $(head -c 16383 /dev/zero | tr '\\0' x) | head -n 2000; echo the-end",
+    );
+    wait_until("the flood to end", || {
+        let a = g.call("alice", "GET", &format!("/v1/jobs/{id}"), "");
+        a.json()["finished"] == true
+    });
+    let held = metric(g.http, "qcg_broker_output_bytes");
+    assert!(held > 0 && held <= cap, "{held}");
+    let job = g.call("alice", "GET", &format!("/v1/jobs/{id}"), "").json();
+    assert_eq!(job["status"]["state"], "succeeded", "{job}");
+    assert_eq!(job["lines"], 2001, "{}", job["lines"]);
+    let dropped = job["dropped_lines"].as_u64().unwrap();
+    assert!(dropped > 1900, "{dropped}");
+    assert!(job["dropped_bytes"].as_u64().unwrap() >= dropped * 16383);
+    // A reader from the start is told what it missed, then gets the newest lines.
+    let page = g
+        .call("alice", "GET", &format!("/v1/jobs/{id}/output?from=0"), "")
+        .json();
+    assert_eq!(page["skipped"], dropped, "{}", page["skipped"]);
+    assert_eq!(page["dropped_lines"], dropped);
+    let lines = page["lines"].as_array().unwrap();
+    assert_eq!(lines.last().unwrap()["text"], "the-end");
+    assert_eq!(page["next"], 2001);
+}
