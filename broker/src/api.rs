@@ -192,7 +192,10 @@ async fn submit(
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid JobProfile: {e}")),
     };
-    match ctx.submit(profile, q.workdir, caller.name) {
+    if q.workdir.as_ref().is_some_and(|w| w.len() > 4096) {
+        return error(StatusCode::BAD_REQUEST, "workdir is longer than 4096 bytes");
+    }
+    match ctx.submit(profile, body, q.workdir, caller.name) {
         Ok(id) => {
             let view = ctx.book().jobs.get(&id).map(JobView::of);
             (StatusCode::CREATED, Json(view)).into_response()

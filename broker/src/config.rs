@@ -33,12 +33,20 @@ pub struct Config {
     pub output_cap_bytes: Option<usize>,
     /// Seconds a finished job's output is kept (default 3600).
     pub output_keep_secs: Option<u64>,
+    /// The database jobs are kept in across restarts, relative to this file
+    /// (default `state/broker.redb`, its folder created if needed).
+    #[serde(default = "default_database")]
+    pub database: PathBuf,
     /// The grid CA certificate (PEM), relative to this file.
     pub ca: PathBuf,
     /// This broker's certificate (PEM, role broker).
     pub cert: PathBuf,
     /// This broker's private key (PEM).
     pub key: PathBuf,
+}
+
+fn default_database() -> PathBuf {
+    PathBuf::from("state/broker.redb")
 }
 
 impl Config {
@@ -84,6 +92,7 @@ impl Config {
                 ));
             }
         }
+        c.database = resolve(path, &c.database);
         c.ca = resolve(path, &c.ca);
         c.cert = resolve(path, &c.cert);
         c.key = resolve(path, &c.key);
@@ -101,6 +110,7 @@ impl Config {
                 std::time::Duration::from_secs,
             ),
             limits: self.limits(),
+            database: Some(self.database.clone()),
         }
     }
 
@@ -193,6 +203,13 @@ mod tests {
         );
         assert_eq!(l.output_bytes_per_job, 2048);
         assert_eq!(l.output_keep, std::time::Duration::from_secs(5));
+        // The database sits next to the config unless it says otherwise.
+        assert!(
+            c.database.ends_with("state/broker.redb"),
+            "{:?}",
+            c.database
+        );
+        assert!(c.database.is_absolute() || c.database.starts_with(std::env::temp_dir()));
         let e = load_text("cap", &format!("{BASE}output_cap_bytes = 10\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("output_cap_bytes"), "{e}");
         let e = load_text("typo", &format!("{BASE}http_listen_tls = \"x\"\n")).unwrap_err();

@@ -32,6 +32,7 @@ pub mod http;
 pub mod jobs;
 pub mod plan;
 pub mod registry;
+pub mod store;
 pub mod topology;
 
 use grid::Ctx;
@@ -58,6 +59,9 @@ pub struct Options {
     pub probe_interval: Duration,
     /// What the broker keeps at most.
     pub limits: Limits,
+    /// The database jobs are kept in across restarts; `None` keeps them in memory
+    /// only (the embedded grid).
+    pub database: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -70,6 +74,7 @@ impl Default for Options {
             https: None,
             probe_interval: DEFAULT_PROBE_INTERVAL,
             limits: Limits::default(),
+            database: None,
         }
     }
 }
@@ -181,6 +186,17 @@ impl Broker {
         ctx.book()
             .jobs
             .set_output_limits(l.output_bytes_per_job, l.output_keep);
+        if let Some(path) = &opts.database {
+            let store = store::Store::open(path)?;
+            let records = store.load()?;
+            let n = records.len();
+            let refused = ctx.book().jobs.restore(records, std::time::Instant::now());
+            for (job, why) in &refused {
+                tracing::error!(%job, error = %why, "stored job not taken back");
+            }
+            tracing::info!(database = %path.display(), jobs = n - refused.len(), "jobs taken back");
+            *lock(&ctx.store) = Some(store);
+        }
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
 

@@ -312,3 +312,53 @@ fn a_job_output_flood_is_capped_and_the_reader_told() {
     assert_eq!(lines.last().unwrap()["text"], "the-end");
     assert_eq!(page["next"], 2001);
 }
+
+/// Issue 12, item 1: a broker killed with SIGKILL and started again still knows its
+/// jobs, their owners and states (the slots they hold are checked in the job
+/// table's own tests).
+#[test]
+fn jobs_survive_a_broker_killed_with_sigkill() {
+    let mut g = grid("");
+    let id = g.submit("alice", 2, "echo started; exec sleep 40");
+    wait_until("alice's job running", || g.state("alice", &id) == "running");
+    let before = g.call("alice", "GET", &format!("/v1/jobs/{id}"), "").json();
+
+    // SIGKILL: no chance to save anything on the way out.
+    let mut broker = g.services.0.remove(0);
+    broker.kill().unwrap();
+    broker.wait().unwrap();
+    let lines = start(
+        &mut g.services,
+        "qcg-broker",
+        &g.dir.path().join("broker.toml"),
+    );
+    g.url = format!(
+        "https://{}",
+        wait_for(&lines, "qcg-broker: HTTPS API on https://")
+    );
+
+    let after = g.call("alice", "GET", &format!("/v1/jobs/{id}"), "").json();
+    assert_eq!(after["status"], before["status"], "{after}");
+    assert_eq!(after["owner"], "alice");
+    assert_eq!(after["ranks"], before["ranks"], "{after}");
+    let o = g.qcg_as("alice", &["status", &id]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(": running"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // Ownership survives too.
+    assert_eq!(
+        g.call("bob", "GET", &format!("/v1/jobs/{id}"), "").status,
+        404
+    );
+    assert_eq!(
+        ids(&g.call("root", "GET", "/v1/jobs", "")),
+        vec![id.clone()]
+    );
+    // The processes are still there; stop them (the frontal is not reconnected).
+    let _ = Command::new("pkill")
+        .args(["-x", "-f", "sleep 3031"])
+        .status();
+}
