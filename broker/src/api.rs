@@ -1,21 +1,26 @@
-//! The broker's job API, served over HTTPS to holders of a `client` certificate
-//! from the grid CA (the listener requires a client certificate; one of another
-//! role gets 403 on every path).
+//! The broker's job API, served over HTTPS to holders of a `client` or `admin`
+//! certificate from the grid CA (the listener requires a client certificate; one of
+//! another role gets 403 on every path).
+//!
+//! A job belongs to the identity of the certificate that submitted it (its subject
+//! name, [`crate::caller`]). Only that identity or an `admin` sees it: anyone else gets
+//! 404 for it, as for a job that does not exist, and does not find it in the list.
 //!
 //! | method and path | what |
 //! |---|---|
 //! | `POST /v1/jobs?workdir=DIR` | body: a JobProfile (XML). 201 with the job; 400 with the parse error (line and column); 422 when the job can never run here (the scheduler's reason; nothing is reserved) |
-//! | `GET /v1/jobs` | every job |
+//! | `GET /v1/jobs` | the caller's jobs (every job for an admin) |
 //! | `GET /v1/jobs/ID` | one job: state, ranks and where they run |
 //! | `DELETE /v1/jobs/ID` | cancel: every process of the job is killed |
 //! | `GET /v1/jobs/ID/output?from=N&wait=SECS` | output lines from the N-th on; waits up to SECS (at most 30) for one when there is none yet |
+//! | `GET /v1/processes` | registered processes with their addresses: the caller's jobs' (every one for an admin) |
 //!
-//! The read-only views (`/v1/clusters`, `/v1/processes`, `/v1/links`,
-//! `/v1/topology`, `/metrics`) are served here too.
+//! The aggregate views of the plain HTTP API ([`crate::http`]) are served here too.
 
+use crate::caller::Caller;
 use crate::grid::Ctx;
 use crate::jobs::{Job, JobError, JobLine, JobState, RankState};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -50,12 +55,19 @@ pub struct JobView {
     pub id: String,
     /// The profile's `appId`.
     pub app_id: String,
+    /// The identity that submitted it.
+    pub owner: String,
     /// State.
     pub status: JobState,
     /// Whether nothing of it runs any more (its slots are free).
     pub finished: bool,
-    /// Lines of output so far.
-    pub lines: usize,
+    /// Lines of output printed so far (kept or not).
+    pub lines: u64,
+    /// Of those, lines the broker no longer holds: the oldest, dropped to stay
+    /// under the per-job cap, or all of them a while after the job ended.
+    pub dropped_lines: u64,
+    /// Their bytes.
+    pub dropped_bytes: u64,
     /// Its ranks, once placed.
     pub ranks: Vec<RankView>,
 }
@@ -83,21 +95,34 @@ impl JobView {
         JobView {
             id: j.id.clone(),
             app_id: j.submission.profile.app_id.clone(),
+            owner: j.submission.owner.clone(),
             status: j.state.clone(),
             finished: j.finished(),
-            lines: j.output.len(),
+            lines: j.lines_printed(),
+            dropped_lines: j.dropped_lines,
+            dropped_bytes: j.dropped_bytes,
             ranks,
         }
     }
 }
 
+/// Most bytes of output text in one page.
+pub const PAGE_BYTES: usize = 4 << 20;
+
 /// A page of output.
 #[derive(Serialize)]
 pub struct OutputPage {
-    /// Lines from `from` on.
+    /// Lines from `from` on (from the oldest kept, if `from` was dropped).
     pub lines: Vec<JobLine>,
     /// Where the next page starts.
-    pub next: usize,
+    pub next: u64,
+    /// Lines from `from` on that were dropped before this reader got them (the
+    /// broker keeps the newest lines up to a per-job cap of bytes).
+    pub skipped: u64,
+    /// Every line of the job dropped so far, and their bytes.
+    pub dropped_lines: u64,
+    /// The bytes of `dropped_lines`.
+    pub dropped_bytes: u64,
     /// Whether the job is finished (no more lines will come).
     pub finished: bool,
     /// The job's state.
@@ -119,24 +144,37 @@ fn job_error(e: JobError) -> Response {
     }
 }
 
-/// The job API and the read-only views.
-pub fn app(ctx: Ctx) -> Router {
+/// The job API and the read-only views, for `caller`.
+pub fn app(ctx: Ctx, caller: Caller) -> Router {
     Router::new()
         .route("/v1/jobs", get(list).post(submit))
         .route("/v1/jobs/{id}", get(status).delete(cancel))
         .route("/v1/jobs/{id}/output", get(output))
+        .route("/v1/processes", get(processes))
         .with_state(ctx.clone())
         .merge(crate::http::app(ctx))
+        .layer(Extension(caller))
 }
 
-/// What a TLS peer without a `client` certificate gets.
-pub fn forbidden() -> Router {
-    Router::new().fallback(|| async {
-        error(
-            StatusCode::FORBIDDEN,
-            "a client certificate from the grid CA is required (qcg ca issue --role client)",
-        )
+/// What a TLS peer that is no caller gets: 403 on every path, saying why.
+pub fn forbidden(why: String) -> Router {
+    Router::new().fallback(move || {
+        let why = why.clone();
+        async move { error(StatusCode::FORBIDDEN, why) }
     })
+}
+
+/// The job `id` if `caller` may see it; the same 404 as for a job that does not
+/// exist otherwise.
+fn visible<'a>(
+    book: &'a crate::grid::Book,
+    caller: &Caller,
+    id: &str,
+) -> Result<&'a Job, JobError> {
+    book.jobs
+        .get(id)
+        .filter(|j| caller.may_see(&j.submission.owner))
+        .ok_or_else(|| JobError::Unknown(id.to_string()))
 }
 
 #[derive(Deserialize)]
@@ -144,12 +182,20 @@ struct SubmitQuery {
     workdir: Option<String>,
 }
 
-async fn submit(State(ctx): State<Ctx>, Query(q): Query<SubmitQuery>, body: String) -> Response {
+async fn submit(
+    State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
+    Query(q): Query<SubmitQuery>,
+    body: String,
+) -> Response {
     let profile = match JobProfile::parse(&body) {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid JobProfile: {e}")),
     };
-    match ctx.submit(profile, q.workdir) {
+    if q.workdir.as_ref().is_some_and(|w| w.len() > 4096) {
+        return error(StatusCode::BAD_REQUEST, "workdir is longer than 4096 bytes");
+    }
+    match ctx.submit(profile, body, q.workdir, caller.name) {
         Ok(id) => {
             let view = ctx.book().jobs.get(&id).map(JobView::of);
             (StatusCode::CREATED, Json(view)).into_response()
@@ -158,38 +204,77 @@ async fn submit(State(ctx): State<Ctx>, Query(q): Query<SubmitQuery>, body: Stri
     }
 }
 
-async fn list(State(ctx): State<Ctx>) -> Response {
-    let jobs: Vec<JobView> = ctx.book().jobs.all().map(JobView::of).collect();
+async fn list(State(ctx): State<Ctx>, Extension(caller): Extension<Caller>) -> Response {
+    let jobs: Vec<JobView> = ctx
+        .book()
+        .jobs
+        .all()
+        .filter(|j| caller.may_see(&j.submission.owner))
+        .map(JobView::of)
+        .collect();
     Json(jobs).into_response()
 }
 
-async fn status(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
-    match ctx.book().jobs.get(&id) {
-        Some(j) => Json(JobView::of(j)).into_response(),
-        None => job_error(JobError::Unknown(id)),
+async fn status(
+    State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    match visible(&ctx.book(), &caller, &id) {
+        Ok(j) => Json(JobView::of(j)).into_response(),
+        Err(e) => job_error(e),
     }
 }
 
-async fn cancel(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
+async fn cancel(
+    State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(e) = visible(&ctx.book(), &caller, &id) {
+        return job_error(e);
+    }
     if let Err(e) = ctx.cancel(&id) {
         return job_error(e);
     }
-    match ctx.book().jobs.get(&id) {
-        Some(j) => Json(JobView::of(j)).into_response(),
-        None => job_error(JobError::Unknown(id)),
+    match visible(&ctx.book(), &caller, &id) {
+        Ok(j) => Json(JobView::of(j)).into_response(),
+        Err(e) => job_error(e),
     }
+}
+
+/// Registered processes (with their addresses) of the jobs the caller may see.
+async fn processes(State(ctx): State<Ctx>, Extension(caller): Extension<Caller>) -> Response {
+    let all = ctx
+        .registry
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .processes();
+    let book = ctx.book();
+    let mine: Vec<_> = all
+        .into_iter()
+        .filter(|p| {
+            caller.admin
+                || book
+                    .jobs
+                    .get(&p.process.job)
+                    .is_some_and(|j| caller.may_see(&j.submission.owner))
+        })
+        .collect();
+    Json(mine).into_response()
 }
 
 #[derive(Deserialize)]
 struct OutputQuery {
     #[serde(default)]
-    from: usize,
+    from: u64,
     #[serde(default)]
     wait: u64,
 }
 
 async fn output(
     State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     Query(q): Query<OutputQuery>,
 ) -> Response {
@@ -198,28 +283,42 @@ async fn output(
     loop {
         let page = {
             let book = ctx.book();
-            let Some(j) = book.jobs.get(&id) else {
-                return job_error(JobError::Unknown(id));
+            let j = match visible(&book, &caller, &id) {
+                Ok(j) => j,
+                Err(e) => return job_error(e),
             };
-            let from = q.from.min(j.output.len());
+            // `from` counts every line the job printed; the kept ones start at
+            // `first_line`.
+            let from = q.from.min(j.lines_printed());
+            let start = from.max(j.first_line);
+            let mut bytes = 0;
+            let lines: Vec<JobLine> = j
+                .output
+                .iter()
+                .skip(usize::try_from(start - j.first_line).unwrap_or(usize::MAX))
+                .take(10_000)
+                .take_while(|l| {
+                    bytes += l.text.len();
+                    bytes <= PAGE_BYTES || bytes == l.text.len()
+                })
+                .cloned()
+                .collect();
             OutputPage {
-                lines: j.output[from..].iter().take(10_000).cloned().collect(),
-                next: 0,
+                next: start + lines.len() as u64,
+                skipped: start - from,
+                lines,
+                dropped_lines: j.dropped_lines,
+                dropped_bytes: j.dropped_bytes,
                 finished: j.finished(),
                 status: j.state.clone(),
             }
         };
-        if !page.lines.is_empty() || page.finished {
-            let next = q.from + page.lines.len();
-            return Json(OutputPage { next, ..page }).into_response();
+        if !page.lines.is_empty() || page.skipped > 0 || page.finished {
+            return Json(page).into_response();
         }
         let wait = tokio::time::timeout_at(deadline, changed.changed()).await;
         if !matches!(wait, Ok(Ok(()))) {
-            return Json(OutputPage {
-                next: q.from,
-                ..page
-            })
-            .into_response();
+            return Json(page).into_response();
         }
     }
 }
@@ -248,9 +347,17 @@ mod tests {
         (status, serde_json::from_slice(&bytes).unwrap_or_default())
     }
 
+    fn alice() -> Caller {
+        Caller {
+            name: "alice".into(),
+            admin: false,
+        }
+    }
+
     #[tokio::test]
     async fn bad_and_impossible_jobs_are_refused_and_strangers_forbidden() {
         let ctx = Ctx::new(Default::default(), Duration::from_secs(60));
+        let app = |ctx: Ctx| app(ctx, alice());
         let (s, v) = call(
             app(ctx.clone()),
             "POST",
@@ -282,7 +389,8 @@ mod tests {
         assert_eq!(s, StatusCode::NOT_FOUND);
         let (s, _) = call(app(ctx.clone()), "DELETE", "/v1/jobs/job-x", "").await;
         assert_eq!(s, StatusCode::NOT_FOUND);
-        let (s, v) = call(forbidden(), "POST", "/v1/jobs", ok).await;
+        let why = crate::caller::CallerError::Role.to_string();
+        let (s, v) = call(forbidden(why), "POST", "/v1/jobs", ok).await;
         assert_eq!(s, StatusCode::FORBIDDEN);
         assert!(
             v["error"].as_str().unwrap().contains("client certificate"),

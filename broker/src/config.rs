@@ -12,20 +12,41 @@ use std::path::{Path, PathBuf};
 pub struct Config {
     /// UDP address for frontals (QUIC).
     pub listen: SocketAddr,
-    /// TCP address of the read-only HTTP API; omit to disable it.
+    /// TCP address of the plain HTTP API (aggregate figures only); omit to disable
+    /// it. It must be a loopback address unless `http_public` is true.
     pub http_listen: Option<SocketAddr>,
+    /// Serve the plain HTTP API on a non-loopback address (default false).
+    #[serde(default)]
+    pub http_public: bool,
     /// TCP address of the HTTPS job API (clients need a `client` certificate from
     /// the grid CA); omit to disable job submission.
     pub https_listen: Option<SocketAddr>,
     /// Seconds between two measurements of the link between two clusters
     /// (default 300).
     pub probe_interval_secs: Option<u64>,
+    /// Most processes registered per job (default 4096).
+    pub max_registrations_per_job: Option<usize>,
+    /// Most processes registered per cluster (default 65536).
+    pub max_registrations_per_cluster: Option<usize>,
+    /// Bytes of output kept per job; past it the oldest lines are dropped and the
+    /// reader is told (default 16 MiB).
+    pub output_cap_bytes: Option<usize>,
+    /// Seconds a finished job's output is kept (default 3600).
+    pub output_keep_secs: Option<u64>,
+    /// The database jobs are kept in across restarts, relative to this file
+    /// (default `state/broker.redb`, its folder created if needed).
+    #[serde(default = "default_database")]
+    pub database: PathBuf,
     /// The grid CA certificate (PEM), relative to this file.
     pub ca: PathBuf,
     /// This broker's certificate (PEM, role broker).
     pub cert: PathBuf,
     /// This broker's private key (PEM).
     pub key: PathBuf,
+}
+
+fn default_database() -> PathBuf {
+    PathBuf::from("state/broker.redb")
 }
 
 impl Config {
@@ -40,6 +61,38 @@ impl Config {
                 "must be at least 1",
             ));
         }
+        for (field, v) in [
+            ("max_registrations_per_job", c.max_registrations_per_job),
+            (
+                "max_registrations_per_cluster",
+                c.max_registrations_per_cluster,
+            ),
+        ] {
+            if v == Some(0) {
+                return Err(ConfigError::field(path, &text, field, "must be at least 1"));
+            }
+        }
+        if c.output_cap_bytes.is_some_and(|b| b < 1024) {
+            return Err(ConfigError::field(
+                path,
+                &text,
+                "output_cap_bytes",
+                "must be at least 1024",
+            ));
+        }
+        if let Some(a) = c.http_listen {
+            if !a.ip().is_loopback() && !c.http_public {
+                return Err(ConfigError::field(
+                    path,
+                    &text,
+                    "http_listen",
+                    format!(
+                        "{a} is not a loopback address: the plain HTTP API has no authentication; set `http_public = true` to serve it there anyway"
+                    ),
+                ));
+            }
+        }
+        c.database = resolve(path, &c.database);
         c.ca = resolve(path, &c.ca);
         c.cert = resolve(path, &c.cert);
         c.key = resolve(path, &c.key);
@@ -56,6 +109,25 @@ impl Config {
                 crate::DEFAULT_PROBE_INTERVAL,
                 std::time::Duration::from_secs,
             ),
+            limits: self.limits(),
+            database: Some(self.database.clone()),
+        }
+    }
+
+    /// The bounds the config sets, defaults for the others.
+    pub fn limits(&self) -> crate::Limits {
+        let d = crate::Limits::default();
+        crate::Limits {
+            registrations_per_job: self
+                .max_registrations_per_job
+                .unwrap_or(d.registrations_per_job),
+            registrations_per_cluster: self
+                .max_registrations_per_cluster
+                .unwrap_or(d.registrations_per_cluster),
+            output_bytes_per_job: self.output_cap_bytes.unwrap_or(d.output_bytes_per_job),
+            output_keep: self
+                .output_keep_secs
+                .map_or(d.output_keep, std::time::Duration::from_secs),
         }
     }
 
@@ -108,6 +180,38 @@ mod tests {
             (Some(5), Some("https_listen")),
             "{e}"
         );
+        let e =
+            load_text("public", &format!("{BASE}http_listen = \"0.0.0.0:7780\"\n")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("http_listen"), "{e}");
+        assert!(e.to_string().contains("http_public"), "{e}");
+        let c = load_text(
+            "public-ok",
+            &format!("{BASE}http_listen = \"0.0.0.0:7780\"\nhttp_public = true\n"),
+        )
+        .unwrap();
+        assert!(c.http_public);
+        let c = load_text(
+            "limits",
+            &format!("{BASE}max_registrations_per_job = 10\noutput_cap_bytes = 2048\noutput_keep_secs = 5\n"),
+        )
+        .unwrap();
+        let l = c.options().limits;
+        assert_eq!(l.registrations_per_job, 10);
+        assert_eq!(
+            l.registrations_per_cluster,
+            crate::registry::DEFAULT_PER_CLUSTER
+        );
+        assert_eq!(l.output_bytes_per_job, 2048);
+        assert_eq!(l.output_keep, std::time::Duration::from_secs(5));
+        // The database sits next to the config unless it says otherwise.
+        assert!(
+            c.database.ends_with("state/broker.redb"),
+            "{:?}",
+            c.database
+        );
+        assert!(c.database.is_absolute() || c.database.starts_with(std::env::temp_dir()));
+        let e = load_text("cap", &format!("{BASE}output_cap_bytes = 10\n")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("output_cap_bytes"), "{e}");
         let e = load_text("typo", &format!("{BASE}http_listen_tls = \"x\"\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("http_listen_tls"), "{e}");
     }

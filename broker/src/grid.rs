@@ -46,6 +46,8 @@ pub struct Ctx {
     pub changed: Arc<tokio::sync::watch::Sender<u64>>,
     /// How often each pair of clusters is measured.
     pub probe_interval: Duration,
+    /// Where jobs are kept across restarts, if anywhere.
+    pub store: Arc<Mutex<Option<crate::store::Store>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -62,6 +64,24 @@ impl Ctx {
             proxies: Default::default(),
             changed: Arc::new(tokio::sync::watch::channel(0).0),
             probe_interval,
+            store: Default::default(),
+        }
+    }
+
+    /// Writes the jobs changed since the last call to the database. Taken under the
+    /// book's lock, so records reach the database in the order they changed.
+    pub fn persist(&self) {
+        let store = lock(&self.store);
+        let Some(store) = store.as_ref() else {
+            return;
+        };
+        let mut book = self.book();
+        let records = book.jobs.take_dirty();
+        if records.is_empty() {
+            return;
+        }
+        if let Err(e) = store.save(&records) {
+            tracing::error!(error = %e, jobs = records.len(), "jobs not saved");
         }
     }
 
@@ -83,17 +103,26 @@ impl Ctx {
         self.book().topo.topology(&configs, relay)
     }
 
-    /// Submits a parsed profile; returns the job id.
-    pub fn submit(&self, profile: JobProfile, workdir: Option<String>) -> Result<String, JobError> {
+    /// Submits a parsed profile for `owner`; returns the job id.
+    pub fn submit(
+        &self,
+        profile: JobProfile,
+        source: String,
+        workdir: Option<String>,
+        owner: String,
+    ) -> Result<String, JobError> {
         let topo = self.topology();
         let id = crate::new_job_id();
         let submission = Submission {
             profile,
             secret_hex: crate::new_secret_hex(),
             workdir,
+            owner: owner.clone(),
+            source,
         };
         let actions = self.book().jobs.submit(id.clone(), submission, &topo)?;
-        tracing::info!(job = %id, launches = actions.len(), "job submitted");
+        tracing::info!(job = %id, %owner, launches = actions.len(), "job submitted");
+        self.persist();
         self.execute(actions);
         self.bump();
         Ok(id)
@@ -103,6 +132,7 @@ impl Ctx {
     pub fn cancel(&self, id: &str) -> Result<(), JobError> {
         let actions = self.book().jobs.cancel(id, Instant::now())?;
         tracing::info!(job = %id, "job cancelled");
+        self.persist();
         self.execute(actions);
         self.bump();
         Ok(())
@@ -112,8 +142,9 @@ impl Ctx {
         lock(&self.frontals).get(cluster).cloned()
     }
 
-    /// Carries out what the job table asked for.
+    /// Carries out what the job table asked for (after saving what changed).
     pub fn execute(&self, actions: Vec<Action>) {
+        self.persist();
         for a in actions {
             match a {
                 Action::Launch { cluster, spec } => {
@@ -255,6 +286,8 @@ impl Ctx {
             self.execute(actions);
             self.bump();
         }
+        // Output offsets and whatever else changed without an action.
+        self.persist();
     }
 }
 

@@ -1,6 +1,10 @@
-//! The broker's HTTP API: read-only views of its state, the resource topology and
-//! Prometheus metrics. It holds nothing secret and changes nothing, so it may be
-//! served on plain HTTP (`http_listen`); the job API is HTTPS only ([`crate::api`]).
+//! The broker's plain HTTP API: aggregate, read-only figures only. Cluster
+//! summaries (name, announced policy and NAT, process count; no address), link
+//! outcome counts, the resource topology (nodes, slots and measured links; no
+//! address) and Prometheus metrics. Nothing here names a process or an address,
+//! so it may be served without authentication (`http_listen`, on loopback unless
+//! the config says `http_public = true`); the processes' addresses and the jobs are
+//! on the HTTPS API only ([`crate::api`]), for their owners and admins.
 
 use crate::grid::Ctx;
 use crate::registry::Registry;
@@ -22,13 +26,12 @@ fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Registry> {
 pub fn app(ctx: Ctx) -> Router {
     Router::new()
         .route("/v1/clusters", get(clusters))
-        .route("/v1/processes", get(processes))
         .route("/v1/links", get(links))
-        .route("/metrics", get(metrics))
         .with_state(ctx.registry.clone())
         .merge(
             Router::new()
                 .route("/v1/topology", get(topology))
+                .route("/metrics", get(metrics))
                 .with_state(ctx),
         )
 }
@@ -38,22 +41,24 @@ async fn topology(State(ctx): State<Ctx>) -> impl IntoResponse {
 }
 
 async fn clusters(State(s): State<Shared>) -> impl IntoResponse {
-    Json(lock(&s).clusters())
-}
-
-async fn processes(State(s): State<Shared>) -> impl IntoResponse {
-    Json(lock(&s).processes())
+    Json(lock(&s).cluster_summaries())
 }
 
 async fn links(State(s): State<Shared>) -> impl IntoResponse {
     Json(lock(&s).links())
 }
 
-async fn metrics(State(s): State<Shared>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        lock(&s).metrics(),
-    )
+async fn metrics(State(ctx): State<Ctx>) -> impl IntoResponse {
+    let mut text = lock(&ctx.registry).metrics();
+    let (jobs, bytes) = {
+        let book = ctx.book();
+        (book.jobs.all().count(), book.jobs.output_bytes())
+    };
+    text.push_str(&format!(
+        "# HELP qcg_broker_jobs Jobs the broker knows.\n# TYPE qcg_broker_jobs gauge\nqcg_broker_jobs {jobs}\n\
+         # HELP qcg_broker_output_bytes Bytes of job output the broker holds.\n# TYPE qcg_broker_output_bytes gauge\nqcg_broker_output_bytes {bytes}\n"
+    ));
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 #[cfg(test)]
@@ -99,10 +104,28 @@ mod tests {
         assert_eq!(v["direct"]["ok"], 0);
         let (_, body) = get(app(state.clone()), "/metrics").await;
         assert!(body.contains("qcg_broker_clusters 1"), "{body}");
+        assert!(body.contains("\nqcg_broker_output_bytes 0\n"), "{body}");
         let (s, body) = get(app(state.clone()), "/v1/topology").await;
         assert_eq!(s, StatusCode::OK);
         assert_eq!(body, r#"{"clusters":[],"links":[]}"#);
-        let (s, _) = get(app(state), "/v1/nope").await;
+        let (s, _) = get(app(state.clone()), "/v1/nope").await;
         assert_eq!(s, StatusCode::NOT_FOUND);
+        // No address on plain HTTP: no process list, no cluster address.
+        state.lock().unwrap().handle(
+            None,
+            qcg_proto::Request::RegisterCluster(ClusterConfig {
+                name: "nat".into(),
+                policy: Policy::Closed,
+                nat: qcg_proto::Nat::PortPreserving,
+                public_address: Some([192, 0, 2, 77].into()),
+            }),
+        );
+        let (s, _) = get(app(state.clone()), "/v1/processes").await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+        let (_, body) = get(app(state.clone()), "/v1/clusters").await;
+        assert!(!body.contains("192.0.2.77"), "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v[0]["name"], "nat");
+        assert_eq!(v[0]["processes"], 0);
     }
 }

@@ -13,17 +13,26 @@ use qcg_jobprofile::profile::JobProfile;
 use qcg_jobprofile::sched::{schedule, FreeSlots, Mapping, Strategy};
 use qcg_jobprofile::topology::ResourceTopology;
 use qcg_proto::{ExitReport, LaunchSpec, OutputLine, Stream};
-use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// How long after a kill a silent process is given up as lost (its slot freed).
 pub const KILL_GRACE: Duration = Duration::from_secs(15);
-/// Lines of output kept per job; later lines are dropped (and counted).
-pub const MAX_LINES: usize = 1_000_000;
+/// Bytes of output kept per job by default; past it the oldest lines are dropped
+/// (and counted, and the reader told).
+pub const DEFAULT_OUTPUT_CAP: usize = 16 << 20;
+/// How long a finished job's output is kept by default.
+pub const DEFAULT_OUTPUT_KEEP: Duration = Duration::from_secs(3600);
+/// How long after a broker restart the processes of a running job have to report
+/// (an output line, an end, a launch answer) before the job is failed, naming them.
+pub const RESTORE_GRACE: Duration = Duration::from_secs(60);
+/// What a kept line costs besides its text (rank, stream, the queue's slot), so
+/// that a flood of empty lines is bounded too.
+pub const LINE_OVERHEAD: usize = 48;
 
 /// Where a job stands.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "state")]
 pub enum JobState {
     /// Waiting for free slots.
@@ -51,7 +60,7 @@ impl JobState {
 }
 
 /// One process of a job.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "state")]
 pub enum RankState {
     /// Not launched yet.
@@ -95,6 +104,11 @@ pub struct Submission {
     pub secret_hex: String,
     /// Working directory when the profile gives none.
     pub workdir: Option<String>,
+    /// The identity that submitted it (its client certificate's name): only it, or
+    /// an admin, may see the job.
+    pub owner: String,
+    /// The profile as submitted (XML), kept so the job survives a restart.
+    pub source: String,
 }
 
 /// A job.
@@ -110,15 +124,73 @@ pub struct Job {
     pub state: JobState,
     /// Each rank's state.
     pub ranks: Vec<RankState>,
-    /// Output so far.
-    pub output: Vec<JobLine>,
-    /// Lines dropped past [`MAX_LINES`].
-    pub dropped: u64,
+    /// Output kept: the newest lines, at most the cap's worth of bytes.
+    pub output: VecDeque<JobLine>,
+    /// The number (from 0, over every line the job printed) of `output`'s first line.
+    pub first_line: u64,
+    /// Bytes `output` holds, [`LINE_OVERHEAD`] per line included.
+    pub output_bytes: usize,
+    /// Lines dropped to stay under the cap, or freed after the job ended.
+    pub dropped_lines: u64,
+    /// Their bytes (text only).
+    pub dropped_bytes: u64,
     /// When its outcome was decided.
     pub decided_at: Option<Instant>,
+    /// Whether its slots were given back. The mapping stays (the API shows where
+    /// the ranks ran), so this flag, not the mapping, says a release happened: a late
+    /// or duplicate end report must not give the same slots back twice.
+    pub released: bool,
+    /// Ranks that have not reported since the broker restarted, and when it did.
+    pub unconfirmed: Option<(BTreeSet<u32>, Instant)>,
+}
+
+/// What the database keeps of a job: everything but its output lines and clocks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// Its id.
+    pub id: String,
+    /// Who submitted it.
+    pub owner: String,
+    /// The profile (XML).
+    pub profile: String,
+    /// The job's secret.
+    pub secret_hex: String,
+    /// Working directory when the profile gives none.
+    pub workdir: Option<String>,
+    /// Its state.
+    pub state: JobState,
+    /// Each rank's state.
+    pub ranks: Vec<RankState>,
+    /// Where its ranks run (the slots it reserves until released).
+    pub mapping: Option<Mapping>,
+    /// Whether its slots were given back.
+    pub released: bool,
+    /// Lines printed (the output offset a reader resumes from).
+    pub lines_printed: u64,
+    /// Bytes of output dropped.
+    pub dropped_bytes: u64,
+    /// Its place in the queue of submissions (older first).
+    pub seq: u64,
 }
 
 impl Job {
+    /// Lines the job printed, kept or not.
+    pub fn lines_printed(&self) -> u64 {
+        self.first_line + self.output.len() as u64
+    }
+
+    /// Drops the oldest kept line.
+    fn drop_oldest(&mut self) -> bool {
+        let Some(l) = self.output.pop_front() else {
+            return false;
+        };
+        self.first_line += 1;
+        self.output_bytes -= l.text.len() + LINE_OVERHEAD;
+        self.dropped_lines += 1;
+        self.dropped_bytes += l.text.len() as u64;
+        true
+    }
+
     /// Whether nothing of the job runs any more and its slots are free.
     pub fn finished(&self) -> bool {
         self.state.is_terminal()
@@ -171,12 +243,37 @@ pub enum JobError {
 }
 
 /// Every job the broker knows, and the slots they hold.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Jobs {
     jobs: BTreeMap<String, Job>,
     queue: VecDeque<String>,
     /// Slots held, by (cluster, node).
     used: BTreeMap<(String, String), u32>,
+    /// Bytes of output kept per job.
+    output_cap: usize,
+    /// How long after its end a job's output is kept.
+    output_keep: Duration,
+    /// Bytes of output kept, all jobs together.
+    output_bytes: usize,
+    /// Jobs changed since the last [`Jobs::take_dirty`].
+    dirty: BTreeSet<String>,
+    /// Submission order, by job.
+    seq: BTreeMap<String, u64>,
+}
+
+impl Default for Jobs {
+    fn default() -> Self {
+        Jobs {
+            jobs: BTreeMap::new(),
+            queue: VecDeque::new(),
+            used: BTreeMap::new(),
+            output_cap: DEFAULT_OUTPUT_CAP,
+            output_keep: DEFAULT_OUTPUT_KEEP,
+            output_bytes: 0,
+            dirty: BTreeSet::new(),
+            seq: BTreeMap::new(),
+        }
+    }
 }
 
 /// Free slots of `topo` once `used` are taken.
@@ -212,6 +309,122 @@ impl Jobs {
         self.jobs.values()
     }
 
+    /// Sets how many bytes of output are kept per job (at least one line's
+    /// overhead), and for how long after the job ends.
+    pub fn set_output_limits(&mut self, cap: usize, keep: Duration) {
+        self.output_cap = cap.max(LINE_OVERHEAD + 1);
+        self.output_keep = keep;
+    }
+
+    /// Bytes of output the broker holds, all jobs together (the figure the cap
+    /// bounds: at most the cap per job whose output is still kept).
+    pub fn output_bytes(&self) -> usize {
+        self.output_bytes
+    }
+
+    /// The records of the jobs changed since the last call, to store.
+    pub fn take_dirty(&mut self) -> Vec<JobRecord> {
+        let ids = std::mem::take(&mut self.dirty);
+        ids.iter().filter_map(|id| self.record(id)).collect()
+    }
+
+    /// What the database keeps of job `id`.
+    pub fn record(&self, id: &str) -> Option<JobRecord> {
+        let j = self.jobs.get(id)?;
+        Some(JobRecord {
+            id: j.id.clone(),
+            owner: j.submission.owner.clone(),
+            profile: j.submission.source.clone(),
+            secret_hex: j.submission.secret_hex.clone(),
+            workdir: j.submission.workdir.clone(),
+            state: j.state.clone(),
+            ranks: j.ranks.clone(),
+            mapping: j.mapping.clone(),
+            released: j.released,
+            lines_printed: j.lines_printed(),
+            dropped_bytes: j.dropped_bytes,
+            seq: self.seq.get(id).copied().unwrap_or(0),
+        })
+    }
+
+    /// Takes back the jobs a previous run stored, at `now`: their slots are held
+    /// again, queued jobs queue again in submission order, and a running job's ranks
+    /// have [`RESTORE_GRACE`] to report before the job is failed naming them (see
+    /// [`Jobs::tick`]). Output lines are not kept across a restart: a reader is told
+    /// they were dropped. Returns the records that could not be taken back, and why.
+    pub fn restore(&mut self, records: Vec<JobRecord>, now: Instant) -> Vec<(String, String)> {
+        let mut refused = Vec::new();
+        let mut records = records;
+        records.sort_by_key(|r| r.seq);
+        for r in records {
+            let profile = match JobProfile::parse(&r.profile) {
+                Ok(p) => p,
+                Err(e) => {
+                    refused.push((r.id, format!("its profile no longer parses: {e}")));
+                    continue;
+                }
+            };
+            if !r.released {
+                for p in r.mapping.iter().flat_map(|m| m.ranks.iter()) {
+                    *self
+                        .used
+                        .entry((p.cluster.clone(), p.node.clone()))
+                        .or_default() += 1;
+                }
+            }
+            let unconfirmed = (r.state == JobState::Running).then(|| {
+                let ranks = r
+                    .ranks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| matches!(s, RankState::Starting | RankState::Running))
+                    .map(|(i, _)| i as u32)
+                    .collect();
+                (ranks, now)
+            });
+            if r.state == JobState::Queued {
+                self.queue.push_back(r.id.clone());
+            }
+            self.seq.insert(r.id.clone(), r.seq);
+            let job = Job {
+                id: r.id.clone(),
+                submission: Submission {
+                    profile,
+                    secret_hex: r.secret_hex,
+                    workdir: r.workdir,
+                    owner: r.owner,
+                    source: r.profile,
+                },
+                mapping: r.mapping,
+                decided_at: r.state.is_terminal().then_some(now),
+                state: r.state,
+                ranks: r.ranks,
+                output: VecDeque::new(),
+                first_line: r.lines_printed,
+                output_bytes: 0,
+                dropped_lines: r.lines_printed,
+                dropped_bytes: r.dropped_bytes,
+                released: r.released,
+                unconfirmed,
+            };
+            self.jobs.insert(r.id, job);
+        }
+        refused
+    }
+
+    /// A report about `rank` of job `id` came: it lives (or lived) on.
+    fn confirm(&mut self, id: &str, rank: u32) {
+        self.dirty.insert(id.to_string());
+        if let Some(job) = self.jobs.get_mut(id) {
+            if let Some((left, _)) = &mut job.unconfirmed {
+                left.remove(&rank);
+                if left.is_empty() {
+                    job.unconfirmed = None;
+                }
+            }
+        }
+    }
+
     /// Slots held, by (cluster, node).
     pub fn used(&self) -> &BTreeMap<(String, String), u32> {
         &self.used
@@ -238,6 +451,9 @@ impl Jobs {
         )
         .map_err(|e| JobError::Infeasible(e.to_string()))?;
         let n = usize::try_from(submission.profile.total_processes()).unwrap_or(usize::MAX);
+        let seq = self.seq.values().max().map_or(0, |s| s + 1);
+        self.seq.insert(id.clone(), seq);
+        self.dirty.insert(id.clone());
         self.jobs.insert(
             id.clone(),
             Job {
@@ -246,9 +462,14 @@ impl Jobs {
                 mapping: None,
                 state: JobState::Queued,
                 ranks: vec![RankState::Pending; n],
-                output: Vec::new(),
-                dropped: 0,
+                output: VecDeque::new(),
+                first_line: 0,
+                output_bytes: 0,
+                dropped_lines: 0,
+                dropped_bytes: 0,
                 decided_at: None,
+                released: false,
+                unconfirmed: None,
             },
         );
         self.queue.push_back(id);
@@ -269,6 +490,7 @@ impl Jobs {
                 break;
             };
             self.queue.pop_front();
+            self.dirty.insert(id.clone());
             for r in &mapping.ranks {
                 *self
                     .used
@@ -291,6 +513,7 @@ impl Jobs {
         result: Result<(), String>,
         now: Instant,
     ) -> Vec<Action> {
+        self.confirm(id, rank);
         let Some(job) = self.jobs.get_mut(id) else {
             return Vec::new();
         };
@@ -346,18 +569,31 @@ impl Jobs {
         lines: Vec<OutputLine>,
     ) -> Result<(), JobError> {
         self.check_cluster(id, rank, cluster)?;
+        self.confirm(id, rank);
+        let cap = self.output_cap;
         if let Some(job) = self.jobs.get_mut(id) {
+            let before = job.output_bytes;
             for l in lines {
-                if job.output.len() >= MAX_LINES {
-                    job.dropped += 1;
-                    continue;
+                let mut text = l.text;
+                if text.len() + LINE_OVERHEAD > cap {
+                    // One line longer than the whole cap keeps only its start.
+                    let mut cut = cap - LINE_OVERHEAD;
+                    while !text.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    job.dropped_bytes += (text.len() - cut) as u64;
+                    text.truncate(cut);
                 }
-                job.output.push(JobLine {
+                let cost = text.len() + LINE_OVERHEAD;
+                while job.output_bytes + cost > cap && job.drop_oldest() {}
+                job.output_bytes += cost;
+                job.output.push_back(JobLine {
                     rank,
                     stream: l.stream,
-                    text: l.text,
+                    text,
                 });
             }
+            self.output_bytes = self.output_bytes - before + job.output_bytes;
         }
         Ok(())
     }
@@ -372,6 +608,7 @@ impl Jobs {
         now: Instant,
     ) -> Result<Vec<Action>, JobError> {
         self.check_cluster(id, rank, cluster)?;
+        self.confirm(id, rank);
         if let Some(slot) = self
             .jobs
             .get_mut(id)
@@ -410,23 +647,21 @@ impl Jobs {
         let Some(job) = self.jobs.get_mut(id) else {
             return Vec::new();
         };
-        if !job.finished() {
+        if job.released || !job.finished() {
             return Vec::new();
         }
-        let Some(mapping) = job.mapping.take() else {
-            return Vec::new();
-        };
-        for r in &mapping.ranks {
-            let key = (r.cluster.clone(), r.node.clone());
-            if let Some(u) = self.used.get_mut(&key) {
-                *u = u.saturating_sub(1);
-                if *u == 0 {
-                    self.used.remove(&key);
+        job.released = true;
+        if let Some(mapping) = &job.mapping {
+            for r in &mapping.ranks {
+                let key = (r.cluster.clone(), r.node.clone());
+                if let Some(u) = self.used.get_mut(&key) {
+                    *u = u.saturating_sub(1);
+                    if *u == 0 {
+                        self.used.remove(&key);
+                    }
                 }
             }
         }
-        job.mapping = Some(mapping);
-        // Mark released by keeping the mapping but remembering in `Ended`.
         vec![Action::Ended {
             job: id.to_string(),
         }]
@@ -434,6 +669,7 @@ impl Jobs {
 
     /// Cancels a job: queued, it is dropped; running, its processes are killed.
     pub fn cancel(&mut self, id: &str, now: Instant) -> Result<Vec<Action>, JobError> {
+        self.dirty.insert(id.to_string());
         let job = self
             .jobs
             .get_mut(id)
@@ -473,6 +709,7 @@ impl Jobs {
             .collect();
         let mut actions = Vec::new();
         for id in ids {
+            self.dirty.insert(id.clone());
             let Some(job) = self.jobs.get_mut(&id) else {
                 continue;
             };
@@ -517,7 +754,57 @@ impl Jobs {
             .map(|j| j.id.clone())
             .collect();
         let mut actions = Vec::new();
+        // Running jobs taken back after a restart whose processes stayed silent.
+        let silent: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|j| {
+                j.state == JobState::Running
+                    && j.unconfirmed
+                        .as_ref()
+                        .is_some_and(|(_, t)| now.saturating_duration_since(*t) >= RESTORE_GRACE)
+            })
+            .map(|j| j.id.clone())
+            .collect();
+        for id in silent {
+            self.dirty.insert(id.clone());
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            let Some((left, _)) = job.unconfirmed.take() else {
+                continue;
+            };
+            for &r in &left {
+                if let Some(s) = job.ranks.get_mut(r as usize) {
+                    *s = RankState::Lost;
+                }
+            }
+            let names: Vec<String> = left.iter().map(|r| r.to_string()).collect();
+            job.state = JobState::Failed {
+                rank: left.first().copied().unwrap_or(0),
+                reason: format!(
+                    "was lost across a broker restart: rank(s) {} did not report within {} s",
+                    names.join(", "),
+                    RESTORE_GRACE.as_secs()
+                ),
+            };
+            job.decided_at = Some(now);
+            actions.push(kill(job));
+            actions.extend(self.release_if_finished(&id));
+        }
+        let keep = self.output_keep;
+        for job in self.jobs.values_mut() {
+            let expired = job
+                .decided_at
+                .is_some_and(|t| now.saturating_duration_since(t) >= keep);
+            if expired && job.finished() && !job.output.is_empty() {
+                self.output_bytes -= job.output_bytes;
+                while job.drop_oldest() {}
+                job.output = VecDeque::new();
+            }
+        }
         for id in stale {
+            self.dirty.insert(id.clone());
             if let Some(job) = self.jobs.get_mut(&id) {
                 for r in job.ranks.iter_mut() {
                     if !r.is_over() && *r != RankState::Pending {
@@ -656,6 +943,8 @@ mod tests {
             profile: JobProfile::parse(&xml).unwrap(),
             secret_hex: "00".repeat(32),
             workdir: Some("/tmp".into()),
+            owner: "alice".into(),
+            source: xml.clone(),
         }
     }
 
@@ -820,5 +1109,156 @@ mod tests {
             Action::Kill { .. }
         ));
         assert!(jobs.cancel("nope", now).is_err());
+    }
+
+    #[test]
+    fn output_is_bounded_in_bytes_oldest_dropped_and_freed_after_the_end() {
+        let t = topo(1, 4);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        let cap = 4 << 20;
+        jobs.set_output_limits(cap, Duration::from_secs(60));
+        let a = jobs.submit("a".into(), sub(1), &t).unwrap();
+        launched_all(&mut jobs, "a", &a, now);
+        // The flood: 100,000 lines of 16 KB (1.6 GB), in batches.
+        let line = "x".repeat(16 << 10);
+        for batch in 0..1000 {
+            let lines = (0..100)
+                .map(|i| OutputLine {
+                    stream: Stream::Stdout,
+                    text: if batch == 999 && i == 99 {
+                        "the last line".into()
+                    } else {
+                        line.clone()
+                    },
+                })
+                .collect();
+            jobs.output("a", 0, "c0", lines).unwrap();
+            assert!(jobs.output_bytes() <= cap, "{}", jobs.output_bytes());
+        }
+        let j = jobs.get("a").unwrap();
+        assert_eq!(j.lines_printed(), 100_000);
+        assert_eq!(jobs.output_bytes(), j.output_bytes);
+        let kept = j.output.len() as u64;
+        assert!(kept > 200 && kept < 300, "{kept}");
+        assert_eq!(j.dropped_lines, 100_000 - kept);
+        assert_eq!(j.dropped_bytes, j.dropped_lines * (16 << 10));
+        assert_eq!(j.first_line, j.dropped_lines);
+        assert_eq!(j.output.back().unwrap().text, "the last line");
+        // One line larger than the cap keeps its start only.
+        jobs.output(
+            "a",
+            0,
+            "c0",
+            vec![OutputLine {
+                stream: Stream::Stderr,
+                text: "é".repeat(cap),
+            }],
+        )
+        .unwrap();
+        assert!(jobs.output_bytes() <= cap);
+        assert_eq!(jobs.get("a").unwrap().output.len(), 1);
+        // Freed a while after the end, not before.
+        jobs.exited("a", 0, "c0", ok(), now).unwrap();
+        jobs.tick(&t, now + Duration::from_secs(59));
+        assert!(jobs.output_bytes() > 0);
+        jobs.tick(&t, now + Duration::from_secs(60));
+        assert_eq!(jobs.output_bytes(), 0);
+        let j = jobs.get("a").unwrap();
+        assert!(j.output.is_empty());
+        assert_eq!(j.lines_printed(), 100_001);
+        assert_eq!(j.dropped_lines, 100_001);
+    }
+
+    #[test]
+    fn jobs_survive_a_restart_and_silent_ones_fail_naming_their_ranks() {
+        let t = topo(1, 4);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        let a = jobs.submit("a".into(), sub(2), &t).unwrap();
+        launched_all(&mut jobs, "a", &a, now);
+        let b = jobs.submit("b".into(), sub(1), &t).unwrap();
+        launched_all(&mut jobs, "b", &b, now);
+        jobs.submit("q".into(), sub(3), &t).unwrap();
+        jobs.output(
+            "a",
+            1,
+            "c0",
+            vec![OutputLine {
+                stream: Stream::Stdout,
+                text: "hello".into(),
+            }],
+        )
+        .unwrap();
+        let records = jobs.take_dirty();
+        assert_eq!(records.len(), 3);
+        assert!(jobs.take_dirty().is_empty());
+        // Through JSON, as the store keeps them.
+        let records: Vec<JobRecord> = records
+            .iter()
+            .map(|r| serde_json::from_slice(&serde_json::to_vec(r).unwrap()).unwrap())
+            .collect();
+
+        let later = now + Duration::from_secs(1000);
+        let mut back = Jobs::default();
+        assert!(back.restore(records, later).is_empty());
+        // The same slots are held: the queued job still waits, nothing else fits.
+        assert_eq!(back.used(), jobs.used());
+        assert!(back.start_queued(&t).is_empty());
+        assert_eq!(back.get("q").unwrap().state, JobState::Queued);
+        let ja = back.get("a").unwrap();
+        assert_eq!(ja.state, JobState::Running);
+        assert_eq!(ja.submission.owner, "alice");
+        assert_eq!((ja.lines_printed(), ja.dropped_lines), (1, 1));
+        // b's process reports; a's stay silent past the grace period.
+        back.exited("b", 0, "c0", ok(), later).unwrap();
+        assert!(back.tick(&t, later + RESTORE_GRACE / 2).is_empty());
+        let acts = back.tick(&t, later + RESTORE_GRACE);
+        assert!(
+            matches!(&acts[0], Action::Kill { job, .. } if job == "a"),
+            "{acts:?}"
+        );
+        match &back.get("a").unwrap().state {
+            JobState::Failed { rank, reason } => {
+                assert_eq!(*rank, 0);
+                assert!(reason.contains("rank(s) 0, 1 did not report"), "{reason}");
+            }
+            s => panic!("{s:?}"),
+        }
+        assert_eq!(back.get("b").unwrap().state, JobState::Succeeded);
+        // Both released: the queued job starts on the freed slots.
+        assert_eq!(back.get("q").unwrap().state, JobState::Running);
+    }
+
+    #[test]
+    fn a_late_or_duplicate_exit_report_frees_nothing_twice() {
+        let t = topo(1, 4);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        let a = jobs.submit("a".into(), sub(2), &t).unwrap();
+        let b = jobs.submit("b".into(), sub(2), &t).unwrap();
+        launched_all(&mut jobs, "a", &a, now);
+        launched_all(&mut jobs, "b", &b, now);
+        for r in 0..2 {
+            jobs.exited("a", r, "c0", ok(), now).unwrap();
+        }
+        assert!(jobs.get("a").unwrap().finished());
+        assert_eq!(jobs.used().values().sum::<u32>(), 2, "b holds its 2 slots");
+        // The same end reported again, and a late one: b's slots stay held.
+        for r in [0, 1, 0] {
+            let acts = jobs.exited("a", r, "c0", ok(), now).unwrap();
+            assert!(acts.is_empty(), "{acts:?}");
+        }
+        let acts = jobs.launched("a", 1, Err("late".into()), now);
+        assert!(acts.is_empty(), "{acts:?}");
+        assert!(jobs.tick(&t, now + KILL_GRACE * 2).is_empty());
+        assert_eq!(
+            jobs.used().values().sum::<u32>(),
+            2,
+            "b still holds its 2 slots"
+        );
+        // The whole grid is not free: a job of 4 must wait for b.
+        assert!(jobs.submit("c".into(), sub(4), &t).unwrap().is_empty());
+        assert_eq!(jobs.get("c").unwrap().state, JobState::Queued);
     }
 }

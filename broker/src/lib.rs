@@ -25,18 +25,20 @@
 //! ```
 
 pub mod api;
+pub mod caller;
 pub mod config;
 pub mod grid;
 pub mod http;
 pub mod jobs;
 pub mod plan;
 pub mod registry;
+pub mod store;
 pub mod topology;
 
 use grid::Ctx;
 use qcg_proto::msg::{ErrorKind, Request, Response};
 use qcg_proto::quic;
-use qcg_proto::tls::{peer_has_role, Identity, Role};
+use qcg_proto::tls::{Identity, Role};
 use registry::{Effect, Registry};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -55,6 +57,50 @@ pub struct Options {
     pub https: Option<SocketAddr>,
     /// How often each pair of clusters is measured.
     pub probe_interval: Duration,
+    /// What the broker keeps at most.
+    pub limits: Limits,
+    /// The database jobs are kept in across restarts; `None` keeps them in memory
+    /// only (the embedded grid).
+    pub database: Option<std::path::PathBuf>,
+}
+
+impl Default for Options {
+    /// Everything on 127.0.0.1, ports chosen by the system, no HTTPS.
+    fn default() -> Self {
+        let lo = SocketAddr::from(([127, 0, 0, 1], 0));
+        Options {
+            quic: lo,
+            http: Some(lo),
+            https: None,
+            probe_interval: DEFAULT_PROBE_INTERVAL,
+            limits: Limits::default(),
+            database: None,
+        }
+    }
+}
+
+/// Bounds on what peers and clients can make the broker keep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Processes registered per job.
+    pub registrations_per_job: usize,
+    /// Processes registered per cluster.
+    pub registrations_per_cluster: usize,
+    /// Bytes of output kept per job (the oldest lines are dropped past it).
+    pub output_bytes_per_job: usize,
+    /// How long a finished job's output is kept.
+    pub output_keep: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            registrations_per_job: registry::DEFAULT_PER_JOB,
+            registrations_per_cluster: registry::DEFAULT_PER_CLUSTER,
+            output_bytes_per_job: jobs::DEFAULT_OUTPUT_CAP,
+            output_keep: jobs::DEFAULT_OUTPUT_KEEP,
+        }
+    }
 }
 
 /// Default time between two probes of a pair of clusters.
@@ -122,8 +168,7 @@ impl Broker {
             Options {
                 quic: quic_addr,
                 http: http_addr,
-                https: None,
-                probe_interval: DEFAULT_PROBE_INTERVAL,
+                ..Options::default()
             },
         )
         .await
@@ -135,7 +180,23 @@ impl Broker {
         let quic_addr = endpoint.local_addr()?;
         let state: http::Shared =
             Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
+        let l = &opts.limits;
+        lock(&state).set_limits(l.registrations_per_job, l.registrations_per_cluster);
         let ctx = Ctx::new(state.clone(), opts.probe_interval);
+        ctx.book()
+            .jobs
+            .set_output_limits(l.output_bytes_per_job, l.output_keep);
+        if let Some(path) = &opts.database {
+            let store = store::Store::open(path)?;
+            let records = store.load()?;
+            let n = records.len();
+            let refused = ctx.book().jobs.restore(records, std::time::Instant::now());
+            for (job, why) in &refused {
+                tracing::error!(%job, error = %why, "stored job not taken back");
+            }
+            tracing::info!(database = %path.display(), jobs = n - refused.len(), "jobs taken back");
+            *lock(&ctx.store) = Some(store);
+        }
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
 
@@ -267,19 +328,19 @@ async fn serve_https(
                     }
                     Err(_) => return,
                 };
-            let is_client = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .is_some_and(|c| peer_has_role(c, Role::Client));
-            if !is_client {
-                tracing::warn!(%peer, "HTTPS peer without a client certificate refused");
-            }
-            let app = if is_client {
-                api::app(ctx)
-            } else {
-                api::forbidden()
+            let caller = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+                Some(cert) => caller::Caller::of(cert),
+                None => Err(caller::CallerError::Role),
+            };
+            let app = match caller {
+                Ok(caller) => {
+                    tracing::debug!(%peer, caller = %caller.name, admin = caller.admin, "HTTPS caller");
+                    api::app(ctx, caller)
+                }
+                Err(e) => {
+                    tracing::warn!(%peer, error = %e, "HTTPS peer refused");
+                    api::forbidden(e.to_string())
+                }
             };
             let svc = hyper_util::service::TowerToHyperService::new(app);
             let conn = hyper::server::conn::http1::Builder::new()
@@ -312,6 +373,10 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
         async move {
             let current = cluster.lock().unwrap_or_else(|p| p.into_inner()).clone();
             tracing::debug!(%peer, kind = req.kind(), "request");
+            if let Err(why) = registry::check_names(&req) {
+                tracing::debug!(%peer, kind = req.kind(), error = %why, "request refused");
+                return Response::error(ErrorKind::TooLarge, why);
+            }
             if let Some(own) = &current {
                 if let Some(resp) = ctx.frontal_report(own, &req) {
                     return resp;

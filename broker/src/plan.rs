@@ -31,8 +31,12 @@ pub fn choose(src: &ClusterConfig, dst: &ClusterConfig) -> Vec<Technique> {
                 plan.push(Technique::Reversed);
             }
             // The injected SYN's answer must leave through a firewall that keeps no
-            // state, and with no translation on the target's side.
-            if dst.policy == Policy::SynBlock && dst.nat == Nat::None {
+            // state, and with no translation on the target's side. The initiator's
+            // SYN must leave from the port its access point announces (the broker
+            // checks it, and the target answers to it): a random-port NAT rewrites
+            // it, so traversal from behind one cannot work.
+            if dst.policy == Policy::SynBlock && dst.nat == Nat::None && src.nat != Nat::RandomPort
+            {
                 plan.push(Technique::Traversed);
             }
             // Simultaneous open needs ports that survive translation on both sides,
@@ -103,7 +107,13 @@ mod tests {
                                 if src_in {
                                     expected.push(Reversed);
                                 }
-                                if dp == Policy::SynBlock && dn == Nat::None {
+                                // The broker checks the captured SYN's source port
+                                // against the initiator's access point: only a NAT
+                                // that keeps ports (or none) leaves it as announced.
+                                if dp == Policy::SynBlock
+                                    && dn == Nat::None
+                                    && sn != Nat::RandomPort
+                                {
                                     expected.push(Traversed);
                                 }
                                 if sn != Nat::RandomPort
@@ -147,6 +157,13 @@ mod tests {
         assert_eq!(
             first(&closed, &cluster("b", Policy::Closed, Nat::RandomPort)),
             Technique::Relayed
+        );
+        // From a random-port NAT toward a SYN-blocking site, traversal cannot work
+        // (the SYN leaves on a port nobody announced): only relaying is left.
+        let random = cluster("a", Policy::Closed, Nat::RandomPort);
+        assert_eq!(
+            choose(&random, &cluster("b", Policy::SynBlock, Nat::None)),
+            [Technique::Relayed]
         );
     }
 

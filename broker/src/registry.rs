@@ -16,6 +16,73 @@ use std::net::SocketAddr;
 /// How long a relay token is valid, in milliseconds.
 pub const RELAY_TOKEN_MS: u64 = 30_000;
 
+/// Longest name a peer may send: job ids, cluster, node and process names.
+pub const MAX_NAME: usize = 256;
+/// Most nodes one cluster may report.
+pub const MAX_NODES: usize = 4096;
+/// Registrations kept per job by default.
+pub const DEFAULT_PER_JOB: usize = 4096;
+/// Registrations kept per cluster by default.
+pub const DEFAULT_PER_CLUSTER: usize = 65_536;
+
+/// Why a request's names are refused, or `Ok`: every name a peer sends is at most
+/// [`MAX_NAME`] bytes, so one request cannot make the broker keep megabytes.
+pub fn check_names(req: &Request) -> Result<(), String> {
+    fn name(what: &str, v: &str) -> Result<(), String> {
+        if v.len() > MAX_NAME {
+            return Err(format!(
+                "{what} is {} bytes long; at most {MAX_NAME} are allowed",
+                v.len()
+            ));
+        }
+        Ok(())
+    }
+    fn proc(what: &str, p: &ProcName) -> Result<(), String> {
+        name(&format!("the job id of {what}"), &p.job)
+    }
+    match req {
+        Request::RegisterCluster(c) => name("the cluster name", &c.name),
+        Request::Register(ap) => {
+            proc("the process", &ap.process)?;
+            name("the cluster name", &ap.cluster)?;
+            name("the node name", &ap.node)
+        }
+        Request::Unregister { process } | Request::Subscribe { process } => {
+            proc("the process", process)
+        }
+        Request::Lookup { from, target }
+        | Request::Report { from, target, .. }
+        | Request::Rendezvous { from, target, .. }
+        | Request::WatchSyn { from, target, .. }
+        | Request::Syn { from, target, .. } => {
+            proc("the initiator", from)?;
+            proc("the target", target)
+        }
+        Request::Notify { target, .. } => proc("the target", target),
+        Request::JobEnd { job }
+        | Request::Invalidate { job, .. }
+        | Request::Kill { job }
+        | Request::Output { job, .. }
+        | Request::ProcessExited { job, .. } => name("the job id", job),
+        Request::RegisterNode(n) => name("the node name", &n.name),
+        Request::ClusterNodes { nodes, .. } => {
+            if nodes.len() > MAX_NODES {
+                return Err(format!(
+                    "{} nodes reported; at most {MAX_NODES} are allowed",
+                    nodes.len()
+                ));
+            }
+            nodes.iter().try_for_each(|n| name("a node name", &n.name))
+        }
+        Request::ProbePeer { cluster, .. } => name("the cluster name", cluster),
+        Request::Launch(spec) => {
+            name("the job id", &spec.job)?;
+            name("the node name", &spec.node)
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Cache invalidation to push to every frontal.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Invalidation {
@@ -58,6 +125,19 @@ pub struct LinkCounts {
     pub failed: u64,
 }
 
+/// A cluster as the aggregate views show it: no address, only figures.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClusterSummary {
+    /// Its name.
+    pub name: String,
+    /// Its announced inbound policy.
+    pub policy: qcg_proto::Policy,
+    /// Its announced NAT kind.
+    pub nat: qcg_proto::Nat,
+    /// Processes registered in it.
+    pub processes: usize,
+}
+
 /// A relay proxy the broker knows.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ProxyEntry {
@@ -79,6 +159,8 @@ pub struct Registry {
     proxies: Vec<ProxyEntry>,
     next_proxy: usize,
     tokens: Box<dyn FnMut() -> String + Send>,
+    per_job: usize,
+    per_cluster: usize,
 }
 
 impl Default for Registry {
@@ -125,13 +207,50 @@ impl Registry {
             proxies: Vec::new(),
             next_proxy: 0,
             tokens,
+            per_job: DEFAULT_PER_JOB,
+            per_cluster: DEFAULT_PER_CLUSTER,
         }
+    }
+
+    /// Sets how many processes may be registered per job and per cluster.
+    pub fn set_limits(&mut self, per_job: usize, per_cluster: usize) {
+        self.per_job = per_job;
+        self.per_cluster = per_cluster;
+    }
+
+    /// Whether one more process of `job` in `cluster` may be registered.
+    fn over_limits(&self, job: &str, cluster: &str) -> Option<String> {
+        let start = ProcName::new(job, 0);
+        let of_job = self
+            .processes
+            .range(start..)
+            .take_while(|(p, _)| p.job == job)
+            .count();
+        if of_job >= self.per_job {
+            return Some(format!(
+                "job `{job}` already has {of_job} registered processes, the most the broker keeps per job"
+            ));
+        }
+        let of_cluster = self
+            .processes
+            .values()
+            .filter(|a| a.cluster == cluster)
+            .count();
+        if of_cluster >= self.per_cluster {
+            return Some(format!(
+                "cluster `{cluster}` already has {of_cluster} registered processes, the most the broker keeps per cluster"
+            ));
+        }
+        None
     }
 
     /// Handles one request from the frontal of `cluster` (`None` until the frontal has
     /// registered its cluster). Returns the answer and what the shell must do.
     pub fn handle(&mut self, cluster: Option<&str>, req: Request) -> (Response, Vec<Effect>) {
         *self.requests.entry(req.kind()).or_default() += 1;
+        if let Err(why) = check_names(&req) {
+            return err(ErrorKind::TooLarge, why);
+        }
         if let Request::RegisterCluster(c) = &req {
             if let Some(own) = cluster {
                 if own != c.name {
@@ -169,6 +288,11 @@ impl Registry {
                     );
                 }
                 let name = ap.process.clone();
+                if !self.processes.contains_key(&name) {
+                    if let Some(why) = self.over_limits(&name.job, cluster) {
+                        return err(ErrorKind::Forbidden, why);
+                    }
+                }
                 let old = self.processes.insert(name.clone(), ap);
                 let effects = old
                     .map(|_| {
@@ -489,6 +613,23 @@ impl Registry {
         self.clusters.values().cloned().collect()
     }
 
+    /// Every known cluster, summed up without addresses.
+    pub fn cluster_summaries(&self) -> Vec<ClusterSummary> {
+        self.clusters
+            .values()
+            .map(|c| ClusterSummary {
+                name: c.name.clone(),
+                policy: c.policy,
+                nat: c.nat,
+                processes: self
+                    .processes
+                    .values()
+                    .filter(|p| p.cluster == c.name)
+                    .count(),
+            })
+            .collect()
+    }
+
     /// Every registered process.
     pub fn processes(&self) -> Vec<AccessPoint> {
         self.processes.values().cloned().collect()
@@ -602,6 +743,82 @@ mod tests {
             Response::Error(e) => Some(e.kind),
             _ => None,
         }
+    }
+
+    #[test]
+    fn long_names_and_registrations_past_the_limits_are_refused() {
+        let mut r = setup();
+        // The attack: 100 registrations with 1 MB job names.
+        let big = "j".repeat(1 << 20);
+        for rank in 0..100 {
+            let (resp, _) = r.handle(Some("a"), Request::Register(ap(&big, rank, "a")));
+            match resp {
+                Response::Error(e) => {
+                    assert_eq!(e.kind, ErrorKind::TooLarge);
+                    assert!(e.message.contains("job id"), "{}", e.message);
+                    assert!(e.message.contains("1048576 bytes"), "{}", e.message);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(r.processes().is_empty());
+        let (resp, _) = r.handle(
+            Some("a"),
+            Request::Lookup {
+                from: ProcName::new("j", 0),
+                target: ProcName::new(&big, 0),
+            },
+        );
+        assert_eq!(kind(&resp), Some(ErrorKind::TooLarge));
+        let mut node = ap("j", 0, "a");
+        node.node = "n".repeat(MAX_NAME + 1);
+        assert_eq!(
+            kind(&r.handle(Some("a"), Request::Register(node)).0),
+            Some(ErrorKind::TooLarge)
+        );
+        // A name of the longest length is fine.
+        let longest = "k".repeat(MAX_NAME);
+        assert_eq!(
+            r.handle(Some("a"), Request::Register(ap(&longest, 0, "a")))
+                .0,
+            Response::Ok
+        );
+
+        r.set_limits(3, 5);
+        for rank in 0..3 {
+            let resp = r.handle(Some("a"), Request::Register(ap("j", rank, "a"))).0;
+            assert_eq!(resp, Response::Ok);
+        }
+        let (resp, _) = r.handle(Some("a"), Request::Register(ap("j", 3, "a")));
+        match resp {
+            Response::Error(e) => assert!(e.message.contains("per job"), "{}", e.message),
+            other => panic!("{other:?}"),
+        }
+        // Registering the same process again is no new registration.
+        assert_eq!(
+            r.handle(Some("a"), Request::Register(ap("j", 2, "a"))).0,
+            Response::Ok
+        );
+        // Cluster a holds 4; one more job's process fits, the next does not.
+        assert_eq!(
+            r.handle(Some("a"), Request::Register(ap("other", 0, "a")))
+                .0,
+            Response::Ok
+        );
+        match r
+            .handle(Some("a"), Request::Register(ap("other", 1, "a")))
+            .0
+        {
+            Response::Error(e) => assert!(e.message.contains("per cluster"), "{}", e.message),
+            other => panic!("{other:?}"),
+        }
+        // Other clusters are not affected.
+        assert_eq!(
+            r.handle(Some("b"), Request::Register(ap("other", 1, "b")))
+                .0,
+            Response::Ok
+        );
+        assert_eq!(r.processes().len(), 6);
     }
 
     #[test]

@@ -106,7 +106,7 @@ impl LocalGrid {
                 quic: lo,
                 http: Some(lo),
                 https: Some(lo),
-                probe_interval: qcg_broker::DEFAULT_PROBE_INTERVAL,
+                ..Default::default()
             },
         )
         .await?;

@@ -134,7 +134,7 @@ enum CaCmd {
         /// Folder holding the CA (and receiving the certificate unless --out is given).
         #[arg(long)]
         dir: PathBuf,
-        /// What the holder may be: broker, frontal, helper, proxy or client.
+        /// What the holder may be: broker, frontal, helper, proxy, client or admin.
         #[arg(long)]
         role: Role,
         /// The holder's name (file names and certificate subject).

@@ -148,7 +148,7 @@ fn placement(job: &serde_json::Value) -> String {
 /// apart) until it is finished; returns the exit status for its outcome. Ctrl-C
 /// cancels the job (its processes are stopped) and keeps following to the end.
 pub async fn follow(client: &Client, id: &str) -> Result<i32, Failure> {
-    let mut from = 0usize;
+    let mut from = 0u64;
     let mut cancelled = false;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -194,6 +194,12 @@ pub async fn follow(client: &Client, id: &str) -> Result<i32, Failure> {
             }
         };
         let page = a.json();
+        if let Some(n) = page["skipped"].as_u64().filter(|&n| n > 0) {
+            eprintln!(
+                "qcg: {n} lines of job {id}'s output were dropped before they could be shown (the broker keeps the newest lines up to its per-job cap; {} lines, {} bytes dropped so far)",
+                page["dropped_lines"], page["dropped_bytes"]
+            );
+        }
         {
             let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
             for l in page["lines"].as_array().into_iter().flatten() {
@@ -207,7 +213,7 @@ pub async fn follow(client: &Client, id: &str) -> Result<i32, Failure> {
             }
             let _ = out.flush();
         }
-        from = page["next"].as_u64().map_or(from, |n| n as usize);
+        from = page["next"].as_u64().unwrap_or(from);
         if page["finished"].as_bool() == Some(true) {
             let status = &page["status"];
             return Ok(match status["state"].as_str() {

@@ -33,16 +33,19 @@ pub enum Role {
     Proxy,
     /// A user submitting jobs.
     Client,
+    /// A grid operator: sees, reads and cancels every user's jobs.
+    Admin,
 }
 
 impl Role {
     /// Every role.
-    pub const ALL: [Role; 5] = [
+    pub const ALL: [Role; 6] = [
         Role::Broker,
         Role::Frontal,
         Role::Helper,
         Role::Proxy,
         Role::Client,
+        Role::Admin,
     ];
 
     /// Lower-case name.
@@ -53,6 +56,7 @@ impl Role {
             Role::Helper => "helper",
             Role::Proxy => "proxy",
             Role::Client => "client",
+            Role::Admin => "admin",
         }
     }
 
@@ -75,7 +79,8 @@ impl FromStr for Role {
             .into_iter()
             .find(|r| r.name() == s)
             .ok_or_else(|| {
-                format!("unknown role `{s}`: expected broker, frontal, helper, proxy or client")
+                let names: Vec<&str> = Role::ALL.iter().map(|r| r.name()).collect();
+                format!("unknown role `{s}`: expected one of {}", names.join(", "))
             })
     }
 }
@@ -352,7 +357,13 @@ mod tests {
         let ca = Ca::generate().unwrap();
         let id = ca.identity(Role::Frontal, "orsay").unwrap();
         assert!(peer_has_role(&id.chain[0], Role::Frontal));
-        for other in [Role::Broker, Role::Helper, Role::Proxy, Role::Client] {
+        for other in [
+            Role::Broker,
+            Role::Helper,
+            Role::Proxy,
+            Role::Client,
+            Role::Admin,
+        ] {
             assert!(!peer_has_role(&id.chain[0], other), "{other}");
         }
         id.server_config().unwrap();
