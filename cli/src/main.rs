@@ -129,7 +129,9 @@ enum CaCmd {
         #[arg(long)]
         dir: PathBuf,
     },
-    /// Issue a service certificate (NAME.pem, NAME.key) signed by the CA in DIR.
+    /// Issue a certificate (NAME.pem, NAME.key, the key mode 0600) signed by the CA
+    /// in DIR, valid from now for --days (default: 90 for client and admin, 365 for
+    /// services). The certificate is recorded in DIR/issued.txt for `qcg ca revoke`.
     Issue {
         /// Folder holding the CA (and receiving the certificate unless --out is given).
         #[arg(long)]
@@ -143,6 +145,19 @@ enum CaCmd {
         /// Where to write the certificate and key (default: DIR).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Days the certificate stays valid, from now.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=36_500))]
+        days: Option<u32>,
+    },
+    /// Revoke every certificate issued for NAME: adds them to DIR/crl.pem, the CRL
+    /// signed by the CA. Services whose config names that file (`crl`) refuse them
+    /// from their next handshake on; a certificate issued for NAME afterwards works.
+    Revoke {
+        /// Folder holding the CA.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The holder's name, as given to `qcg ca issue --name`.
+        name: String,
     },
 }
 
@@ -183,18 +198,32 @@ fn main() {
             role,
             name,
             out,
+            days,
         }) => {
-            if name.is_empty() || name.contains('/') {
-                fail(2, "--name must be non-empty and contain no `/`");
+            if name.is_empty() || name.contains('/') || name.contains(char::is_whitespace) {
+                fail(2, "--name must be non-empty and contain no `/` or spaces");
             }
             let ca = Ca::load(&dir).unwrap_or_else(|e| fail(2, e));
-            let issued = ca.issue(role, &name).unwrap_or_else(|e| fail(1, e));
+            let days = days.unwrap_or(qcg_proto::revocation::default_days(role));
+            let issued = ca
+                .issue_for_days(role, &name, days)
+                .unwrap_or_else(|e| fail(1, e));
+            Ca::record_issued(&dir, &name, &issued).unwrap_or_else(|e| fail(1, e));
             let out = out.unwrap_or(dir);
             let (c, k) = issued.save(&out, &name).unwrap_or_else(|e| fail(1, e));
             println!(
-                "{role} certificate for `{name}`: {} and {}",
+                "{role} certificate for `{name}`, valid {days} days: {} and {}",
                 c.display(),
                 k.display()
+            );
+        }
+        Cmd::Ca(CaCmd::Revoke { dir, name }) => {
+            let ca = Ca::load(&dir).unwrap_or_else(|e| fail(2, e));
+            let fresh = ca.revoke(&dir, &name).unwrap_or_else(|e| fail(2, e));
+            println!(
+                "revoked {} certificate(s) of `{name}`; {} now lists them",
+                fresh.len(),
+                dir.join(qcg_proto::revocation::CRL_FILE).display()
             );
         }
         Cmd::Submit { job, check, broker } => {

@@ -40,11 +40,36 @@ impl Failure {
 
 /// Reads and validates a JobProfile file. The error names the file, line and column.
 pub fn check(path: &Path) -> Result<(String, JobProfile), Failure> {
-    let xml = std::fs::read_to_string(path).map_err(|e| {
+    use std::io::Read;
+    let cannot = |e: std::io::Error| {
         Failure::new(
             EXIT_REFUSED,
             format!("{}: cannot read: {e}", path.display()),
         )
+    };
+    // Read one byte past the limit at most: a huge file is refused by the parser's
+    // size check without being read whole.
+    let max = qcg_jobprofile::profile::limits::MAX_DOCUMENT_BYTES;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(cannot)?
+        .take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() > max {
+        return Err(Failure::new(
+            EXIT_REFUSED,
+            format!(
+                "{}: line 1, column 1: too large: the document is over {max} bytes",
+                path.display()
+            ),
+        ));
+    }
+    let xml = String::from_utf8(bytes).map_err(|e| {
+        cannot(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8: {e}"),
+        ))
     })?;
     let profile = JobProfile::parse(&xml)
         .map_err(|e| Failure::new(EXIT_REFUSED, format!("{}: {e}", path.display())))?;

@@ -19,10 +19,16 @@ fn every_example_config_loads() {
             continue;
         }
         seen += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("crl = \"certs/crl.pem\""),
+            "{name} names no CRL"
+        );
         if name.starts_with("broker") {
             let c = qcg_broker::config::Config::load(&path).unwrap();
             assert_eq!(c.listen.port(), 7700);
             assert!(c.ca.ends_with("certs/ca.pem"));
+            assert!(c.crl.unwrap().ends_with("certs/crl.pem"));
         } else if name.starts_with("frontal") {
             let c = qcg_frontal::config::Config::load(&path).unwrap();
             assert_eq!(c.broker.port(), 7700, "{name}");

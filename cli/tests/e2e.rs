@@ -208,7 +208,7 @@ fn the_helper_answers_bad_frames_and_keeps_serving() {
         .contains("exceeds the maximum"));
     let r = ask(&frame(br#"{"v":9,"body":"NodeInfo"}"#));
     assert_eq!(r["body"]["Error"]["kind"], "version", "{r}");
-    let r = ask(&frame(br#"{"v":1,"body":{"Lookup":{"from":{"job":"j","rank":0},"target":{"job":"nobody","rank":3}}}}"#));
+    let r = ask(&frame(br#"{"v":1,"body":{"Lookup":{"from":{"job":"nobody","rank":0},"target":{"job":"nobody","rank":3}}}}"#));
     assert_eq!(r["body"]["Error"]["kind"], "unknown_process", "{r}");
     assert!(
         r["body"]["Error"]["message"]

@@ -32,6 +32,10 @@ pub struct Config {
     pub cert: PathBuf,
     /// This frontal's private key (PEM).
     pub key: PathBuf,
+    /// The grid's revocation list (PEM, `qcg ca revoke` writes it as `crl.pem` in the
+    /// CA folder). Peers whose certificate it lists fail the handshake; the file is
+    /// read again whenever it changes. Omit to check no revocations.
+    pub crl: Option<PathBuf>,
     /// Figures of the cluster's nodes (`[[nodes]]` with `name` and any of `slots`,
     /// `cpu_speed_mhz`, `memory_mib`), overriding what each node's helper reports.
     /// A node is offered to jobs while its helper is connected.
@@ -115,6 +119,7 @@ impl Config {
         c.ca = resolve(path, &c.ca);
         c.cert = resolve(path, &c.cert);
         c.key = resolve(path, &c.key);
+        c.crl = c.crl.map(|p| resolve(path, &p));
         Ok(c)
     }
 
@@ -139,7 +144,7 @@ impl Config {
 
     /// Loads the TLS identity the config names.
     pub fn identity(&self) -> Result<Identity, qcg_proto::tls::TlsError> {
-        Identity::load(&self.cert, &self.key, &self.ca)
+        Identity::load(&self.cert, &self.key, &self.ca)?.with_crl(self.crl.as_deref())
     }
 }
 

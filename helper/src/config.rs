@@ -15,7 +15,14 @@ pub struct Config {
     /// The cluster frontal's QUIC address.
     pub frontal: SocketAddr,
     /// Unix socket local processes connect to (relative to this file if relative).
+    /// It is created mode 0660 whatever the umask.
     pub socket: PathBuf,
+    /// The socket's group (a name from /etc/group, or a number): its members may
+    /// connect. Omit to keep the helper's own group.
+    pub socket_group: Option<String>,
+    /// `socket_group` resolved to a group id at load time.
+    #[serde(skip)]
+    pub socket_gid: Option<u32>,
     /// The node's address inside the cluster: processes bind their listeners to it.
     pub bind_address: IpAddr,
     /// The grid CA certificate (PEM), relative to this file.
@@ -24,6 +31,22 @@ pub struct Config {
     pub cert: PathBuf,
     /// This helper's private key (PEM).
     pub key: PathBuf,
+    /// The grid's revocation list (PEM, `qcg ca revoke` writes it as `crl.pem` in the
+    /// CA folder). Peers whose certificate it lists fail the handshake; the file is
+    /// read again whenever it changes. Omit to check no revocations.
+    pub crl: Option<PathBuf>,
+}
+
+/// A group's id from its name (looked up in the text of /etc/group) or its number.
+pub fn group_id(group: &str, etc_group: String) -> Option<u32> {
+    if let Ok(n) = group.parse() {
+        return Some(n);
+    }
+    etc_group.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == group).then_some(())?;
+        f.nth(1)?.parse().ok()
+    })
 }
 
 impl Config {
@@ -33,15 +56,30 @@ impl Config {
         if c.node.trim().is_empty() {
             return Err(ConfigError::field(path, &text, "node", "must not be empty"));
         }
+        if let Some(g) = &c.socket_group {
+            let gid = group_id(g, std::fs::read_to_string("/etc/group").unwrap_or_default());
+            match gid {
+                Some(id) => c.socket_gid = Some(id),
+                None => {
+                    return Err(ConfigError::field(
+                        path,
+                        &text,
+                        "socket_group",
+                        format!("no group `{g}` in /etc/group (give a name or a number)"),
+                    ))
+                }
+            }
+        }
         c.socket = resolve(path, &c.socket);
         c.ca = resolve(path, &c.ca);
         c.cert = resolve(path, &c.cert);
         c.key = resolve(path, &c.key);
+        c.crl = c.crl.map(|p| resolve(path, &p));
         Ok(c)
     }
 
     /// Loads the TLS identity the config names.
     pub fn identity(&self) -> Result<Identity, qcg_proto::tls::TlsError> {
-        Identity::load(&self.cert, &self.key, &self.ca)
+        Identity::load(&self.cert, &self.key, &self.ca)?.with_crl(self.crl.as_deref())
     }
 }

@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod access;
 pub mod config;
 pub mod node;
 pub mod procs;
@@ -54,6 +55,8 @@ struct Inner {
     frontal: Arc<Upstream>,
     socket: PathBuf,
     procs: Arc<procs::Procs>,
+    /// Which user owns each job on this node ([`access`]).
+    owners: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
 
 /// A running helper.
@@ -91,12 +94,14 @@ fn frontal_handler(
 async fn answer_frontal(inner: &Inner, req: Request) -> Response {
     match req {
         Request::Launch(spec) => {
+            lock(&inner.owners).insert(spec.job.clone(), access::LAUNCHED);
             inner
                 .procs
                 .launch(&spec, &inner.node, &inner.socket, inner.frontal.clone())
         }
         Request::Kill { job } => {
             inner.procs.kill(&job);
+            lock(&inner.owners).remove(&job);
             Response::Ok
         }
         Request::Echo { payload } => Response::Echoed {
@@ -135,6 +140,19 @@ impl Helper {
         socket: PathBuf,
         bind_addr: IpAddr,
     ) -> anyhow::Result<Helper> {
+        Helper::start_full(id, node, frontal, socket, bind_addr, None).await
+    }
+
+    /// Like [`Helper::start_with`], with the socket's group (`None`: the helper's
+    /// own group).
+    pub async fn start_full(
+        id: Identity,
+        node: NodeSpec,
+        frontal: SocketAddr,
+        socket: PathBuf,
+        bind_addr: IpAddr,
+        socket_group: Option<u32>,
+    ) -> anyhow::Result<Helper> {
         let endpoint = quic::client_endpoint(&id)?;
         let procs = Arc::new(procs::Procs::default());
         let tracker = TaskTracker::new();
@@ -159,6 +177,7 @@ impl Helper {
                 )),
                 socket: socket.clone(),
                 procs: procs.clone(),
+                owners: Default::default(),
             }
         });
         if socket.exists() {
@@ -169,8 +188,7 @@ impl Helper {
             std::fs::remove_file(&socket)
                 .map_err(|e| anyhow::anyhow!("cannot remove stale {}: {e}", socket.display()))?;
         }
-        let listener = UnixListener::bind(&socket)
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", socket.display()))?;
+        let listener = bind_private(&socket, socket_group)?;
         let cancel = CancellationToken::new();
         // Stay connected to the frontal, so that it can start processes here: connect
         // now, and again whenever the connection broke.
@@ -246,12 +264,25 @@ impl Helper {
 /// frame gets an error answer; the connection (and the helper) go on unless the
 /// stream itself is broken.
 async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
+    let peer = match stream.peer_cred() {
+        Ok(c) => access::Peer {
+            uid: c.uid(),
+            pid: c.pid().and_then(|p| u32::try_from(p).ok()),
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "no peer credentials on the helper socket; closing");
+            return;
+        }
+    };
     loop {
         let resp = match frame::read_frame::<Request, _>(&mut stream).await {
-            Ok(Some(Request::Subscribe { process })) => {
-                return subscribed(stream, inner, process).await;
-            }
-            Ok(Some(req)) => handle(&inner, req).await,
+            Ok(Some(req)) => match (refuse(&inner, peer, &req), req) {
+                (Some(refusal), _) => refusal,
+                (None, Request::Subscribe { process }) => {
+                    return subscribed(stream, inner, process).await;
+                }
+                (None, req) => handle(&inner, req).await,
+            },
             Ok(None) => return,
             Err(e @ (FrameError::Io(_) | FrameError::Truncated)) => {
                 tracing::debug!(error = %e, "process connection closed");
@@ -273,6 +304,48 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
             return;
         }
     }
+}
+
+/// Binds the socket so that it is never reachable with a wider mode than 0660: bound
+/// under a temporary name, given its mode and group, then renamed into place.
+fn bind_private(socket: &std::path::Path, group: Option<u32>) -> anyhow::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp = socket.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let _ = std::fs::remove_file(&tmp);
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::anyhow!("cannot {what} {}: {e}", socket.display())
+    };
+    let listener = UnixListener::bind(&tmp).map_err(|e| fail("listen on", &e))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| fail("set the mode of", &e))?;
+    if let Some(g) = group {
+        std::os::unix::fs::chown(&tmp, None, Some(g)).map_err(|e| fail("set the group of", &e))?;
+    }
+    std::fs::rename(&tmp, socket).map_err(|e| fail("move into place", &e))?;
+    Ok(listener)
+}
+
+/// The refusal of a request `peer` may not make ([`access`]), if it may not.
+fn refuse(inner: &Inner, peer: access::Peer, req: &Request) -> Option<Response> {
+    let verdict = access::job_of(req).and_then(|job| {
+        let Some(job) = job else { return Ok(()) };
+        let launched = match peer.pid {
+            Some(pid) if peer.uid != 0 => access::lineage(pid)
+                .into_iter()
+                .find_map(|p| inner.procs.job_of_pid(p)),
+            _ => None,
+        };
+        access::decide(peer, launched.as_deref(), job, &mut lock(&inner.owners))
+    });
+    let why = verdict.err()?;
+    tracing::warn!(uid = peer.uid, pid = ?peer.pid, request = req.kind(), reason = %why, "request refused");
+    Some(Response::error(
+        ErrorKind::Forbidden,
+        format!("`{}` refused: {why}", req.kind()),
+    ))
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

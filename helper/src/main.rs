@@ -9,8 +9,8 @@ use std::path::PathBuf;
 #[derive(Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
-    /// Configuration file (TOML): `node`, `frontal`, `socket`, `bind_address`, `ca`,
-    /// `cert`, `key`. See configs/helper-*.toml.
+    /// Configuration file (TOML): `node`, `frontal`, `socket`, `socket_group`,
+    /// `bind_address`, `ca`, `cert`, `key`, `crl`. See configs/helper-*.toml.
     #[arg(long, short)]
     config: PathBuf,
 }
@@ -22,12 +22,13 @@ async fn main() {
     let cfg =
         qcg_helper::config::Config::load(&cli.config).unwrap_or_else(|e| fail("qcg-helper", 2, e));
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-helper", 2, e));
-    let helper = qcg_helper::Helper::start(
+    let helper = qcg_helper::Helper::start_full(
         id,
-        cfg.node.clone(),
+        qcg_helper::node::detect(&cfg.node),
         cfg.frontal,
         cfg.socket.clone(),
         cfg.bind_address,
+        cfg.socket_gid,
     )
     .await
     .unwrap_or_else(|e| fail("qcg-helper", 1, e));

@@ -50,6 +50,15 @@ impl Procs {
         self.len() == 0
     }
 
+    /// The job of the running process `pid` (a process group leader this helper
+    /// started), if it is one.
+    pub fn job_of_pid(&self, pid: u32) -> Option<String> {
+        lock(&self.running)
+            .iter()
+            .find(|(_, ranks)| ranks.values().any(|&p| p == pid))
+            .map(|(job, _)| job.clone())
+    }
+
     /// Starts a process in its own process group; its output and its end are sent
     /// up through `frontal`.
     pub fn launch(

@@ -20,11 +20,13 @@
 //! business (`qcg_broker::plan`).
 
 pub mod config;
+pub mod der;
 pub mod frame;
 pub mod groups;
 pub mod msg;
 pub mod packet;
 pub mod quic;
+pub mod revocation;
 pub mod service;
 pub mod tls;
 

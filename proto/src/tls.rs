@@ -5,6 +5,11 @@
 //! verification (it dials `broker.qcg`); a server checks the client's role with
 //! [`peer_has_role`] right after the handshake. Only certificates signed by the grid's
 //! CA are accepted on either side.
+//!
+//! Certificates live a bounded time ([`crate::revocation::default_days`]; not before
+//! the moment of issue) and can be revoked: an [`Identity`] given a CRL
+//! ([`Identity::with_crl`]) refuses revoked peers, on both sides of the handshake, and
+//! follows changes to the CRL file ([`crate::revocation`]).
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -16,6 +21,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::revocation::{ClientVerifier, CrlWatch, ServerVerifier};
 
 /// ALPN protocol name of the control plane.
 pub const ALPN: &[u8] = b"qcg/1";
@@ -145,17 +153,32 @@ fn read(path: &Path) -> Result<String, TlsError> {
     })
 }
 
+/// Writes `data` to `path`. A secret (a private key) is created mode 0600 whatever
+/// the umask, so it is never readable by others, not even for a moment; an existing
+/// file is made 0600 before it is truncated and written.
 fn write(path: &Path, data: &str, secret: bool) -> Result<(), TlsError> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let err = |source| TlsError::File {
         path: path.to_path_buf(),
         source,
     };
-    std::fs::write(path, data).map_err(err)?;
-    if secret {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    if !secret {
+        return std::fs::write(path, data).map_err(err);
     }
-    Ok(())
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(err)?;
+    // `mode` only applies to a new file (and is masked by the umask, which can only
+    // remove bits); set it on the open file in every case.
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(err)?;
+    f.set_len(0).map_err(err)?;
+    f.write_all(data.as_bytes()).map_err(err)
 }
 
 impl Ca {
@@ -169,14 +192,28 @@ impl Ca {
         })
     }
 
-    /// Writes `ca.pem` and `ca.key` into `dir` (created if needed).
+    /// Writes `ca.pem`, `ca.key` and an empty revocation list `crl.pem` into `dir`
+    /// (created if needed).
     pub fn save(&self, dir: &Path) -> Result<(), TlsError> {
         std::fs::create_dir_all(dir).map_err(|source| TlsError::File {
             path: dir.to_path_buf(),
             source,
         })?;
         write(&dir.join("ca.pem"), &self.cert_pem, false)?;
-        write(&dir.join("ca.key"), &self.key.serialize_pem(), true)
+        write(&dir.join("ca.key"), &self.key.serialize_pem(), true)?;
+        self.write_crl(dir)?;
+        Ok(())
+    }
+
+    /// The CA as the issuer of what it signs. Signing needs the issuer's name and
+    /// key; the CA's name is fixed, so the issuer is rebuilt from its key without
+    /// parsing the CA certificate.
+    pub(crate) fn issuer(&self) -> Result<rcgen::Certificate, TlsError> {
+        Ok(ca_params()?.self_signed(&self.key)?)
+    }
+
+    pub(crate) fn key(&self) -> &KeyPair {
+        &self.key
     }
 
     /// Reads a CA written by [`Ca::save`].
@@ -190,12 +227,33 @@ impl Ca {
         Ok(Ca { cert_pem, key })
     }
 
-    /// Issues a certificate for a service of `role` called `name`.
+    /// Issues a certificate for a holder of `role` called `name`, valid from now for
+    /// the role's default lifetime ([`crate::revocation::default_days`]).
     pub fn issue(&self, role: Role, name: &str) -> Result<Issued, TlsError> {
-        // Signing needs the issuer's name and key; the CA's name is fixed, so the
-        // issuer is rebuilt from its key without parsing the CA certificate.
-        let issuer = ca_params()?.self_signed(&self.key)?;
+        let days = crate::revocation::default_days(role);
+        self.issue_for_days(role, name, days)
+    }
+
+    /// Issues a certificate valid from now for `days` days.
+    pub fn issue_for_days(&self, role: Role, name: &str, days: u32) -> Result<Issued, TlsError> {
+        let now = SystemTime::now();
+        let end = now + Duration::from_secs(u64::from(days) * 86_400);
+        self.issue_between(role, name, now, end)
+    }
+
+    /// Issues a certificate valid from `not_before` to `not_after` (tests make
+    /// expired and not-yet-valid ones with it).
+    pub fn issue_between(
+        &self,
+        role: Role,
+        name: &str,
+        not_before: SystemTime,
+        not_after: SystemTime,
+    ) -> Result<Issued, TlsError> {
+        let issuer = self.issuer()?;
         let mut params = CertificateParams::new(vec![role.dns_name()])?;
+        params.not_before = not_before.into();
+        params.not_after = not_after.into();
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, name);
         dn.push(DnType::OrganizationalUnitName, role.name());
@@ -249,6 +307,8 @@ pub struct Identity {
     pub key: PrivateKeyDer<'static>,
     /// The grid CA.
     pub ca: CertificateDer<'static>,
+    /// The revocation list peers are checked against, if any.
+    pub crl: Option<Arc<CrlWatch>>,
 }
 
 impl Clone for Identity {
@@ -257,6 +317,7 @@ impl Clone for Identity {
             chain: self.chain.clone(),
             key: self.key.clone_key(),
             ca: self.ca.clone(),
+            crl: self.crl.clone(),
         }
     }
 }
@@ -279,7 +340,12 @@ impl Identity {
         }
         let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| pem_err("key", e))?;
         let ca = CertificateDer::from_pem_slice(ca.as_bytes()).map_err(|e| pem_err("CA", e))?;
-        Ok(Identity { chain, key, ca })
+        Ok(Identity {
+            chain,
+            key,
+            ca,
+            crl: None,
+        })
     }
 
     /// Loads an identity from files.
@@ -301,36 +367,46 @@ impl Identity {
         })
     }
 
+    /// Checks peers against the CRL at `path` (read now, and again whenever the file
+    /// changes); `None` leaves the identity as it is.
+    pub fn with_crl(mut self, path: Option<&Path>) -> Result<Identity, TlsError> {
+        if let Some(p) = path {
+            self.crl = Some(CrlWatch::open(p)?);
+        }
+        Ok(self)
+    }
+
     fn roots(&self) -> Result<rustls::RootCertStore, TlsError> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca.clone())?;
         Ok(roots)
     }
 
-    /// A server configuration that requires a client certificate from the grid CA.
-    /// The client's role is checked after the handshake with [`peer_has_role`].
+    /// A server configuration that requires a client certificate from the grid CA,
+    /// valid now and not revoked. The client's role is checked after the handshake
+    /// with [`peer_has_role`].
     pub fn server_config(&self) -> Result<rustls::ServerConfig, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-            Arc::new(self.roots()?),
-            provider.clone(),
-        )
-        .build()
-        .map_err(|e| TlsError::Verifier(e.to_string()))?;
+        let verifier =
+            ClientVerifier::new(Arc::new(self.roots()?), provider.clone(), self.crl.clone())?;
         let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_client_cert_verifier(verifier)
+            .with_client_cert_verifier(Arc::new(verifier))
             .with_single_cert(self.chain.clone(), self.key.clone_key())?;
         cfg.alpn_protocols = vec![ALPN.to_vec()];
         Ok(cfg)
     }
 
-    /// A client configuration that presents this identity and trusts only the grid CA.
+    /// A client configuration that presents this identity and trusts only the grid
+    /// CA's certificates that are valid now and not revoked.
     pub fn client_config(&self) -> Result<rustls::ClientConfig, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier =
+            ServerVerifier::new(Arc::new(self.roots()?), provider.clone(), self.crl.clone())?;
         let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_root_certificates(self.roots()?)
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
             .with_client_auth_cert(self.chain.clone(), self.key.clone_key())?;
         cfg.alpn_protocols = vec![ALPN.to_vec()];
         Ok(cfg)

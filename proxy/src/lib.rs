@@ -14,13 +14,14 @@
 //! ```
 
 pub mod config;
+pub mod gate;
 pub mod relay;
 
 use qcg_proto::quic::{self, Upstream};
 use qcg_proto::tls::{Identity, Role};
 use qcg_proto::{ErrorKind, Request, Response};
 use relay::Tokens;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +31,10 @@ pub struct Proxy {
     pub addr: SocketAddr,
     /// Its tokens and counters.
     pub tokens: Tokens,
+    /// What its door did ([`gate`]).
+    pub gate: Arc<gate::GateStats>,
     task: tokio::task::JoinHandle<()>,
+    door: tokio::task::JoinHandle<()>,
     endpoint: quinn::Endpoint,
     stopped: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -44,27 +48,15 @@ impl Proxy {
         public: Option<SocketAddr>,
         broker: SocketAddr,
     ) -> anyhow::Result<Proxy> {
-        let listener = TcpListener::bind(listen)
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
         let addr = listener.local_addr()?;
         let public = public.unwrap_or(addr);
         let tokens = Tokens::default();
-        let t = tokens.clone();
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let st = stopped.clone();
-        std::thread::Builder::new()
-            .name("qcg-proxy-accept".into())
-            .spawn(move || {
-                for s in listener.incoming().flatten() {
-                    if st.load(std::sync::atomic::Ordering::SeqCst) {
-                        return;
-                    }
-                    let t = t.clone();
-                    let _ = std::thread::Builder::new()
-                        .name("qcg-relay".into())
-                        .spawn(move || t.arrive(s));
-                }
-            })?;
+        let gate = Arc::new(gate::GateStats::default());
+        let door = tokio::spawn(gate::run(listener, tokens.clone(), gate.clone()));
         let t = tokens.clone();
         let on_connect = Arc::new(move |conn: quinn::Connection| {
             let t = t.clone();
@@ -107,7 +99,9 @@ impl Proxy {
         Ok(Proxy {
             addr,
             tokens,
+            gate,
             task,
+            door,
             endpoint,
             stopped,
         })
@@ -122,10 +116,10 @@ impl Proxy {
     /// tokens, no new relays, and the relays in progress cut.
     pub fn kill(self) {
         self.task.abort();
+        self.door.abort();
         self.endpoint.close(0u32.into(), b"proxy killed");
         self.stopped
             .store(true, std::sync::atomic::Ordering::SeqCst);
-        let _ = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_millis(100));
         self.tokens.cut_all();
     }
 }

@@ -62,26 +62,40 @@ impl Tokens {
     }
 
     /// Handles one incoming connection: reads its token and pairs it, or refuses it.
+    /// (The proxy's door, [`crate::gate`], reads the header itself.)
     pub fn arrive(&self, mut s: TcpStream) {
-        let peer = s
-            .peer_addr()
-            .map_or_else(|_| "?".to_string(), |a| a.to_string());
+        let mut head = [0u8; 4 + TOKEN_LEN];
+        let read = s
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .and_then(|_| s.read_exact(&mut head[..4]))
+            .and_then(|_| {
+                if &head[..4] == MAGIC {
+                    s.read_exact(&mut head[4..])
+                } else {
+                    Err(std::io::ErrorKind::InvalidData.into())
+                }
+            });
+        match read
+            .ok()
+            .and_then(|_| crate::gate::parse_header(&head).ok())
+        {
+            Some(token) => self.arrive_with_token(s, token),
+            None => {
+                self.refused
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::debug!("relay connection refused: not a qcg relay request");
+            }
+        }
+    }
+
+    /// Pairs a connection that presented `token`, or refuses it (counted in
+    /// `refused`; logged at debug level only: strangers get no line each).
+    pub fn arrive_with_token(&self, s: TcpStream, token: String) {
         let refuse = |why: &str| {
             self.refused
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(%peer, why, "relay connection refused");
+            tracing::debug!(why, "relay connection refused");
         };
-        let mut head = [0u8; 4 + TOKEN_LEN];
-        let magic = s
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .and_then(|_| s.read_exact(&mut head[..4]));
-        if magic.is_err() || &head[..4] != MAGIC {
-            return refuse("not a qcg relay request");
-        }
-        if s.read_exact(&mut head[4..]).is_err() {
-            return refuse("no token");
-        }
-        let token = String::from_utf8_lossy(&head[4..]).into_owned();
         let other = {
             let mut t = lock(&self.inner);
             let now = Instant::now();

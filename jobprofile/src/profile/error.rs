@@ -161,6 +161,16 @@ pub enum ProfileError {
         /// Column of the first definition.
         first_column: usize,
     },
+    /// The document goes past one of the [`limits`](super::limits).
+    #[error("line {line}, column {column}: too large: {message}")]
+    Limit {
+        /// Where the limit was passed.
+        line: usize,
+        /// Column there.
+        column: usize,
+        /// Which limit, and by how much.
+        message: String,
+    },
     /// A value that is well-formed but breaks a rule of the model.
     #[error("line {line}, column {column}: {message}")]
     Invalid {
@@ -197,6 +207,7 @@ impl ProfileError {
             | Self::UndefinedReference { line, column, .. }
             | Self::WrongTemplateKind { line, column, .. }
             | Self::Duplicate { line, column, .. }
+            | Self::Limit { line, column, .. }
             | Self::Invalid { line, column, .. } => (*line, *column),
         }
     }

@@ -15,6 +15,26 @@ use serde::{Deserialize, Serialize};
 
 pub use error::ProfileError;
 
+/// What a profile may hold. A document past one of these is refused with the line
+/// and column where it went over, before anything more is built from it: the
+/// reader's work and memory stay bounded whatever a client posts.
+pub mod limits {
+    /// Bytes of the whole document (checked before parsing).
+    pub const MAX_DOCUMENT_BYTES: usize = 1 << 20;
+    /// Depth of element nesting (the schema needs 8).
+    pub const MAX_DEPTH: usize = 64;
+    /// Elements in the document.
+    pub const MAX_ELEMENTS: usize = 100_000;
+    /// Process groups in the task.
+    pub const MAX_GROUPS: usize = 1024;
+    /// Processes of a job (every group's count added up).
+    pub const MAX_PROCESSES: u64 = 65_536;
+    /// Resource templates.
+    pub const MAX_TEMPLATES: usize = 1024;
+    /// Values in `<arguments>` and variables in `<environment>`, each.
+    pub const MAX_PARAMETERS: usize = 4096;
+}
+
 /// A whole JobProfile document (`<grmsJob>`), holding exactly one task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobProfile {

@@ -7,7 +7,7 @@ use super::error::{expected_elements, expected_words, Locator, ProfileError};
 use super::walker::{defined_list, Kind, Ref, Result, Walker};
 use super::xmltree::{parse_tree, Element};
 use super::{
-    Bounds, ComputingTemplate, EnvVar, Execution, Group, GroupConnection, JobProfile,
+    limits, Bounds, ComputingTemplate, EnvVar, Execution, Group, GroupConnection, JobProfile,
     NetworkTemplate, Task,
 };
 
@@ -43,6 +43,12 @@ impl Walker<'_> {
                 &[],
                 &["networkResourceTemplate", "computingResourceTemplate"],
             )?;
+            if let Some(t) = rt.children.get(limits::MAX_TEMPLATES) {
+                return Err(self.limit(
+                    t.pos,
+                    format!("more than {} resource templates", limits::MAX_TEMPLATES),
+                ));
+            }
             for t in &rt.children {
                 if t.name == "networkResourceTemplate" {
                     network_templates.push(self.network_template(t)?);
@@ -169,13 +175,29 @@ impl Walker<'_> {
         self.shape(topo, &[], &["group"])?;
         let mut groups = Vec::new();
         let mut seen: HashMap<String, usize> = HashMap::new();
+        if let Some(g) = topo.children.get(limits::MAX_GROUPS) {
+            return Err(self.limit(g.pos, format!("more than {} groups", limits::MAX_GROUPS)));
+        }
+        let mut total = 0u64;
         for g in &topo.children {
             let (gid, pos) = self.attr(g, "groupId")?;
             if let Some(&first) = seen.get(gid) {
                 return Err(self.duplicate(pos, first, "group id", gid));
             }
             seen.insert(gid.to_string(), pos);
-            groups.push(self.group(g, gid)?);
+            let group = self.group(g, gid)?;
+            total += u64::from(group.processes);
+            if total > limits::MAX_PROCESSES {
+                return Err(self.limit(
+                    g.pos,
+                    format!(
+                        "the groups up to <group groupId=\"{gid}\"> add up to {total} processes; \
+                         a job has at most {}",
+                        limits::MAX_PROCESSES
+                    ),
+                ));
+            }
+            groups.push(group);
         }
         if groups.is_empty() {
             let (line, column) = self.at(topo.pos);
@@ -285,12 +307,24 @@ impl Walker<'_> {
         };
         if let Some(args) = self.once(el, "arguments")? {
             self.shape(args, &[], &["value"])?;
+            if let Some(v) = args.children.get(limits::MAX_PARAMETERS) {
+                return Err(self.limit(
+                    v.pos,
+                    format!("more than {} arguments", limits::MAX_PARAMETERS),
+                ));
+            }
             for v in &args.children {
                 ex.arguments.push(self.leaf(v, false)?.to_string());
             }
         }
         if let Some(env) = self.once(el, "environment")? {
             self.shape(env, &[], &["variable"])?;
+            if let Some(v) = env.children.get(limits::MAX_PARAMETERS) {
+                return Err(self.limit(
+                    v.pos,
+                    format!("more than {} environment variables", limits::MAX_PARAMETERS),
+                ));
+            }
             let mut seen: HashMap<&str, usize> = HashMap::new();
             for v in &env.children {
                 let (name, pos) = self.attr(v, "name")?;

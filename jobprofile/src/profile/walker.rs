@@ -50,6 +50,16 @@ impl Walker<'_> {
         self.loc.locate(pos)
     }
 
+    /// A [`ProfileError::Limit`] at `pos`.
+    pub(super) fn limit(&self, pos: usize, message: String) -> ProfileError {
+        let (line, column) = self.at(pos);
+        ProfileError::Limit {
+            line,
+            column,
+            message,
+        }
+    }
+
     pub(super) fn invalid(&self, pos: usize, message: String) -> ProfileError {
         let (line, column) = self.at(pos);
         ProfileError::Invalid {
@@ -225,6 +235,13 @@ impl Walker<'_> {
     pub(super) fn count(&self, el: &Element) -> Result<u32> {
         let raw = self.leaf(el, true)?;
         match raw.parse::<u32>() {
+            Ok(n) if u64::from(n) > super::limits::MAX_PROCESSES => Err(self.limit(
+                el.text_pos.unwrap_or(el.pos),
+                format!(
+                    "{n} processes in one group; a job has at most {}",
+                    super::limits::MAX_PROCESSES
+                ),
+            )),
             Ok(n) if n >= 1 => Ok(n),
             _ => {
                 let (line, column) = self.at(el.text_pos.unwrap_or(el.pos));

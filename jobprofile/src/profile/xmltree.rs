@@ -6,6 +6,7 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
 use super::error::{Locator, ProfileError};
+use super::limits::{MAX_DEPTH, MAX_DOCUMENT_BYTES, MAX_ELEMENTS};
 
 /// One attribute with its unescaped value and position.
 #[derive(Debug, Clone)]
@@ -30,7 +31,26 @@ pub(crate) struct Element {
 
 /// Parses `input` into its root element.
 pub(crate) fn parse_tree(input: &str) -> Result<Element, ProfileError> {
+    if input.len() > MAX_DOCUMENT_BYTES {
+        return Err(ProfileError::Limit {
+            line: 1,
+            column: 1,
+            message: format!(
+                "the document is {} bytes; at most {MAX_DOCUMENT_BYTES} are read",
+                input.len()
+            ),
+        });
+    }
     let loc = Locator::new(input);
+    let limit = |pos: usize, message: String| {
+        let (line, column) = loc.locate(pos);
+        ProfileError::Limit {
+            line,
+            column,
+            message,
+        }
+    };
+    let mut elements = 0usize;
     let malformed = |pos: usize, message: String| {
         let (line, column) = loc.locate(pos);
         ProfileError::Malformed {
@@ -47,6 +67,18 @@ pub(crate) fn parse_tree(input: &str) -> Result<Element, ProfileError> {
         let event = reader
             .read_event()
             .map_err(|e| malformed(to_usize(reader.error_position()), e.to_string()))?;
+        if let Event::Start(_) | Event::Empty(_) = event {
+            elements += 1;
+            if elements > MAX_ELEMENTS {
+                return Err(limit(start, format!("more than {MAX_ELEMENTS} elements")));
+            }
+            if stack.len() >= MAX_DEPTH {
+                return Err(limit(
+                    start,
+                    format!("elements nested more than {MAX_DEPTH} deep"),
+                ));
+            }
+        }
         match event {
             Event::Start(tag) => stack.push(open(&tag, start, input, &malformed)?),
             Event::Empty(tag) => {

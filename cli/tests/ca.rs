@@ -1,0 +1,141 @@
+//! `qcg ca`: keys written private whatever the umask, bounded lifetimes, and
+//! `qcg ca revoke` taking effect on a running broker started from its config file.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use qcg_proto::tls::{Identity, Role};
+use qcg_proto::{quic, Request};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// Runs `qcg ARGS` under umask 000, as a careless shell would.
+fn qcg_umask0(args: &[&str]) {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("umask 000; exec \"$0\" \"$@\"")
+        .arg(bin("qcg"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn keys_are_mode_0600_whatever_the_umask() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("certs");
+    let d = dir.to_str().unwrap();
+    qcg_umask0(&["ca", "init", "--dir", d]);
+    assert_eq!(mode(&dir.join("ca.key")), 0o600);
+    qcg_umask0(&[
+        "ca", "issue", "--dir", d, "--role", "helper", "--name", "n1",
+    ]);
+    assert_eq!(mode(&dir.join("n1.key")), 0o600);
+    // Issuing again over a key someone made world-readable makes it private again.
+    std::fs::set_permissions(dir.join("n1.key"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    qcg_umask0(&[
+        "ca", "issue", "--dir", d, "--role", "helper", "--name", "n1",
+    ]);
+    assert_eq!(mode(&dir.join("n1.key")), 0o600);
+    // Certificates and the CRL are public.
+    assert!(dir.join("crl.pem").exists());
+    assert_eq!(mode(&dir.join("n1.pem")) & 0o044, 0o044);
+}
+
+#[test]
+fn gitignore_keeps_the_example_certificates_out_of_the_repo() {
+    let gi = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.gitignore"))
+        .unwrap();
+    assert!(gi.lines().any(|l| l.trim() == "/configs/certs/"), "{gi}");
+}
+
+#[test]
+fn days_is_bounded_and_names_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().to_str().unwrap();
+    assert!(qcg(&["ca", "init", "--dir", d]).status.success());
+    let o = qcg(&[
+        "ca", "issue", "--dir", d, "--role", "client", "--name", "a", "--days", "0",
+    ]);
+    assert!(!o.status.success());
+    let o = qcg(&["ca", "revoke", "--dir", d, "nobody-issued"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no certificate issued for `nobody-issued`"),
+        "{err}"
+    );
+}
+
+async fn ask(id: &Identity, addr: std::net::SocketAddr) -> Result<(), String> {
+    let ep = quic::client_endpoint(id).map_err(|e| e.to_string())?;
+    let r = async {
+        let conn = quic::connect(&ep, addr, Role::Broker)
+            .await
+            .map_err(|e| e.to_string())?;
+        let req = Request::Echo {
+            payload: String::new(),
+        };
+        tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            quic::request(&conn, &req),
+        )
+        .await
+        .map_err(|_| "no answer in 20 s".to_string())?
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+    .await;
+    ep.close(0u32.into(), b"done");
+    r
+}
+
+#[test]
+fn revoke_takes_effect_on_a_running_broker_and_a_reissued_certificate_works() {
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("certs");
+    let c = certs.to_str().unwrap();
+    assert!(qcg(&["ca", "init", "--dir", c]).status.success());
+    issue(&certs, "broker", "broker");
+    issue(&certs, "frontal", "orsay");
+    issue(&certs, "frontal", "rennes");
+    let cfg = write(
+        tmp.path(),
+        "broker.toml",
+        "listen = \"127.0.0.1:0\"\nca = \"certs/ca.pem\"\ncert = \"certs/broker.pem\"\n\
+         key = \"certs/broker.key\"\ncrl = \"certs/crl.pem\"\n",
+    );
+    let mut services = Services(Vec::new());
+    let lines = start(&mut services, "qcg-broker", &cfg);
+    let addr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
+    let id = |name: &str| {
+        Identity::load(
+            &certs.join(format!("{name}.pem")),
+            &certs.join(format!("{name}.key")),
+            &certs.join("ca.pem"),
+        )
+        .unwrap()
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let orsay = id("orsay");
+    rt.block_on(ask(&orsay, addr)).unwrap();
+
+    let o = qcg(&["ca", "revoke", "--dir", c, "orsay"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("revoked 1 certificate"));
+    let e = rt.block_on(ask(&orsay, addr)).unwrap_err();
+    assert!(e.to_lowercase().contains("revoked"), "{e}");
+    // Others go on; a new certificate for orsay works.
+    rt.block_on(ask(&id("rennes"), addr)).unwrap();
+    issue(&certs, "frontal", "orsay");
+    rt.block_on(ask(&id("orsay"), addr)).unwrap();
+    assert!(rt.block_on(ask(&orsay, addr)).is_err());
+}

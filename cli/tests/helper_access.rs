@@ -1,0 +1,216 @@
+//! The helper's socket against another local user: a real broker, frontal and
+//! helper (processes, from config files), and requests sent by a real process running
+//! as `nobody`. Needs root (the tests set the child's uid); skipped otherwise.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use qcg_proto::{AccessPoint, ProcName, Request, Response};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const NOBODY: u32 = 65534;
+const CHILD_ENV: &str = "QCG_TEST_ACCESS_CHILD";
+
+/// One request on a new connection; the answer.
+fn ask(socket: &Path, req: &Request) -> std::io::Result<Response> {
+    let mut s = UnixStream::connect(socket)?;
+    s.write_all(&qcg_proto::frame::encode(req).unwrap())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((r, _)) = qcg_proto::frame::decode::<Response>(&buf).unwrap() {
+            return Ok(r);
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The child: runs as another user, sends each request of $CHILD_ENV on its own
+/// connection and prints each answer (or the connect error) as a JSON line.
+#[test]
+fn access_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let (socket, reqs): (String, Vec<Request>) = serde_json::from_str(&spec).unwrap();
+    for r in reqs {
+        let line = match ask(Path::new(&socket), &r) {
+            Ok(resp) => serde_json::to_string(&resp).unwrap(),
+            Err(e) => format!("\"io error: {e}\""),
+        };
+        println!("ANSWER {line}");
+    }
+}
+
+/// Runs `reqs` as uid/gid in a real child process; the answers, as JSON text.
+fn as_user(uid: u32, gid: u32, socket: &Path, reqs: &[Request]) -> Vec<String> {
+    let spec = serde_json::to_string(&(socket, reqs)).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "access_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, spec)
+        .gid(gid)
+        .uid(uid)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once("ANSWER ").map(|(_, a)| a.to_string()))
+        .collect()
+}
+
+fn ap(job: &str, rank: u32) -> Request {
+    Request::Register(AccessPoint {
+        process: ProcName::new(job, rank),
+        cluster: "orsay".into(),
+        node: "orsay-1".into(),
+        private_addr: "127.0.0.1".parse().unwrap(),
+        public_addr: None,
+        port: 40000 + rank as u16,
+    })
+}
+
+#[test]
+fn another_user_cannot_act_for_a_job_not_its_own() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let certs = tmp.path().join("certs");
+    assert!(qcg(&["ca", "init", "--dir", certs.to_str().unwrap()])
+        .status
+        .success());
+    issue(&certs, "broker", "broker");
+    issue(&certs, "frontal", "orsay");
+    issue(&certs, "helper", "orsay-1");
+    let broker_cfg = write(
+        tmp.path(),
+        "broker.toml",
+        "listen = \"127.0.0.1:0\"\nca = \"certs/ca.pem\"\ncert = \"certs/broker.pem\"\n\
+         key = \"certs/broker.key\"\n",
+    );
+    let mut services = Services(Vec::new());
+    let b = start(&mut services, "qcg-broker", &broker_cfg);
+    let broker = wait_for(&b, "qcg-broker: QUIC on");
+    let frontal_cfg = write(
+        tmp.path(),
+        "frontal.toml",
+        &format!(
+            "cluster = \"orsay\"\npolicy = \"open\"\nnat = false\nbroker = \"{broker}\"\n\
+             listen = \"127.0.0.1:0\"\nca = \"certs/ca.pem\"\ncert = \"certs/orsay.pem\"\n\
+             key = \"certs/orsay.key\"\n"
+        ),
+    );
+    let f = start(&mut services, "qcg-frontal", &frontal_cfg);
+    let frontal = wait_for(&f, "qcg-frontal:");
+    let frontal = frontal
+        .split_whitespace()
+        .find_map(|w| w.parse::<std::net::SocketAddr>().ok())
+        .unwrap_or_else(|| panic!("no address in `{frontal}`"));
+    let socket = tmp.path().join("helper.sock");
+    let helper_cfg = write(
+        tmp.path(),
+        "helper.toml",
+        &format!(
+            "node = \"orsay-1\"\nfrontal = \"{frontal}\"\nsocket = \"helper.sock\"\n\
+             socket_group = \"{NOBODY}\"\nbind_address = \"127.0.0.1\"\nca = \"certs/ca.pem\"\n\
+             cert = \"certs/orsay-1.pem\"\nkey = \"certs/orsay-1.key\"\n"
+        ),
+    );
+    // A careless umask: the socket must still be 0660.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("umask 000; exec \"$0\" --config \"$1\"")
+        .arg(bin("qcg-helper"))
+        .arg(&helper_cfg)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    services.0.push(child);
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("qcg-helper:"));
+    assert!(
+        ready.is_some_and(|l| l.contains("serving processes")),
+        "the helper did not start"
+    );
+    // Keep draining its output so that it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!((meta.uid(), meta.gid()), (0, NOBODY));
+
+    // Root (this test) runs job `victim`.
+    assert_eq!(ask(&socket, &ap("victim", 0)).unwrap(), Response::Ok);
+
+    let forbidden = [
+        ap("victim", 1),
+        Request::Unregister {
+            process: ProcName::new("victim", 0),
+        },
+        Request::Lookup {
+            from: ProcName::new("victim", 1),
+            target: ProcName::new("victim", 0),
+        },
+        Request::Subscribe {
+            process: ProcName::new("victim", 0),
+        },
+        Request::JobEnd {
+            job: "victim".into(),
+        },
+        Request::Lookup {
+            from: ProcName::new("mine", 0),
+            target: ProcName::new("victim", 0),
+        },
+    ];
+    let answers = as_user(NOBODY, NOBODY, &socket, &forbidden);
+    assert_eq!(answers.len(), forbidden.len(), "{answers:?}");
+    for (req, a) in forbidden.iter().zip(&answers) {
+        assert!(a.contains("forbidden"), "{}: {a}", req.kind());
+        assert!(a.contains("victim"), "{}: {a}", req.kind());
+        assert!(a.contains(req.kind()), "{}: {a}", req.kind());
+    }
+    // Its own job and the node's figures: served.
+    let own = as_user(NOBODY, NOBODY, &socket, &[ap("mine", 0), Request::NodeInfo]);
+    assert_eq!(
+        own[0],
+        serde_json::to_string(&Response::Ok).unwrap(),
+        "{own:?}"
+    );
+    assert!(own[1].contains("orsay-1"), "{own:?}");
+
+    // A user outside the socket's group cannot even connect.
+    let out = as_user(NOBODY, 12345, &socket, &[Request::NodeInfo]);
+    assert!(out[0].contains("Permission denied"), "{out:?}");
+
+    // The helper kept serving: victim's registration is intact.
+    let r = ask(
+        &socket,
+        &Request::Lookup {
+            from: ProcName::new("victim", 0),
+            target: ProcName::new("victim", 0),
+        },
+    )
+    .unwrap();
+    assert!(
+        !matches!(r, Response::Error(_)),
+        "victim's registration is gone: {r:?}"
+    );
+}
