@@ -509,3 +509,20 @@ fn without_a_broker_the_job_runs_on_an_embedded_grid() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("exited with status 5"), "{err}");
 }
+
+#[test]
+fn sigterm_to_qcg_submit_alone_cancels_the_job() {
+    let g = grid();
+    let xml = profile(2, 1, "/bin/sh", &["-c", "sleep 3023 &amp; exec sleep 3023"]);
+    let a = write(g.dir.path(), "term.xml", &xml);
+    let (mut child, _out, err) = g.submit_bg(&a);
+    let id = job_id(&err);
+    wait_until("6 sleeps", || count_procs(&["sleep", "3023"]) == 6);
+    // To `qcg submit` alone, not to a terminal's process group.
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+    wait_until("no sleep left", || count_procs(&["sleep", "3023"]) == 0);
+    let s = g.status(&id);
+    assert!(s.contains(": cancelled"), "{s}");
+}

@@ -25,6 +25,7 @@
 
 pub mod config;
 pub mod node;
+pub mod pgroup;
 pub mod procs;
 pub mod raw;
 
