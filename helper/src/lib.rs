@@ -234,7 +234,7 @@ impl Helper {
     /// Stops serving, kills the job processes still running, removes the socket and
     /// waits for the tasks.
     pub async fn shutdown(self) {
-        self.procs.kill_all();
+        self.procs.kill_all().await;
         self.cancel.cancel();
         self.endpoint.close(0u32.into(), b"helper shutting down");
         self.tracker.close();
