@@ -91,6 +91,8 @@ impl Ctx {
             profile,
             secret_hex: crate::new_secret_hex(),
             workdir,
+            // Set from the client certificate by the job API's ownership work.
+            owner: None,
         };
         let actions = self.book().jobs.submit(id.clone(), submission, &topo)?;
         tracing::info!(job = %id, launches = actions.len(), "job submitted");

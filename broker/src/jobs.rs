@@ -95,6 +95,9 @@ pub struct Submission {
     pub secret_hex: String,
     /// Working directory when the profile gives none.
     pub workdir: Option<String>,
+    /// The submitter's identity (its client certificate's name), passed to the
+    /// helpers, which map it to the local account the processes run as.
+    pub owner: Option<String>,
 }
 
 /// A job.
@@ -603,6 +606,7 @@ fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
                         .working_directory
                         .clone()
                         .or_else(|| job.submission.workdir.clone()),
+                    owner: job.submission.owner.clone(),
                 },
             }
         })
@@ -656,6 +660,7 @@ mod tests {
             profile: JobProfile::parse(&xml).unwrap(),
             secret_hex: "00".repeat(32),
             workdir: Some("/tmp".into()),
+            owner: None,
         }
     }
 

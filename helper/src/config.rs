@@ -24,6 +24,10 @@ pub struct Config {
     pub cert: PathBuf,
     /// This helper's private key (PEM).
     pub key: PathBuf,
+    /// Which local account runs each submitter's processes (default: the `qcg`
+    /// user for everyone, root refused).
+    #[serde(default)]
+    pub accounts: crate::accounts::Accounts,
 }
 
 impl Config {

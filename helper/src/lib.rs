@@ -23,6 +23,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod accounts;
 pub mod config;
 pub mod node;
 pub mod pgroup;
@@ -128,7 +129,8 @@ impl Helper {
         Helper::start_with(id, spec, frontal, socket, bind_addr).await
     }
 
-    /// Like [`Helper::start`], with the node's figures given.
+    /// Like [`Helper::start`], with the node's figures given. Job processes run as
+    /// the default [`accounts::Accounts`] say: the `qcg` user, never root.
     pub async fn start_with(
         id: Identity,
         node: NodeSpec,
@@ -136,8 +138,28 @@ impl Helper {
         socket: PathBuf,
         bind_addr: IpAddr,
     ) -> anyhow::Result<Helper> {
+        Helper::start_as(
+            id,
+            node,
+            frontal,
+            socket,
+            bind_addr,
+            accounts::Accounts::default(),
+        )
+        .await
+    }
+
+    /// Like [`Helper::start_with`], with the accounts job processes run as.
+    pub async fn start_as(
+        id: Identity,
+        node: NodeSpec,
+        frontal: SocketAddr,
+        socket: PathBuf,
+        bind_addr: IpAddr,
+        accounts: accounts::Accounts,
+    ) -> anyhow::Result<Helper> {
         let endpoint = quic::client_endpoint(&id)?;
-        let procs = Arc::new(procs::Procs::default());
+        let procs = Arc::new(procs::Procs::new(accounts));
         let tracker = TaskTracker::new();
         let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
             let (weak, t) = (weak.clone(), tracker.clone());

@@ -22,12 +22,13 @@ async fn main() {
     let cfg =
         qcg_helper::config::Config::load(&cli.config).unwrap_or_else(|e| fail("qcg-helper", 2, e));
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-helper", 2, e));
-    let helper = qcg_helper::Helper::start(
+    let helper = qcg_helper::Helper::start_as(
         id,
-        cfg.node.clone(),
+        qcg_helper::node::detect(&cfg.node),
         cfg.frontal,
         cfg.socket.clone(),
         cfg.bind_address,
+        cfg.accounts.clone(),
     )
     .await
     .unwrap_or_else(|e| fail("qcg-helper", 1, e));

@@ -7,6 +7,7 @@
 //! dies, however it dies (kill -9 included), the pipe closes and the guardian stops
 //! every group still listed (SIGTERM, then SIGKILL after [`pgroup::GRACE`]).
 
+use crate::accounts::{self, Accounts};
 use crate::pgroup;
 use qcg_proto::quic::Upstream;
 use qcg_proto::{ErrorKind, ExitReport, LaunchSpec, OutputLine, Request, Response, Stream};
@@ -31,6 +32,7 @@ pub struct Procs {
     running: Mutex<BTreeMap<String, BTreeMap<u32, u32>>>,
     killed: Mutex<VecDeque<String>>,
     guardian: Mutex<Option<Guardian>>,
+    accounts: Accounts,
 }
 
 /// The guardian's program: it keeps the list of live groups (`+PGID`, `-PGID` lines
@@ -116,6 +118,14 @@ pub fn program_path(spec: &LaunchSpec) -> PathBuf {
 }
 
 impl Procs {
+    /// No process yet; jobs will run as `accounts` say.
+    pub fn new(accounts: Accounts) -> Procs {
+        Procs {
+            accounts,
+            ..Procs::default()
+        }
+    }
+
     /// Tells the guardian that group `pgid` started (`+`) or is gone (`-`); a guardian
     /// that died is replaced, and told every group that runs.
     fn guard(&self, op: char, pgid: u32) {
@@ -184,7 +194,51 @@ impl Procs {
             );
         }
         let program = program_path(spec);
+        let refuse = |e: accounts::AccountError| {
+            tracing::warn!(job = %spec.job, rank = spec.rank, owner = ?spec.owner, error = %e, "launch refused");
+            Response::error(
+                ErrorKind::Forbidden,
+                format!(
+                    "rank {} of job {} not started on node {node}: {e}",
+                    spec.rank, spec.job
+                ),
+            )
+        };
+        let helper_uid = rustix::process::getuid().as_raw();
+        let acct = match self.accounts.resolve(spec.owner.as_deref(), helper_uid) {
+            Ok(a) => a,
+            Err(e) => return refuse(e),
+        };
+        let workdir = match &spec.working_directory {
+            Some(wd) => PathBuf::from(wd),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        if let Err(e) = accounts::check_dir(&acct, &workdir) {
+            return refuse(e);
+        }
+        let path_var = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("PATH").ok());
+        let in_dir = if program.is_relative() && program.to_string_lossy().contains('/') {
+            workdir.join(&program)
+        } else {
+            program.clone()
+        };
+        if let Err(e) = accounts::check_program(&acct, &in_dir, path_var.as_deref()) {
+            return refuse(e);
+        }
         let mut cmd = tokio::process::Command::new(&program);
+        cmd.env("USER", &acct.name)
+            .env("LOGNAME", &acct.name)
+            .env("HOME", &acct.home);
+        if acct.uid != helper_uid {
+            // std sets the gid, drops the supplementary groups, then sets the uid,
+            // between fork and exec.
+            cmd.uid(acct.uid).gid(acct.gid);
+        }
         cmd.args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .env("QCG_HELPER", socket)
@@ -212,7 +266,7 @@ impl Procs {
             .or_default()
             .insert(spec.rank, pid);
         self.guard('+', pid);
-        tracing::info!(job = %spec.job, rank = spec.rank, pid, "process started");
+        tracing::info!(job = %spec.job, rank = spec.rank, pid, user = %acct.name, "process started");
         let (tx, rx) = mpsc::unbounded_channel();
         if let Some(out) = child.stdout.take() {
             tokio::spawn(read_lines(out, Stream::Stdout, tx.clone()));
@@ -385,6 +439,7 @@ mod tests {
             args: vec![],
             env: vec![],
             working_directory: Some("/work".into()),
+            owner: None,
         };
         assert_eq!(program_path(&spec), Path::new("/work/bin/app"));
         spec.executable = "app".into();
