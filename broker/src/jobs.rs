@@ -890,6 +890,7 @@ fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
                         .working_directory
                         .clone()
                         .or_else(|| job.submission.workdir.clone()),
+                    owner: Some(job.submission.owner.clone()),
                 },
             }
         })

@@ -136,12 +136,16 @@ impl LocalGrid {
                     name: node.clone(),
                     ..spec.clone()
                 };
-                let h = Helper::start_with(
+                // The embedded grid's jobs are its user's own: they run as that user
+                // (root only when `qcg` itself runs as root).
+                let h = Helper::start_full(
                     ca.identity(Role::Helper, &node)?,
                     spec,
                     f.addr,
                     socket.clone(),
                     [127, 0, 0, 1].into(),
+                    None,
+                    qcg_helper::accounts::Accounts::current_user(),
                 )
                 .await?;
                 helpers.push(h);

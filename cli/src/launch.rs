@@ -1,10 +1,24 @@
 //! Starting a job's processes and collecting what they print.
+//!
+//! Every rank runs as the leader of a process group of its own, so that whatever it
+//! starts goes with it: when a rank ends, what it left behind in its group is killed
+//! (orphans would otherwise hold its output open); when a rank fails, or the job is
+//! stopped (a timeout, SIGINT or SIGTERM to `qcg run`), every rank's group gets
+//! SIGTERM, then SIGKILL after a grace period, and `qcg run` returns only once no
+//! process of any group is left.
 
+use qcg_helper::pgroup;
 use qcg_proto::{Request, Response};
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
+
+/// How long the output of ended ranks is still read (a process that left their
+/// group may hold it open).
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// A job to start.
 pub struct Job {
@@ -20,22 +34,69 @@ pub struct Job {
     pub sockets: Vec<PathBuf>,
 }
 
+/// Why a job was stopped from outside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// `--timeout` ran out after this many seconds.
+    Timeout(u64),
+    /// `qcg run` received this signal (SIGINT, SIGTERM).
+    Signal(i32),
+}
+
+impl Stop {
+    /// The exit code of a job stopped this way: 124 for a timeout (as timeout(1)),
+    /// 128 + the signal's number for a signal (as a shell).
+    pub fn code(&self) -> i32 {
+        match self {
+            Stop::Timeout(_) => 124,
+            Stop::Signal(s) => 128 + s,
+        }
+    }
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Timeout(s) => write!(f, "timed out after {s} s"),
+            Stop::Signal(2) => write!(f, "was interrupted (SIGINT)"),
+            Stop::Signal(15) => write!(f, "was terminated (SIGTERM)"),
+            Stop::Signal(s) => write!(f, "was stopped by signal {s}"),
+        }
+    }
+}
+
 /// How a job ended.
 #[derive(Debug)]
 pub struct Outcome {
-    /// Each rank's exit status (`None` when it could not be started).
+    /// Each rank's exit status (`None` when it could not be started or waited for).
     pub statuses: Vec<Option<ExitStatus>>,
     /// The first rank that failed, with a description.
     pub failure: Option<(u32, String)>,
+    /// Set when the job was stopped from outside before it ended.
+    pub stopped: Option<Stop>,
+    /// Process groups that were still seen running after SIGKILL (normally none).
+    pub survivors: Vec<u32>,
 }
 
 impl Outcome {
-    /// The exit code `qcg run` should return.
+    /// The exit code `qcg run` should return: the stop's code when it was stopped, else
+    /// the exit status of the rank that failed first (128 + the signal's number when
+    /// a signal killed it), else 0.
     pub fn code(&self) -> i32 {
-        if self.failure.is_some() {
-            1
-        } else {
-            0
+        if let Some(s) = &self.stopped {
+            return s.code();
+        }
+        let Some((rank, _)) = &self.failure else {
+            return 0;
+        };
+        use std::os::unix::process::ExitStatusExt;
+        match self.statuses.get(*rank as usize).copied().flatten() {
+            Some(s) => match (s.code(), s.signal()) {
+                (Some(c), _) if c != 0 => c,
+                (None, Some(sig)) => 128 + sig,
+                _ => 1,
+            },
+            None => 1,
         }
     }
 }
@@ -52,10 +113,16 @@ fn describe(status: &ExitStatus) -> String {
 /// Starts every rank, prints their output prefixed with `[rank]`, waits for all of
 /// them. When a rank fails the others are stopped, as MPI does.
 pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
+    run_until(job, std::future::pending()).await
+}
+
+/// Like [`run`], and stops every rank when `stop` resolves first.
+pub async fn run_until(job: &Job, stop: impl Future<Output = Stop>) -> anyhow::Result<Outcome> {
     let n = job.sockets.len();
     let topology = topology(&job.sockets).await?;
     let mut children: Vec<tokio::process::Child> = Vec::with_capacity(n);
-    let mut printers = Vec::new();
+    let mut groups: Vec<u32> = Vec::with_capacity(n);
+    let mut printers = tokio::task::JoinSet::new();
     for (rank, socket) in job.sockets.iter().enumerate() {
         let mut cmd = Command::new(&job.program);
         cmd.args(&job.args)
@@ -73,13 +140,22 @@ pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .process_group(0)
             .kill_on_drop(true);
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
+        let mut child = match cmd.spawn().map(|c| {
+            let pid = c.id();
+            (c, pid)
+        }) {
+            Ok((c, Some(pid))) => {
+                groups.push(pid);
+                c
+            }
+            Ok((_, None)) => {
+                pgroup::kill_groups(&groups).await;
+                anyhow::bail!("rank {rank} ended before it could be watched");
+            }
             Err(e) => {
-                for c in children.iter_mut() {
-                    let _ = c.start_kill();
-                }
+                pgroup::kill_groups(&groups).await;
                 anyhow::bail!(
                     "cannot start {} for rank {rank}: {e}",
                     job.program.display()
@@ -87,68 +163,107 @@ pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
             }
         };
         if let Some(out) = child.stdout.take() {
-            printers.push(tokio::spawn(async move {
+            printers.spawn(async move {
                 let mut lines = BufReader::new(out).lines();
                 while let Ok(Some(l)) = lines.next_line().await {
                     println!("[{rank}] {l}");
                 }
-            }));
+            });
         }
         if let Some(err) = child.stderr.take() {
-            printers.push(tokio::spawn(async move {
+            printers.spawn(async move {
                 let mut lines = BufReader::new(err).lines();
                 while let Ok(Some(l)) = lines.next_line().await {
                     eprintln!("[{rank}] {l}");
                 }
-            }));
+            });
         }
         children.push(child);
     }
 
     let mut statuses: Vec<Option<ExitStatus>> = vec![None; n];
     let mut failure: Option<(u32, String)> = None;
+    let mut stopped: Option<Stop> = None;
     let mut waits: tokio::task::JoinSet<(usize, std::io::Result<ExitStatus>)> = Default::default();
-    let mut killers = Vec::new();
     for (rank, mut child) in children.into_iter().enumerate() {
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-        killers.push(tx);
+        let group = groups[rank];
         waits.spawn(async move {
-            tokio::select! {
-                s = child.wait() => (rank, s),
-                _ = &mut rx => {
-                    let _ = child.start_kill();
-                    (rank, child.wait().await)
-                }
-            }
+            let status = child.wait().await;
+            // What the rank left behind in its group goes with it: it would hold the
+            // rank's output open and run on unseen.
+            pgroup::signal_group(group, rustix::process::Signal::KILL);
+            (rank, status)
         });
     }
-    let mut killers: Vec<Option<_>> = killers.into_iter().map(Some).collect();
-    while let Some(done) = waits.join_next().await {
-        let Ok((rank, status)) = done else { continue };
-        match status {
-            Ok(s) => {
-                statuses[rank] = Some(s);
-                if !s.success() && failure.is_none() {
-                    failure = Some((rank as u32, describe(&s)));
-                    for k in killers.iter_mut() {
-                        if let Some(k) = k.take() {
-                            let _ = k.send(());
+    // The stop of every group runs beside the waits: once it is under way, the
+    // ranks' ends are still collected as they come.
+    let mut stopping: Option<tokio::task::JoinHandle<Vec<u32>>> = None;
+    let begin_stop = |stopping: &mut Option<tokio::task::JoinHandle<Vec<u32>>>| {
+        if stopping.is_none() {
+            let groups = groups.clone();
+            *stopping = Some(tokio::spawn(async move {
+                pgroup::stop_groups(&groups, pgroup::GRACE).await
+            }));
+        }
+    };
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            done = waits.join_next() => {
+                let Some(done) = done else { break };
+                let Ok((rank, status)) = done else { continue };
+                match status {
+                    Ok(s) => {
+                        statuses[rank] = Some(s);
+                        if !s.success() && failure.is_none() && stopped.is_none() {
+                            failure = Some((rank as u32, describe(&s)));
+                            if !waits.is_empty() {
+                                eprintln!(
+                                    "qcg: rank {rank} {}; stopping the other ranks",
+                                    describe(&s)
+                                );
+                            }
+                            begin_stop(&mut stopping);
+                        }
+                    }
+                    Err(e) => {
+                        if failure.is_none() && stopped.is_none() {
+                            failure = Some((rank as u32, format!("could not be waited for: {e}")));
+                            begin_stop(&mut stopping);
                         }
                     }
                 }
             }
-            Err(e) => {
-                if failure.is_none() {
-                    failure = Some((rank as u32, format!("could not be waited for: {e}")));
-                }
+            why = &mut stop, if stopped.is_none() => {
+                eprintln!("qcg: job {} {why}; stopping every rank", job.id);
+                stopped = Some(why);
+                begin_stop(&mut stopping);
             }
         }
-        killers[rank] = None;
     }
-    for p in printers {
-        let _ = p.await;
+    // Every rank has ended; make sure nothing of their groups runs on.
+    let mut survivors = match stopping {
+        Some(h) => h.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    for g in pgroup::kill_groups(&groups).await {
+        if !survivors.contains(&g) {
+            survivors.push(g);
+        }
     }
-    Ok(Outcome { statuses, failure })
+    // Output still buffered is printed; a pipe held open from outside the groups is
+    // not waited for long.
+    let _ = tokio::time::timeout(DRAIN, async {
+        while printers.join_next().await.is_some() {}
+    })
+    .await;
+    printers.abort_all();
+    Ok(Outcome {
+        statuses,
+        failure,
+        stopped,
+        survivors,
+    })
 }
 
 /// Asks a helper which cluster and node it serves.

@@ -305,6 +305,9 @@ async fn run(
     timeout: Option<u64>,
     command: Vec<String>,
 ) -> i32 {
+    // Ranks run in process groups of their own, out of reach of the terminal's
+    // Ctrl-C: SIGINT and SIGTERM to `qcg run` are caught here and stop them all.
+    let stop = stop_signal(timeout).unwrap_or_else(|e| fail(1, e));
     let (grid, sockets) = if helpers.is_empty() {
         let policies = vec![qcg_proto::Policy::Open; clusters.max(1)];
         let g = grid::LocalGrid::start(&policies, nodes_per_cluster)
@@ -329,23 +332,7 @@ async fn run(
         args: command[1..].to_vec(),
         sockets,
     };
-    let outcome = match timeout {
-        Some(secs) => {
-            match tokio::time::timeout(std::time::Duration::from_secs(secs), launch::run(&job))
-                .await
-            {
-                Ok(o) => o,
-                Err(_) => fail(
-                    1,
-                    format!(
-                        "job {} timed out after {secs} s; its processes were stopped",
-                        job.id
-                    ),
-                ),
-            }
-        }
-        None => launch::run(&job).await,
-    };
+    let outcome = launch::run_until(&job, stop).await;
     let outcome = outcome.unwrap_or_else(|e| fail(1, e));
     if let Err(e) = launch::end_job(&job.sockets[0], &job.id).await {
         tracing::warn!(error = %e, "could not tell the grid the job ended");
@@ -353,8 +340,44 @@ async fn run(
     if let Some(g) = grid {
         g.shutdown().await;
     }
-    if let Some((rank, why)) = &outcome.failure {
+    if let Some(why) = &outcome.stopped {
+        if outcome.survivors.is_empty() {
+            eprintln!("qcg: job {} {why}; its processes were stopped", job.id);
+        } else {
+            eprintln!(
+                "qcg: job {} {why}; process groups {:?} could not be stopped",
+                job.id, outcome.survivors
+            );
+        }
+    } else if let Some((rank, why)) = &outcome.failure {
         eprintln!("qcg: job {} failed: rank {rank} {why}", job.id);
     }
     outcome.code()
+}
+
+/// Resolves when `qcg run` must stop its job: SIGINT, SIGTERM, or `timeout` seconds.
+/// The handlers are installed at once, so a signal that comes while the grid starts
+/// is not lost.
+fn stop_signal(
+    timeout: Option<u64>,
+) -> std::io::Result<impl std::future::Future<Output = launch::Stop>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        let limit = async {
+            match timeout {
+                Some(secs) => {
+                    tokio::time::sleep(std::time::Duration::from_secs(secs)).await;
+                    launch::Stop::Timeout(secs)
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = int.recv() => launch::Stop::Signal(2),
+            _ = term.recv() => launch::Stop::Signal(15),
+            s = limit => s,
+        }
+    })
 }

@@ -169,13 +169,33 @@ fn placement(job: &serde_json::Value) -> String {
         .join(", ")
 }
 
+/// Resolves on the first SIGINT or SIGTERM (never if the handlers cannot be set).
+/// The handlers are installed at once, so a signal sent before the first poll is kept.
+fn interrupted() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let int = signal(SignalKind::interrupt());
+    let term = signal(SignalKind::terminate());
+    async move {
+        match (int, term) {
+            (Ok(mut int), Ok(mut term)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            _ => std::future::pending().await,
+        }
+    }
+}
+
 /// Prints the job's output as it comes (`[rank] line`, stdout and stderr kept
 /// apart) until it is finished; returns the exit status for its outcome. Ctrl-C
-/// cancels the job (its processes are stopped) and keeps following to the end.
+/// (SIGINT) or SIGTERM cancels the job (its processes are stopped) and keeps
+/// following to the end.
 pub async fn follow(client: &Client, id: &str) -> Result<i32, Failure> {
     let mut from = 0u64;
     let mut cancelled = false;
-    let ctrl_c = tokio::signal::ctrl_c();
+    let ctrl_c = interrupted();
     tokio::pin!(ctrl_c);
     let mut errors = 0;
     loop {

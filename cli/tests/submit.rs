@@ -77,7 +77,7 @@ fn grid() -> Grid {
             d,
             &format!("helper-{node}.toml"),
             &format!(
-                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n"
+                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
             ),
         );
         let lines = start(&mut services, "qcg-helper", &cfg);
@@ -298,7 +298,8 @@ fn cancel_stops_every_process_and_a_second_job_waits_for_slots() {
     wait_until("no sleep left", || count_procs(&["sleep", "3017"]) == 0);
     let s = g.status(&id);
     assert!(s.contains(": cancelled"), "{s}");
-    assert!(s.contains("killed by signal 9"), "{s}");
+    // A cancel sends SIGTERM first: `sleep` dies of it.
+    assert!(s.contains("killed by signal 15"), "{s}");
     // Unknown jobs are named.
     let o = g.qcg_as("alice", &["status", "job-nope"]);
     assert_eq!(o.status.code(), Some(1));
@@ -509,4 +510,43 @@ fn without_a_broker_the_job_runs_on_an_embedded_grid() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("exited with status 5"), "{err}");
+}
+
+#[test]
+fn sigterm_to_qcg_submit_alone_cancels_the_job() {
+    let g = grid();
+    let xml = profile(2, 1, "/bin/sh", &["-c", "sleep 3023 &amp; exec sleep 3023"]);
+    let a = write(g.dir.path(), "term.xml", &xml);
+    let (mut child, _out, err) = g.submit_bg(&a);
+    let id = job_id(&err);
+    wait_until("6 sleeps", || count_procs(&["sleep", "3023"]) == 6);
+    // To `qcg submit` alone, not to a terminal's process group.
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+    wait_until("no sleep left", || count_procs(&["sleep", "3023"]) == 0);
+    let s = g.status(&id);
+    assert!(s.contains(": cancelled"), "{s}");
+}
+
+#[test]
+fn a_helper_killed_takes_its_processes_along_and_the_job_fails_naming_its_node() {
+    let mut g = grid();
+    let xml = profile(2, 1, "/bin/sh", &["-c", "sleep 3029 &amp; exec sleep 3029"]);
+    let a = write(g.dir.path(), "lost.xml", &xml);
+    let (mut child, _out, err) = g.submit_bg(&a);
+    let id = job_id(&err);
+    wait_until("6 sleeps", || count_procs(&["sleep", "3029"]) == 6);
+    // kill -9 the helper of a1 (services: broker, frontal alpha, helper a1, ...).
+    let helper = &mut g._services.0[2];
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    // Its processes go with it, and the job fails naming the node: the rest stop too.
+    wait_until("no sleep left", || count_procs(&["sleep", "3029"]) == 0);
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+    let text: Vec<String> = err.try_iter().collect();
+    let text = text.join("\n");
+    assert!(text.contains("node a1"), "{text}");
+    let s = g.status(&id);
+    assert!(s.contains("node a1"), "{s}");
 }

@@ -66,6 +66,9 @@ struct Inner {
     helpers: Mutex<BTreeMap<String, HelperEntry>>,
     /// Held while a node report is on its way, so reports arrive in order.
     reporting: tokio::sync::Mutex<()>,
+    /// The processes started on each node (job, rank) whose end was not reported yet:
+    /// if the node's helper goes away they are reported lost, naming the node.
+    launched: Mutex<BTreeMap<String, std::collections::BTreeSet<(String, u32)>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -118,6 +121,13 @@ impl Inner {
             },
             Request::Launch(spec) => match self.helper(&spec.node) {
                 Some(conn) => match quic::request(&conn, &Request::Launch(spec.clone())).await {
+                    Ok(Response::Ok) => {
+                        lock(&self.launched)
+                            .entry(spec.node.clone())
+                            .or_default()
+                            .insert((spec.job.clone(), spec.rank));
+                        Response::Ok
+                    }
                     Ok(r) => r,
                     Err(e) => Response::error(
                         ErrorKind::Unavailable,
@@ -270,6 +280,7 @@ impl Frontal {
                 endpoint: endpoint.clone(),
                 helpers: Mutex::new(BTreeMap::new()),
                 reporting: tokio::sync::Mutex::new(()),
+                launched: Default::default(),
             }
         });
 
@@ -376,6 +387,14 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                 tracing::info!(%peer, node = %name, "node registered");
                 return Response::Ok;
             }
+            if let Request::ProcessExited { job, rank, .. } = &req {
+                let name = lock(&node).clone();
+                if let Some(n) = name {
+                    if let Some(set) = lock(&inner.launched).get_mut(&n) {
+                        set.remove(&(job.clone(), *rank));
+                    }
+                }
+            }
             handle(&inner, &conn, req).await
         }
     };
@@ -394,9 +413,31 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
         };
         if removed {
             inner.push_nodes().await;
+            lost(&inner, &name).await;
         }
     }
     tracing::info!(%peer, reason = %why, "helper disconnected");
+}
+
+/// The helper of `node` went away: the processes it ran for jobs are reported
+/// ended, naming the node, so that their jobs fail (and the rest of them are
+/// stopped) instead of running on unseen. The helper's guardian has stopped them.
+async fn lost(inner: &Inner, node: &str) {
+    let procs = lock(&inner.launched).remove(node).unwrap_or_default();
+    for (job, rank) in procs {
+        tracing::warn!(%job, rank, %node, "the node's helper went away; its process is lost");
+        let req = Request::ProcessExited {
+            job: job.clone(),
+            rank,
+            exit: qcg_proto::ExitReport::not_started(format!(
+                "the helper of node {node} (cluster `{}`) went away; its processes were stopped",
+                inner.cluster.name
+            )),
+        };
+        if let Err(e) = inner.broker.request(&req).await {
+            tracing::warn!(%job, rank, error = %e, "the loss of a process was not delivered");
+        }
+    }
 }
 
 /// The best of three empty round trips on `conn` (its QUIC estimate if they fail).

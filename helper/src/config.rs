@@ -35,6 +35,10 @@ pub struct Config {
     /// CA folder). Peers whose certificate it lists fail the handshake; the file is
     /// read again whenever it changes. Omit to check no revocations.
     pub crl: Option<PathBuf>,
+    /// Which local account runs each submitter's processes (default: the `qcg`
+    /// user for everyone, root refused).
+    #[serde(default)]
+    pub accounts: crate::accounts::Accounts,
 }
 
 /// A group's id from its name (looked up in the text of /etc/group) or its number.

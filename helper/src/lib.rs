@@ -24,8 +24,10 @@
 //! ```
 
 pub mod access;
+pub mod accounts;
 pub mod config;
 pub mod node;
+pub mod pgroup;
 pub mod procs;
 pub mod raw;
 
@@ -132,7 +134,8 @@ impl Helper {
         Helper::start_with(id, spec, frontal, socket, bind_addr).await
     }
 
-    /// Like [`Helper::start`], with the node's figures given.
+    /// Like [`Helper::start`], with the node's figures given. Job processes run as
+    /// the default [`accounts::Accounts`] say: the `qcg` user, never root.
     pub async fn start_with(
         id: Identity,
         node: NodeSpec,
@@ -140,11 +143,20 @@ impl Helper {
         socket: PathBuf,
         bind_addr: IpAddr,
     ) -> anyhow::Result<Helper> {
-        Helper::start_full(id, node, frontal, socket, bind_addr, None).await
+        Helper::start_full(
+            id,
+            node,
+            frontal,
+            socket,
+            bind_addr,
+            None,
+            accounts::Accounts::default(),
+        )
+        .await
     }
 
     /// Like [`Helper::start_with`], with the socket's group (`None`: the helper's
-    /// own group).
+    /// own group) and the accounts job processes run as.
     pub async fn start_full(
         id: Identity,
         node: NodeSpec,
@@ -152,9 +164,10 @@ impl Helper {
         socket: PathBuf,
         bind_addr: IpAddr,
         socket_group: Option<u32>,
+        accounts: accounts::Accounts,
     ) -> anyhow::Result<Helper> {
         let endpoint = quic::client_endpoint(&id)?;
-        let procs = Arc::new(procs::Procs::default());
+        let procs = Arc::new(procs::Procs::new(accounts));
         let tracker = TaskTracker::new();
         let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
             let (weak, t) = (weak.clone(), tracker.clone());
@@ -251,7 +264,7 @@ impl Helper {
     /// Stops serving, kills the job processes still running, removes the socket and
     /// waits for the tasks.
     pub async fn shutdown(self) {
-        self.procs.kill_all();
+        self.procs.kill_all().await;
         self.cancel.cancel();
         self.endpoint.close(0u32.into(), b"helper shutting down");
         self.tracker.close();

@@ -29,6 +29,7 @@ async fn main() {
         cfg.socket.clone(),
         cfg.bind_address,
         cfg.socket_gid,
+        cfg.accounts.clone(),
     )
     .await
     .unwrap_or_else(|e| fail("qcg-helper", 1, e));

@@ -1,6 +1,14 @@
 //! The processes a helper started for jobs: start, stream their output up, report
 //! their end, and kill whole process groups.
+//!
+//! They never outlive the helper unnoticed: a guardian process ([`Guardian`], a
+//! small `sh` loop in a process group of its own that ignores SIGINT, SIGTERM and
+//! SIGHUP) is told each group as it starts and ends through a pipe; when the helper
+//! dies, however it dies (kill -9 included), the pipe closes and the guardian stops
+//! every group still listed (SIGTERM, then SIGKILL after [`pgroup::GRACE`]).
 
+use crate::accounts::{self, Accounts};
+use crate::pgroup;
 use qcg_proto::quic::Upstream;
 use qcg_proto::{ErrorKind, ExitReport, LaunchSpec, OutputLine, Request, Response, Stream};
 use std::collections::{BTreeMap, VecDeque};
@@ -23,6 +31,76 @@ const KILLED_MEMORY: usize = 4096;
 pub struct Procs {
     running: Mutex<BTreeMap<String, BTreeMap<u32, u32>>>,
     killed: Mutex<VecDeque<String>>,
+    guardian: Mutex<Option<Guardian>>,
+    accounts: Accounts,
+}
+
+/// The guardian's program: it keeps the list of live groups (`+PGID`, `-PGID` lines
+/// on its stdin) and stops those left when its stdin closes.
+const GUARDIAN: &str = r#"trap '' INT TERM HUP
+groups=" "
+while read -r op g; do
+  case "$op" in
+    +) groups="$groups$g " ;;
+    -) case "$groups" in *" $g "*) groups="${groups%% $g *} ${groups#* $g }" ;; esac ;;
+  esac
+done
+[ "$groups" = " " ] && exit 0
+for g in $groups; do kill -TERM "-$g" 2>/dev/null; kill -CONT "-$g" 2>/dev/null; done
+sleep 3
+for g in $groups; do kill -KILL "-$g" 2>/dev/null; done
+exit 0"#;
+
+/// A process that stops the helper's process groups if the helper dies.
+pub struct Guardian {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+}
+
+impl Guardian {
+    /// Starts a guardian watching `groups` already.
+    fn start(groups: &[u32]) -> std::io::Result<Guardian> {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(GUARDIAN)
+            .arg("qcg-guardian")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Out of the helper's group: a Ctrl-C meant for the helper spares it.
+            .process_group(0)
+            .spawn()?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("the guardian has no stdin"))?;
+        let mut g = Guardian { child, stdin };
+        for &pg in groups {
+            g.send(&format!("+{pg}"))?;
+        }
+        Ok(g)
+    }
+
+    fn send(&mut self, line: &str) -> std::io::Result<()> {
+        use std::io::Write;
+        writeln!(self.stdin, "{} {}", &line[..1], &line[1..])?;
+        self.stdin.flush()
+    }
+
+    /// The guardian's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Guardian {
+    fn drop(&mut self) {
+        // The helper stops on purpose: its groups were stopped already; the guardian
+        // goes without touching anything.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -40,6 +118,47 @@ pub fn program_path(spec: &LaunchSpec) -> PathBuf {
 }
 
 impl Procs {
+    /// No process yet; jobs will run as `accounts` say.
+    pub fn new(accounts: Accounts) -> Procs {
+        Procs {
+            accounts,
+            ..Procs::default()
+        }
+    }
+
+    /// Tells the guardian that group `pgid` started (`+`) or is gone (`-`); a guardian
+    /// that died is replaced, and told every group that runs.
+    fn guard(&self, op: char, pgid: u32) {
+        let mut slot = lock(&self.guardian);
+        let line = format!("{op}{pgid}");
+        if let Some(g) = slot.as_mut() {
+            if g.send(&line).is_ok() {
+                return;
+            }
+        }
+        let groups: Vec<u32> = lock(&self.running)
+            .values()
+            .flat_map(|r| r.values().copied())
+            .collect();
+        match Guardian::start(&groups) {
+            Ok(mut g) => {
+                if op == '+' && !groups.contains(&pgid) {
+                    let _ = g.send(&line);
+                }
+                *slot = Some(g);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the guardian: job processes would outlive a crash of this helper");
+                *slot = None;
+            }
+        }
+    }
+
+    /// The guardian's pid, once a process was started.
+    pub fn guardian_pid(&self) -> Option<u32> {
+        lock(&self.guardian).as_ref().map(|g| g.pid())
+    }
+
     /// Number of running processes.
     pub fn len(&self) -> usize {
         lock(&self.running).values().map(|r| r.len()).sum()
@@ -84,7 +203,51 @@ impl Procs {
             );
         }
         let program = program_path(spec);
+        let refuse = |e: accounts::AccountError| {
+            tracing::warn!(job = %spec.job, rank = spec.rank, owner = ?spec.owner, error = %e, "launch refused");
+            Response::error(
+                ErrorKind::Forbidden,
+                format!(
+                    "rank {} of job {} not started on node {node}: {e}",
+                    spec.rank, spec.job
+                ),
+            )
+        };
+        let helper_uid = rustix::process::getuid().as_raw();
+        let acct = match self.accounts.resolve(spec.owner.as_deref(), helper_uid) {
+            Ok(a) => a,
+            Err(e) => return refuse(e),
+        };
+        let workdir = match &spec.working_directory {
+            Some(wd) => PathBuf::from(wd),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        if let Err(e) = accounts::check_dir(&acct, &workdir) {
+            return refuse(e);
+        }
+        let path_var = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("PATH").ok());
+        let in_dir = if program.is_relative() && program.to_string_lossy().contains('/') {
+            workdir.join(&program)
+        } else {
+            program.clone()
+        };
+        if let Err(e) = accounts::check_program(&acct, &in_dir, path_var.as_deref()) {
+            return refuse(e);
+        }
         let mut cmd = tokio::process::Command::new(&program);
+        cmd.env("USER", &acct.name)
+            .env("LOGNAME", &acct.name)
+            .env("HOME", &acct.home);
+        if acct.uid != helper_uid {
+            // std sets the gid, drops the supplementary groups, then sets the uid,
+            // between fork and exec.
+            cmd.uid(acct.uid).gid(acct.gid);
+        }
         cmd.args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .env("QCG_HELPER", socket)
@@ -111,7 +274,8 @@ impl Procs {
             .entry(spec.job.clone())
             .or_default()
             .insert(spec.rank, pid);
-        tracing::info!(job = %spec.job, rank = spec.rank, pid, "process started");
+        self.guard('+', pid);
+        tracing::info!(job = %spec.job, rank = spec.rank, pid, user = %acct.name, "process started");
         let (tx, rx) = mpsc::unbounded_channel();
         if let Some(out) = child.stdout.take() {
             tokio::spawn(read_lines(out, Stream::Stdout, tx.clone()));
@@ -135,8 +299,9 @@ impl Procs {
                 Err(e) => ExitReport::not_started(format!("could not be waited for: {e}")),
             };
             // The group may hold children the process left behind: they go too.
-            kill_group(pid);
+            pgroup::kill_groups(&[pid]).await;
             procs.forget(&job, rank);
+            procs.guard('-', pid);
             tracing::info!(%job, rank, %exit, "process ended");
             let req = Request::ProcessExited { job, rank, exit };
             if let Err(e) = frontal.request(&req).await {
@@ -171,31 +336,42 @@ impl Procs {
             .get(job)
             .map(|r| r.values().copied().collect())
             .unwrap_or_default();
-        for &pid in &pids {
-            kill_group(pid);
+        let count = pids.len();
+        tracing::info!(%job, processes = count, "stopping the job's processes");
+        if count > 0 {
+            // SIGTERM now (a program's `trap TERM` gets to run), SIGKILL after the grace.
+            let job = job.to_string();
+            tokio::spawn(async move {
+                let left = pgroup::stop_groups(&pids, pgroup::GRACE).await;
+                if !left.is_empty() {
+                    tracing::error!(%job, groups = ?left, "process groups survived SIGKILL");
+                }
+            });
         }
-        tracing::info!(%job, processes = pids.len(), "job killed");
-        pids.len()
+        count
     }
 
-    /// Kills every process of every job (the helper is stopping).
-    pub fn kill_all(&self) {
-        let jobs: Vec<String> = lock(&self.running).keys().cloned().collect();
-        for j in jobs {
-            self.kill(&j);
+    /// Stops every process of every job and waits until they are gone (the helper
+    /// is stopping).
+    pub async fn kill_all(&self) {
+        let groups: Vec<u32> = {
+            let mut killed = lock(&self.killed);
+            let running = lock(&self.running);
+            for job in running.keys() {
+                if !killed.iter().any(|j| j == job) {
+                    killed.push_back(job.clone());
+                }
+            }
+            while killed.len() > KILLED_MEMORY {
+                killed.pop_front();
+            }
+            running.values().flat_map(|r| r.values().copied()).collect()
+        };
+        if !groups.is_empty() {
+            tracing::info!(groups = groups.len(), "stopping every job process");
+            pgroup::stop_groups(&groups, pgroup::GRACE).await;
         }
     }
-}
-
-fn kill_group(pid: u32) {
-    let Some(pgid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return;
-    };
-    // ESRCH (the group is already gone) is the common, harmless outcome.
-    let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
 }
 
 async fn read_lines<R: AsyncRead + Unpin>(
@@ -272,6 +448,7 @@ mod tests {
             args: vec![],
             env: vec![],
             working_directory: Some("/work".into()),
+            owner: None,
         };
         assert_eq!(program_path(&spec), Path::new("/work/bin/app"));
         spec.executable = "app".into();

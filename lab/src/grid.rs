@@ -149,7 +149,7 @@ impl LabGrid {
                 let cfg = self.write(
                     &format!("helper-{node}.toml"),
                     format!(
-                        "node = \"{node}\"\nfrontal = \"{}:{FRONTAL_PORT}\"\nsocket = \"{node}.sock\"\nbind_address = \"{}\"\nca = \"ca.pem\"\ncert = \"{node}.pem\"\nkey = \"{node}.key\"\n",
+                        "node = \"{node}\"\nfrontal = \"{}:{FRONTAL_PORT}\"\nsocket = \"{node}.sock\"\nbind_address = \"{}\"\nca = \"ca.pem\"\ncert = \"{node}.pem\"\nkey = \"{node}.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n",
                         topo::lan_gw(i),
                         topo::node_addr(i, k)
                     ),

@@ -353,6 +353,12 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// Folder to run in (the helper's own when absent).
     pub working_directory: Option<String>,
+    /// The identity of the client that submitted the job (its certificate's name):
+    /// the helper maps it to the local account the process runs as. Absent from
+    /// older brokers, and when the submitter is unknown: the helper's default
+    /// account applies.
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 impl fmt::Debug for LaunchSpec {
@@ -365,6 +371,7 @@ impl fmt::Debug for LaunchSpec {
             .field("args", &self.args)
             .field("env", &"<hidden>")
             .field("working_directory", &self.working_directory)
+            .field("owner", &self.owner)
             .finish()
     }
 }

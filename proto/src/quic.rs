@@ -60,11 +60,18 @@ pub enum QuicError {
     NoAnswer,
 }
 
+/// How often an idle control connection sends a keep-alive.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(1);
+/// How long a control connection may hear nothing before it counts as lost: a peer
+/// that died (kill -9, a crashed host) is noticed within this time, and its
+/// services redial. Five keep-alives may be lost before a live peer is given up.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 fn transport() -> Arc<quinn::TransportConfig> {
     let mut t = quinn::TransportConfig::default();
-    t.keep_alive_interval(Some(Duration::from_secs(5)));
+    t.keep_alive_interval(Some(KEEP_ALIVE));
     t.max_idle_timeout(Some(
-        quinn::IdleTimeout::try_from(Duration::from_secs(30)).expect("30 s is a valid timeout"),
+        quinn::IdleTimeout::try_from(IDLE_TIMEOUT).expect("5 s is a valid timeout"),
     ));
     t.max_concurrent_bidi_streams(1024u32.into());
     Arc::new(t)
