@@ -72,10 +72,12 @@ impl Ctx {
     /// book's lock, so records reach the database in the order they changed.
     pub fn persist(&self) {
         let store = lock(&self.store);
+        let mut book = self.book();
         let Some(store) = store.as_ref() else {
+            // Nothing to save to: forget which jobs changed.
+            book.jobs.take_dirty_ids();
             return;
         };
-        let mut book = self.book();
         let records = book.jobs.take_dirty();
         if records.is_empty() {
             return;

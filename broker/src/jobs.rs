@@ -8,6 +8,13 @@
 //! when a node stays silent). A job that fits the grid but not the free slots waits
 //! in a queue; one that cannot fit even on an empty grid is refused with the
 //! scheduler's reason and reserves nothing.
+//!
+//! Each job keeps the newest lines of its output up to a cap of bytes (the oldest
+//! are dropped and counted, so a reader can be told), freed a while after its end.
+//! Every change marks the job dirty; the shell saves [`Jobs::take_dirty`]'s records
+//! ([`JobRecord`]) to the database ([`crate::store`]) and gives them back to
+//! [`Jobs::restore`] after a restart, where running jobs wait [`RESTORE_GRACE`] for
+//! their processes to report.
 
 use qcg_jobprofile::profile::JobProfile;
 use qcg_jobprofile::sched::{schedule, FreeSlots, Mapping, Strategy};
@@ -326,6 +333,11 @@ impl Jobs {
     pub fn take_dirty(&mut self) -> Vec<JobRecord> {
         let ids = std::mem::take(&mut self.dirty);
         ids.iter().filter_map(|id| self.record(id)).collect()
+    }
+
+    /// Forgets which jobs changed (when nothing is saved).
+    pub fn take_dirty_ids(&mut self) -> BTreeSet<String> {
+        std::mem::take(&mut self.dirty)
     }
 
     /// What the database keeps of job `id`.
