@@ -84,14 +84,23 @@ async fn ask(id: &Identity, addr: std::net::SocketAddr) -> Result<(), String> {
         let req = Request::Echo {
             payload: String::new(),
         };
-        tokio::time::timeout(
+        let r = tokio::time::timeout(
             std::time::Duration::from_secs(20),
             quic::request(&conn, &req),
         )
         .await
-        .map_err(|_| "no answer in 20 s".to_string())?
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|_| "no answer in 20 s".to_string())?;
+        match r {
+            Ok(_) => Ok(()),
+            // The stream may break before the close frame is read: wait for the
+            // connection's close, which carries the server's TLS alert.
+            Err(e) => {
+                let why = tokio::time::timeout(std::time::Duration::from_secs(20), conn.closed())
+                    .await
+                    .map_or_else(|_| "not closed".to_string(), |c| c.to_string());
+                Err(format!("{e}; connection closed: {why}"))
+            }
+        }
     }
     .await;
     ep.close(0u32.into(), b"done");

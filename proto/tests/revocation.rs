@@ -53,7 +53,14 @@ async fn try_request(id: &Identity, addr: SocketAddr) -> Result<()> {
         match tokio::time::timeout(Duration::from_secs(20), quic::request(&conn, &req)).await {
             Ok(Ok(Response::Ok)) => Ok(()),
             Ok(Ok(other)) => Err(anyhow!("unexpected answer {other:?}")),
-            Ok(Err(e)) => Err(anyhow!(e)),
+            // The stream may break before the close frame is read: wait for the
+            // connection's close, which carries the TLS alert.
+            Ok(Err(e)) => {
+                let why = tokio::time::timeout(Duration::from_secs(20), conn.closed())
+                    .await
+                    .map_or_else(|_| "not closed".to_string(), |c| c.to_string());
+                Err(anyhow!("{e}; connection closed: {why}"))
+            }
             Err(_) => Err(anyhow!("no answer in 20 s")),
         }
     }
