@@ -33,6 +33,6 @@ async fn main() {
     if let Some(a) = broker.https_addr {
         println!("qcg-broker: HTTPS API on https://{a}");
     }
-    let _ = tokio::signal::ctrl_c().await;
+    qcg_proto::service::shutdown_signal().await;
     broker.shutdown().await;
 }

@@ -55,6 +55,9 @@ pub const PROBE_BYTES: usize = 256 * 1024;
 struct Inner {
     /// The helper connection each registered process came through.
     routes: Mutex<std::collections::HashMap<qcg_proto::ProcName, quinn::Connection>>,
+    /// The registrations of the cluster's live processes, sent again to a broker
+    /// that was restarted (its registry is soft state, rebuilt by the frontals).
+    registrations: Mutex<std::collections::HashMap<qcg_proto::ProcName, Request>>,
     cluster: ClusterConfig,
     broker: Upstream,
     cache: PlanCache,
@@ -242,9 +245,28 @@ impl Frontal {
                 let c2 = conn.clone();
                 t.spawn(async move {
                     if let Some(inner) = w2.upgrade() {
-                        let _order = inner.reporting.lock().await;
-                        if let Err(e) = quic::request(&c2, &inner.report()).await {
-                            tracing::warn!(error = %e, "could not report the cluster's nodes");
+                        {
+                            let _order = inner.reporting.lock().await;
+                            if let Err(e) = quic::request(&c2, &inner.report()).await {
+                                tracing::warn!(error = %e, "could not report the cluster's nodes");
+                            }
+                        }
+                        // The live processes' registrations, for a broker that lost them.
+                        let regs: Vec<Request> =
+                            lock(&inner.registrations).values().cloned().collect();
+                        if !regs.is_empty() {
+                            tracing::info!(
+                                processes = regs.len(),
+                                "registering the cluster's processes again"
+                            );
+                        }
+                        for r in regs {
+                            match quic::request(&c2, &r).await {
+                                Ok(Response::Ok) => {}
+                                other => {
+                                    tracing::warn!(?other, "a process's registration was refused")
+                                }
+                            }
                         }
                     }
                 });
@@ -273,6 +295,7 @@ impl Frontal {
                     Some(on_connect),
                 ),
                 routes: Default::default(),
+                registrations: Default::default(),
                 cluster,
                 cache: PlanCache::default(),
                 stats: Stats::default(),
@@ -285,10 +308,17 @@ impl Frontal {
         });
 
         // Register now so the cluster is known before its first process; a broker that
-        // is not up yet is retried on the first request.
+        // is not up yet, or lost later, is redialed in the background.
         if let Err(e) = inner.broker.request(&Request::ClusterInfo).await {
-            tracing::warn!(broker = %broker, error = %e, "broker not reachable yet; will retry on demand");
+            tracing::warn!(broker = %broker, error = %e, "broker not reachable yet; retrying");
         }
+        let (inn, c) = (inner.clone(), cancel.clone());
+        tracker.spawn(async move {
+            tokio::select! {
+                _ = c.cancelled() => {}
+                _ = inn.broker.stay_connected() => {}
+            }
+        });
 
         let ep = endpoint.clone();
         let (inn, c, t) = (inner.clone(), cancel.clone(), tracker.clone());
@@ -388,6 +418,11 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                 return Response::Ok;
             }
             if let Request::ProcessExited { job, rank, .. } = &req {
+                let p = qcg_proto::ProcName {
+                    job: job.clone(),
+                    rank: *rank,
+                };
+                lock(&inner.registrations).remove(&p);
                 let name = lock(&node).clone();
                 if let Some(n) = name {
                     if let Some(set) = lock(&inner.launched).get_mut(&n) {
@@ -411,6 +446,25 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
             }
             same
         };
+        // The processes that came through this helper are gone with it.
+        let gone: Vec<qcg_proto::ProcName> = {
+            let mut routes = lock(&inner.routes);
+            let gone = routes
+                .iter()
+                .filter(|(_, c)| c.stable_id() == conn.stable_id())
+                .map(|(p, _)| p.clone())
+                .collect::<Vec<_>>();
+            for p in &gone {
+                routes.remove(p);
+            }
+            gone
+        };
+        {
+            let mut regs = lock(&inner.registrations);
+            for p in &gone {
+                regs.remove(p);
+            }
+        }
         if removed {
             inner.push_nodes().await;
             lost(&inner, &name).await;
@@ -493,12 +547,15 @@ async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Resp
     match &req {
         Request::Register(ap) => {
             lock(&inner.routes).insert(ap.process.clone(), helper.clone());
+            lock(&inner.registrations).insert(ap.process.clone(), req.clone());
         }
         Request::Unregister { process } => {
             lock(&inner.routes).remove(process);
+            lock(&inner.registrations).remove(process);
         }
         Request::JobEnd { job } => {
             lock(&inner.routes).retain(|p, _| &p.job != job);
+            lock(&inner.registrations).retain(|p, _| &p.job != job);
         }
         _ => {}
     }

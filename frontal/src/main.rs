@@ -33,6 +33,6 @@ async fn main() {
         "qcg-frontal: cluster {} serving helpers on {}",
         cfg.cluster, frontal.addr
     );
-    let _ = tokio::signal::ctrl_c().await;
+    qcg_proto::service::shutdown_signal().await;
     frontal.shutdown().await;
 }

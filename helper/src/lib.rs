@@ -204,23 +204,12 @@ impl Helper {
         let listener = bind_private(&socket, socket_group)?;
         let cancel = CancellationToken::new();
         // Stay connected to the frontal, so that it can start processes here: connect
-        // now, and again whenever the connection broke.
+        // now, and again as soon as the connection is lost (the node registers anew).
         let (c, up) = (cancel.clone(), inner.frontal.clone());
         tracker.spawn(async move {
-            let mut warned = false;
-            loop {
-                match up.request(&Request::ClusterInfo).await {
-                    Ok(_) => warned = false,
-                    Err(e) if !warned => {
-                        tracing::warn!(frontal = %up.addr(), error = %e, "frontal not reachable; retrying");
-                        warned = true;
-                    }
-                    Err(_) => {}
-                }
-                tokio::select! {
-                    _ = c.cancelled() => break,
-                    _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
-                }
+            tokio::select! {
+                _ = c.cancelled() => {}
+                _ = up.stay_connected() => {}
             }
         });
         let (c, t) = (cancel.clone(), tracker.clone());

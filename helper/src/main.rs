@@ -38,6 +38,6 @@ async fn main() {
         cfg.node,
         cfg.socket.display()
     );
-    let _ = tokio::signal::ctrl_c().await;
+    qcg_proto::service::shutdown_signal().await;
     helper.shutdown().await;
 }

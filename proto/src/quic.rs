@@ -85,13 +85,45 @@ fn client_config(id: &Identity) -> Result<quinn::ClientConfig, QuicError> {
     Ok(cfg)
 }
 
+/// The key of a server's stateless resets and the key its connection ids are
+/// checked with, both derived from its private key, so that they stay the same
+/// across restarts: a service started again on the same address recognises its
+/// clients' packets for connections it no longer knows as its own and answers
+/// them with a reset they accept, and they redial at once instead of waiting for
+/// the idle timeout.
+fn stable_keys(id: &Identity) -> (ring::hmac::Key, u64) {
+    let derive = |label: &[u8]| {
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        ctx.update(label);
+        ctx.update(id.key.secret_der());
+        ctx.finish()
+    };
+    let reset = derive(b"qcg quic stateless reset key v1\0");
+    let cid = derive(b"qcg quic connection id key v1\0");
+    let mut k = [0u8; 8];
+    k.copy_from_slice(&cid.as_ref()[..8]);
+    (
+        ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset.as_ref()),
+        u64::from_le_bytes(k),
+    )
+}
+
 /// An endpoint that accepts connections on `addr` and can also dial out.
 pub fn server_endpoint(addr: SocketAddr, id: &Identity) -> Result<Endpoint, QuicError> {
     let crypto = QuicServerConfig::try_from(id.server_config()?)
         .map_err(|e| TlsError::Verifier(e.to_string()))?;
     let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     cfg.transport_config(transport());
-    let mut ep = Endpoint::server(cfg, addr).map_err(|source| QuicError::Bind { addr, source })?;
+    let bind = |source| QuicError::Bind { addr, source };
+    let socket = std::net::UdpSocket::bind(addr).map_err(bind)?;
+    let runtime = quinn::default_runtime()
+        .ok_or_else(|| bind(std::io::Error::other("no async runtime for QUIC")))?;
+    let (reset, cid_key) = stable_keys(id);
+    let mut ep_cfg = quinn::EndpointConfig::new(Arc::new(reset));
+    ep_cfg.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
+    let mut ep = Endpoint::new(ep_cfg, Some(cfg), socket, runtime).map_err(bind)?;
     ep.set_default_client_config(client_config(id)?);
     Ok(ep)
 }
@@ -187,6 +219,34 @@ where
     }
 }
 
+/// First delay before redialing a lost upstream.
+pub const BACKOFF_START: Duration = Duration::from_millis(100);
+/// Longest delay between two dials.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(3);
+
+/// The delay before redial number `attempt` (from 0): [`BACKOFF_START`] doubled at
+/// each attempt up to [`BACKOFF_CAP`], of which a random half (`jitter` in 0..1)
+/// is taken off, so that the services of a grid do not all redial at once.
+pub fn backoff(attempt: u32, jitter: f64) -> Duration {
+    let full = BACKOFF_START
+        .saturating_mul(1u32 << attempt.min(16))
+        .min(BACKOFF_CAP);
+    full.mul_f64(1.0 - 0.5 * jitter.clamp(0.0, 1.0))
+}
+
+/// A number in 0..1 that differs from call to call (std's hasher keys are random).
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
 type OnConnect = Arc<dyn Fn(Connection) + Send + Sync>;
 
 /// A connection to the next hop up (helper → frontal, frontal → broker), made on first
@@ -260,6 +320,44 @@ impl Upstream {
         Ok(conn)
     }
 
+    /// Keeps a connection up for as long as the future is polled: dials now, waits
+    /// for the connection to close (a dead peer is noticed within [`IDLE_TIMEOUT`]),
+    /// then dials again with exponential backoff and jitter ([`backoff`]). Every new
+    /// connection sends the hello and runs `on_connect`, so the peer gets all our
+    /// state back without waiting for traffic. While the upstream is missing it says
+    /// so in the log (once per outage, then every ~30 s).
+    pub async fn stay_connected(&self) {
+        let mut attempt = 0u32;
+        let mut down_since: Option<std::time::Instant> = None;
+        let mut last_warn = std::time::Instant::now();
+        loop {
+            match self.connection().await {
+                Ok(conn) => {
+                    if let Some(t) = down_since.take() {
+                        tracing::info!(peer = %self.addr, role = %self.role, after_ms = t.elapsed().as_millis() as u64, "reconnected");
+                    }
+                    attempt = 0;
+                    let why = conn.closed().await;
+                    tracing::warn!(peer = %self.addr, role = %self.role, reason = %why, "lost the connection; redialing");
+                    down_since = Some(std::time::Instant::now());
+                    last_warn = std::time::Instant::now();
+                }
+                Err(e) => {
+                    let now = std::time::Instant::now();
+                    if down_since.is_none()
+                        || now.duration_since(last_warn) > Duration::from_secs(30)
+                    {
+                        tracing::warn!(peer = %self.addr, role = %self.role, error = %e, "upstream missing; retrying");
+                        last_warn = now;
+                    }
+                    down_since.get_or_insert(now);
+                    tokio::time::sleep(backoff(attempt, jitter())).await;
+                    attempt = attempt.saturating_add(1);
+                }
+            }
+        }
+    }
+
     /// Sends a request, reconnecting once if the connection had broken.
     pub async fn request(&self, req: &Request) -> Result<Response, QuicError> {
         let mut last = None;
@@ -289,5 +387,32 @@ impl Upstream {
                 format!("{} at {} unreachable: {e}", self.role, self.addr),
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_100_ms_up_to_the_cap_with_at_most_half_taken_off() {
+        assert_eq!(backoff(0, 0.0), Duration::from_millis(100));
+        assert_eq!(backoff(1, 0.0), Duration::from_millis(200));
+        assert_eq!(backoff(3, 0.0), Duration::from_millis(800));
+        assert_eq!(backoff(5, 0.0), BACKOFF_CAP);
+        assert_eq!(backoff(1000, 0.0), BACKOFF_CAP);
+        assert_eq!(backoff(0, 1.0), Duration::from_millis(50));
+        assert_eq!(backoff(9, 1.0), BACKOFF_CAP / 2);
+        for a in 0..20 {
+            let d = backoff(a, jitter());
+            assert!(d >= Duration::from_millis(50) && d <= BACKOFF_CAP, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn jitter_stays_in_0_1_and_varies() {
+        let v: Vec<f64> = (0..50).map(|_| jitter()).collect();
+        assert!(v.iter().all(|x| (0.0..1.0).contains(x)));
+        assert!(v.iter().any(|&x| x != v[0]));
     }
 }

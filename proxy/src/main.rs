@@ -26,6 +26,6 @@ async fn main() {
         .await
         .unwrap_or_else(|e| fail("qcg-proxy", 1, e));
     println!("qcg-proxy: relaying on {}", proxy.addr);
-    let _ = tokio::signal::ctrl_c().await;
+    qcg_proto::service::shutdown_signal().await;
     proxy.shutdown();
 }
