@@ -60,7 +60,7 @@ pub enum Kind {
     Bytes(usize),
     /// A (value, int) pair of MAXLOC/MINLOC types.
     Pair(Num),
-    /// No predefined operation applies (long double, mixed structs).
+    /// No predefined operation applies (long double, derived types).
     Opaque,
 }
 
@@ -235,21 +235,6 @@ pub fn predefined(h: i32) -> Option<TypeInfo> {
     })
 }
 
-/// The kind of a sequence of elements of kinds `parts` (one per element).
-fn combine_kinds(parts: impl IntoIterator<Item = Kind>) -> Kind {
-    let mut acc: Option<Kind> = None;
-    for k in parts {
-        acc = Some(match (acc, k) {
-            (None, k) => k,
-            (Some(Kind::Nums(a, n)), Kind::Nums(b, m)) if a == b => Kind::Nums(a, n + m),
-            (Some(Kind::Bools(n)), Kind::Bools(m)) => Kind::Bools(n + m),
-            (Some(Kind::Bytes(n)), Kind::Bytes(m)) => Kind::Bytes(n + m),
-            _ => Kind::Opaque,
-        });
-    }
-    acc.unwrap_or(Kind::Opaque)
-}
-
 /// Builds a derived type from `(displacement, old type)` placements of elements;
 /// `name` names it in messages.
 fn build(name: String, placed: &[(isize, &TypeInfo)]) -> TypeInfo {
@@ -278,7 +263,8 @@ fn build(name: String, placed: &[(isize, &TypeInfo)]) -> TypeInfo {
         extent,
         runs: merge(runs),
         align,
-        kind: combine_kinds(placed.iter().map(|(_, t)| t.kind)),
+        // MPI 3.1 §5.9.2: the predefined operations apply to predefined types only.
+        kind: Kind::Opaque,
         committed: false,
     }
 }
@@ -564,11 +550,10 @@ mod tests {
     }
 
     #[test]
-    fn contiguous_of_ints_reduces_as_ints() {
+    fn predefined_ops_refuse_derived_types_as_the_standard_says() {
         let c = contiguous(3, &t(7)).expect("contiguous");
         assert!(c.is_contiguous());
-        assert_eq!(c.kind, Kind::Nums(Num::I32, 3));
-        assert!(Op::Sum.applies(c.kind));
+        assert!(!Op::Sum.applies(c.kind));
     }
 
     #[test]
