@@ -216,7 +216,7 @@ unsafe fn out_span<'a>(buf: *mut c_void, n: usize, t: &TypeInfo) -> Result<&'a m
     if len == 0 {
         return Ok(&mut []);
     }
-    if buf.is_null() || buf as *const c_void == IN_PLACE {
+    if buf.is_null() || std::ptr::eq(buf, IN_PLACE) {
         return Err(buffer_null(t, n));
     }
     // SAFETY: the caller passes a writable buffer of `n` elements of `t`.
@@ -803,6 +803,9 @@ enum Pick {
 
 type Outcomes = Vec<(usize, qcg::Result<Completion>)>;
 
+/// (array index, status or error) of each request a call finished.
+type Finished = Vec<(usize, Result<St, MpiError>)>;
+
 /// Takes the requests of `list` ((array index, handle)) out of the table, lets
 /// `pick` finish some of the live ones (by position in the vector it is given),
 /// completes them, and puts the others back. Returns (array index, status) of each
@@ -812,7 +815,7 @@ unsafe fn finish_some(
     list: &[(usize, c_int)],
     mode: Pick,
     pick: impl FnOnce(&mut Vec<qcg::Request>) -> Outcomes,
-) -> Result<Vec<(usize, Result<St, MpiError>)>, MpiError> {
+) -> Result<Finished, MpiError> {
     let mut rest: Vec<Req> = state::with(|s| {
         if let Some((_, h)) = list.iter().find(|(_, h)| !s.requests.contains_key(h)) {
             return Err(MpiError::new(
@@ -1154,11 +1157,10 @@ pub unsafe extern "C" fn MPI_Request_free(request: *mut c_int) -> c_int {
     })
 }
 
-fn probe_args(
-    comm: c_int,
-    source: c_int,
-    tag: c_int,
-) -> Result<(Arc<qcg::Comm>, Option<Option<u32>>, Option<u32>), MpiError> {
+/// A probe's communicator, source (`None` for `MPI_PROC_NULL`) and tag.
+type ProbeArgs = (Arc<qcg::Comm>, Option<Option<u32>>, Option<u32>);
+
+fn probe_args(comm: c_int, source: c_int, tag: c_int) -> Result<ProbeArgs, MpiError> {
     let c = comm_of(comm)?;
     let src = state::source(&c, source)?;
     let tag = recv_tag(tag)?;

@@ -157,11 +157,7 @@ impl TypeInfo {
     /// `span(count).0`), at most `count`; returns how many.
     pub fn unpack(&self, packed: &[u8], buf: &mut [u8], count: usize) -> usize {
         let base = self.span(count).0;
-        let n = if self.size == 0 {
-            0
-        } else {
-            (packed.len() / self.size).min(count)
-        };
+        let n = packed.len().checked_div(self.size).unwrap_or(0).min(count);
         let mut p = 0;
         for i in 0..n as isize {
             for &(off, len) in &self.runs {
