@@ -3,8 +3,8 @@
 //! `--showme` prints the command instead of running it.
 //!
 //! The files are found relative to the wrapper itself: in a cargo target folder
-//! (`target/debug/qcg-mpicc` beside `libqcgmpi.so`, the header in the source tree's
-//! `mpi/include`) or in an installed tree (`PREFIX/bin`, `PREFIX/lib`,
+//! (`target/debug/qcg-mpicc` beside `libqcgmpi.so` or `deps/libqcgmpi.so`, the
+//! newer of the two; the header in the source tree's `mpi/include`) or in an installed tree (`PREFIX/bin`, `PREFIX/lib`,
 //! `PREFIX/include`). `QCG_MPI_HOME` overrides both (its `include` and `lib`), and
 //! `QCG_MPICC` / `QCG_MPICXX` choose the compiler (default `cc` / `c++`).
 
@@ -30,10 +30,27 @@ pub fn locate(exe_dir: &Path, home: Option<&Path>) -> Result<Paths, String> {
             lib: h.join("lib"),
         });
     }
-    let lib = [exe_dir.to_path_buf(), exe_dir.join("../lib"), exe_dir.join("..")]
-        .into_iter()
-        .find(|d| d.join(LIB).exists())
-        .ok_or_else(|| format!("{LIB} is not beside {} nor in ../lib (build it with `cargo build -p qcg-mpi`, or set QCG_MPI_HOME)", exe_dir.display()))?;
+    // In a cargo target folder `cargo test` refreshes only `deps/`'s copy: the
+    // newest library wins.
+    let lib = [
+        exe_dir.to_path_buf(),
+        exe_dir.join("deps"),
+        exe_dir.join("../lib"),
+        exe_dir.join(".."),
+    ]
+    .into_iter()
+    .filter_map(|d| {
+        let t = d.join(LIB).metadata().and_then(|m| m.modified()).ok()?;
+        Some((t, d))
+    })
+    .max_by_key(|(t, _)| *t)
+    .map(|(_, d)| d)
+    .ok_or_else(|| {
+        format!(
+            "{LIB} is not beside {} nor in ../lib (build it with `cargo build -p qcg-mpi`, or set QCG_MPI_HOME)",
+            exe_dir.display()
+        )
+    })?;
     let source_tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
     let include = [
         exe_dir.join("../include"),

@@ -72,7 +72,10 @@ fn build(cc: &Path, name: &str, tag: &str) -> Result<PathBuf> {
 }
 
 fn run_qcg(exe: &Path, args: &[&str]) -> Result<Output> {
+    // `cargo test` puts target/debug on LD_LIBRARY_PATH, which would win over the
+    // program's rpath (target/debug/deps, where `cargo test` rebuilds the library).
     Ok(Command::new(qcg()?)
+        .env_remove("LD_LIBRARY_PATH")
         .args([
             "run",
             "-n",
