@@ -308,5 +308,36 @@ fn the_wrapper_shows_its_command_and_builds_a_program_that_runs() -> Result<()> 
     let exe = build(Path::new(MPICC), "aborts", "ok")?;
     let o = run_qcg(&exe, &["ok"])?;
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The benchmark's ping-pong, checking every byte, as a smoke test.
+    let pp = out_dir().join("pingpong");
+    let b = Command::new(MPICC)
+        .arg("-O2")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/pingpong.c"))
+        .arg("-o")
+        .arg(&pp)
+        .status()?;
+    assert!(b.success());
+    let o = run_qcg(&pp, &["65536", "3"])?;
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.contains("65536"), "{out}");
+    Ok(())
+}
+
+#[test]
+fn the_cxx_wrapper_builds_a_cxx_program() -> Result<()> {
+    let src = out_dir().join("hello.cpp");
+    std::fs::write(
+        &src,
+        "#include <mpi.h>\n#include <vector>\nint main(int argc, char **argv) {\n  MPI_Init(&argc, &argv);\n  int n = 0;\n  MPI_Comm_size(MPI_COMM_WORLD, &n);\n  std::vector<int> v(n, 1), w(n);\n  MPI_Allreduce(v.data(), w.data(), n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);\n  MPI_Finalize();\n  return w[0] == n ? 0 : 1;\n}\n",
+    )?;
+    let exe = out_dir().join("hello-cxx");
+    let b = Command::new(env!("CARGO_BIN_EXE_qcg-mpicxx"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()?;
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let o = run_qcg(&exe, &[])?;
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     Ok(())
 }
