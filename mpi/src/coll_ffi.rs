@@ -30,6 +30,33 @@ struct Ctx {
     p: usize,
 }
 
+impl Ctx {
+    /// A message of this layer's own collectives from `src`, waiting at most the
+    /// collective timeout (`QCG_COLL_TIMEOUT`): a rank that never sends (calls that
+    /// do not match across ranks, or a dead rank) is named rather than waited for.
+    fn recv(&self, op: &str, src: u32, tag: u32, max: usize) -> Result<Vec<u8>, MpiError> {
+        let t = self.comm.coll_options().timeout;
+        match self.twin.recv_timeout(Some(src), Some(tag), t) {
+            Ok(m) if m.data.len() <= max => Ok(m.data),
+            Ok(m) => Err(MpiError::new(
+                Class::Truncate,
+                format!(
+                    "{op}: rank {src} sent {} bytes, more than the {max} expected",
+                    m.data.len()
+                ),
+            )),
+            Err(qcg::Error::Timeout { .. }) => Err(MpiError::new(
+                Class::Other,
+                format!(
+                    "{op}: rank {src} sent nothing in {:.0} s (calls that do not match across ranks, or a dead rank)",
+                    t.as_secs_f64()
+                ),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 fn ctx(h: c_int) -> Result<Ctx, MpiError> {
     state::with(|s| {
         let e = s.comm(h)?;
@@ -315,7 +342,7 @@ unsafe fn scan(
             let mine = reduce_input(sendbuf, recvbuf, n, &t)?.into_owned();
             // The prefix x0 ∘ … ∘ x(me−1) from the left neighbour, in rank order.
             let prefix = if c.me > 0 {
-                Some(c.twin.recv(Some(c.me - 1), Some(TAG_SCAN))?.data)
+                Some(c.recv(name, c.me - 1, TAG_SCAN, n * t.size)?)
             } else {
                 None
             };
@@ -573,11 +600,8 @@ pub unsafe extern "C" fn MPI_Gatherv(
                 if q as u32 == r {
                     continue;
                 }
-                let mut tmp = vec![0u8; k * rt.size];
-                let st = c
-                    .twin
-                    .recv_into(Some(q as u32), Some(TAG_GATHERV), &mut tmp)?;
-                write_packed(at_mut(recvbuf, d, &rt), k, &rt, &tmp[..st.len])?;
+                let got = c.recv("MPI_Gatherv", q as u32, TAG_GATHERV, k * rt.size)?;
+                write_packed(at_mut(recvbuf, d, &rt), k, &rt, &got)?;
             }
         }
         Ok(())
@@ -604,9 +628,8 @@ pub unsafe extern "C" fn MPI_Scatterv(
             if c.me != r {
                 let rt = ty(recvtype)?;
                 let rn = count(recvcount)?;
-                let mut tmp = vec![0u8; rn * rt.size];
-                let st = c.twin.recv_into(Some(r), Some(TAG_SCATTERV), &mut tmp)?;
-                return write_packed(recvbuf, rn, &rt, &tmp[..st.len]);
+                let got = c.recv("MPI_Scatterv", r, TAG_SCATTERV, rn * rt.size)?;
+                return write_packed(recvbuf, rn, &rt, &got);
             }
             let st = ty(sendtype)?;
             let cd = counts_displs(sendcounts, displs, c.p)?;
@@ -660,11 +683,8 @@ pub unsafe extern "C" fn MPI_Allgatherv(
                     if q == 0 {
                         all[..b.min(mine.len())].copy_from_slice(&mine[..b.min(mine.len())]);
                     } else {
-                        c.twin.recv_into(
-                            Some(q as u32),
-                            Some(TAG_GATHERV),
-                            &mut all[at_..at_ + b],
-                        )?;
+                        let got = c.recv("MPI_Allgatherv", q as u32, TAG_GATHERV, b)?;
+                        all[at_..at_ + got.len()].copy_from_slice(&got);
                     }
                     at_ += b;
                 }

@@ -74,8 +74,10 @@ fn build(cc: &Path, name: &str, tag: &str) -> Result<PathBuf> {
 fn run_qcg(exe: &Path, args: &[&str]) -> Result<Output> {
     // `cargo test` puts target/debug on LD_LIBRARY_PATH, which would win over the
     // program's rpath (target/debug/deps, where `cargo test` rebuilds the library).
+    // A short collective timeout: the mismatch test waits that long.
     Ok(Command::new(qcg()?)
         .env_remove("LD_LIBRARY_PATH")
+        .env("QCG_COLL_TIMEOUT", "5")
         .args([
             "run",
             "-n",
@@ -280,6 +282,18 @@ fn exiting_without_finalize_fails_the_job_naming_the_rank() -> Result<()> {
     assert!(
         all.contains("rank 2 exited without calling MPI_Finalize")
             && all.contains("rank 2 exited with status 1"),
+        "{all}"
+    );
+    Ok(())
+}
+
+#[test]
+fn mismatched_v_collectives_fail_naming_a_rank_instead_of_hanging() -> Result<()> {
+    let all = failed_run("mismatch")?;
+    assert!(
+        all.contains("MPI_Gatherv failed on rank 0")
+            && all.contains("rank 1 sent nothing")
+            && all.contains("do not match"),
         "{all}"
     );
     Ok(())
