@@ -176,6 +176,11 @@ pub unsafe extern "C" fn MPI_Bcast(
         let r = root(&c.comm, root_)?;
         // SAFETY: `n` elements of `t` at `buffer`.
         unsafe {
+            if t.is_contiguous() {
+                // Straight into the caller's buffer: no copy on any rank.
+                c.comm.bcast(r, crate::ffi::out_span(buffer, n, &t)?)?;
+                return Ok(());
+            }
             let mut data = if c.me == r {
                 in_bytes(buffer, n, &t)?.into_owned()
             } else {

@@ -211,7 +211,11 @@ pub(crate) unsafe fn in_bytes<'a>(
 }
 
 /// The bytes `n` elements of `t` at `buf` span.
-unsafe fn out_span<'a>(buf: *mut c_void, n: usize, t: &TypeInfo) -> Result<&'a mut [u8], MpiError> {
+pub(crate) unsafe fn out_span<'a>(
+    buf: *mut c_void,
+    n: usize,
+    t: &TypeInfo,
+) -> Result<&'a mut [u8], MpiError> {
     let (first, len) = t.span(n);
     if len == 0 {
         return Ok(&mut []);
