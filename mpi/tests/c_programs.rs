@@ -47,8 +47,10 @@ fn qcg() -> Result<PathBuf> {
         .map_err(anyhow::Error::msg)
 }
 
+/// Where the programs are built: cargo's folder for test files (reused by every
+/// run, so nothing piles up).
 fn out_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("qcg-mpi-tests-{}", std::process::id()));
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("qcg-mpi-c");
     let _ = std::fs::create_dir_all(&d);
     d
 }
