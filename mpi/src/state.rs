@@ -253,8 +253,8 @@ impl State {
 
     /// The datatype of handle `h`, committed or not.
     pub fn any_ty(&self, h: i32) -> Result<Arc<TypeInfo>, MpiError> {
-        if let Some(t) = types::predefined(h) {
-            return Ok(Arc::new(t));
+        if let Some(t) = predefined(h) {
+            return Ok(t);
         }
         self.types
             .get(&h)
@@ -368,6 +368,21 @@ impl State {
         self.requests.insert(h, r);
         h
     }
+}
+
+/// The predefined datatype of handle `h`, made once (every call looks one up).
+fn predefined(h: i32) -> Option<Arc<TypeInfo>> {
+    static TABLE: std::sync::OnceLock<Vec<Option<Arc<TypeInfo>>>> = std::sync::OnceLock::new();
+    let t = TABLE.get_or_init(|| {
+        (0..=types::LAST_PREDEFINED)
+            .map(|h| types::predefined(h).map(Arc::new))
+            .collect()
+    });
+    usize::try_from(h)
+        .ok()
+        .and_then(|i| t.get(i))
+        .cloned()
+        .flatten()
 }
 
 /// The job ranks of a communicator's members, in its rank order.
