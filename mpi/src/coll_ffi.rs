@@ -1,0 +1,1059 @@
+//! The C ABI of collectives, communicators and groups (see `ffi` for the
+//! conventions and the safety contract). Collectives with equal blocks go to
+//! libqcg's topology-aware collectives; the v-variants and scans are built from
+//! point-to-point messages on the communicator's twin (which user messages never
+//! reach).
+#![allow(unsafe_code)]
+#![allow(clippy::missing_safety_doc)]
+#![allow(clippy::too_many_arguments)]
+
+use crate::error::{Class, MpiError};
+use crate::ffi::{call, in_bytes, ints, put, write_packed, IN_PLACE};
+use crate::state::{self, count, root, OpKind, COMM_WORLD, UNDEFINED};
+use crate::types::{self, TypeInfo};
+use libc::{c_int, c_void};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// Tags of the collectives built on the twin communicator.
+const TAG_GATHERV: u32 = 1;
+const TAG_SCATTERV: u32 = 2;
+const TAG_ALLTOALLV: u32 = 3;
+const TAG_SCAN: u32 = 4;
+
+type Combine = Box<dyn Fn(&mut [u8], &[u8])>;
+
+struct Ctx {
+    comm: Arc<qcg::Comm>,
+    twin: Arc<qcg::Comm>,
+    me: u32,
+    p: usize,
+}
+
+impl Ctx {
+    /// A message of this layer's own collectives from `src`, waiting at most the
+    /// collective timeout (`QCG_COLL_TIMEOUT`): a rank that never sends (calls that
+    /// do not match across ranks, or a dead rank) is named rather than waited for.
+    fn recv(&self, op: &str, src: u32, tag: u32, max: usize) -> Result<Vec<u8>, MpiError> {
+        let t = self.comm.coll_options().timeout;
+        match self.twin.recv_timeout(Some(src), Some(tag), t) {
+            Ok(m) if m.data.len() <= max => Ok(m.data),
+            Ok(m) => Err(MpiError::new(
+                Class::Truncate,
+                format!(
+                    "{op}: rank {src} sent {} bytes, more than the {max} expected",
+                    m.data.len()
+                ),
+            )),
+            Err(qcg::Error::Timeout { .. }) => Err(MpiError::new(
+                Class::Other,
+                format!(
+                    "{op}: rank {src} sent nothing in {:.0} s (calls that do not match across ranks, or a dead rank)",
+                    t.as_secs_f64()
+                ),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn ctx(h: c_int) -> Result<Ctx, MpiError> {
+    state::with(|s| {
+        let e = s.comm(h)?;
+        Ok(Ctx {
+            comm: e.comm.clone(),
+            twin: e.twin.clone(),
+            me: e.comm.rank(),
+            p: e.comm.size() as usize,
+        })
+    })
+}
+
+fn ty(h: c_int) -> Result<Arc<TypeInfo>, MpiError> {
+    state::with(|s| s.ty(h))
+}
+
+/// `a = a ∘ b` for one packed element, and whether the operation commutes.
+fn combiner(h: c_int, dt: c_int, t: &Arc<TypeInfo>) -> Result<(Combine, bool), MpiError> {
+    match state::with(|s| s.op(h))? {
+        OpKind::Predefined(op) => {
+            types::check_op(op, t)?;
+            let kind = t.kind;
+            Ok((
+                Box::new(move |a: &mut [u8], b: &[u8]| op.apply(kind, a, b)),
+                true,
+            ))
+        }
+        OpKind::User { f, commute } => {
+            let t = t.clone();
+            let g = move |a: &mut [u8], b: &[u8]| {
+                let mut len: c_int = 1;
+                let mut d = dt;
+                // MPI's user function computes inoutvec = invec ∘ inoutvec.
+                if t.is_contiguous() {
+                    let mut inout = b.to_vec();
+                    // SAFETY: two buffers of one element of `t`, as MPI promises the
+                    // user function.
+                    unsafe {
+                        f(
+                            a.as_mut_ptr().cast(),
+                            inout.as_mut_ptr().cast(),
+                            &mut len,
+                            &mut d,
+                        )
+                    };
+                    a.copy_from_slice(&inout);
+                } else {
+                    let (first, span) = t.span(1);
+                    let mut x = vec![0u8; span];
+                    let mut y = vec![0u8; span];
+                    t.unpack(a, &mut x, 1);
+                    t.unpack(b, &mut y, 1);
+                    // SAFETY: one element of `t` laid out in each buffer, addressed
+                    // from its origin (`first` bytes before the buffer's start).
+                    unsafe {
+                        f(
+                            x.as_mut_ptr().wrapping_offset(-first).cast(),
+                            y.as_mut_ptr().wrapping_offset(-first).cast(),
+                            &mut len,
+                            &mut d,
+                        )
+                    };
+                    a.copy_from_slice(&t.pack(&y, 1));
+                }
+            };
+            Ok((Box::new(g), commute))
+        }
+    }
+}
+
+fn combine_all(f: &Combine, size: usize, acc: &mut [u8], other: &[u8]) {
+    if size == 0 {
+        return;
+    }
+    for (a, b) in acc.chunks_exact_mut(size).zip(other.chunks_exact(size)) {
+        f(a, b);
+    }
+}
+
+fn in_place(p: *const c_void) -> bool {
+    p == IN_PLACE
+}
+
+/// The send data of a reduction: `sendbuf`, or `recvbuf` for `MPI_IN_PLACE`.
+unsafe fn reduce_input<'a>(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    n: usize,
+    t: &TypeInfo,
+) -> Result<Cow<'a, [u8]>, MpiError> {
+    let src = if in_place(sendbuf) {
+        recvbuf as *const c_void
+    } else {
+        sendbuf
+    };
+    // SAFETY: `n` elements of `t`.
+    unsafe { in_bytes(src, n, t) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Barrier(comm: c_int) -> c_int {
+    call("MPI_Barrier", comm, || Ok(ctx(comm)?.comm.barrier()?))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Bcast(
+    buffer: *mut c_void,
+    count_: c_int,
+    datatype: c_int,
+    root_: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Bcast", comm, || {
+        let c = ctx(comm)?;
+        let t = ty(datatype)?;
+        let n = count(count_)?;
+        let r = root(&c.comm, root_)?;
+        // SAFETY: `n` elements of `t` at `buffer`.
+        unsafe {
+            if t.is_contiguous() {
+                // Straight into the caller's buffer: no copy on any rank.
+                c.comm.bcast(r, crate::ffi::out_span(buffer, n, &t)?)?;
+                return Ok(());
+            }
+            let mut data = if c.me == r {
+                in_bytes(buffer, n, &t)?.into_owned()
+            } else {
+                vec![0u8; n * t.size]
+            };
+            c.comm.bcast(r, &mut data)?;
+            if c.me != r {
+                write_packed(buffer, n, &t, &data)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count_: c_int,
+    datatype: c_int,
+    op: c_int,
+    root_: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Reduce", comm, || {
+        let c = ctx(comm)?;
+        let t = ty(datatype)?;
+        let n = count(count_)?;
+        let r = root(&c.comm, root_)?;
+        let (f, commute) = combiner(op, datatype, &t)?;
+        if n == 0 || t.size == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's buffers of `n` elements.
+        unsafe {
+            let data = if c.me == r {
+                reduce_input(sendbuf, recvbuf, n, &t)?
+            } else {
+                in_bytes(sendbuf, n, &t)?
+            };
+            if let Some(out) = c.comm.reduce_bytes(r, &data, t.size, commute, &*f)? {
+                write_packed(recvbuf, n, &t, &out)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allreduce(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count_: c_int,
+    datatype: c_int,
+    op: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Allreduce", comm, || {
+        let c = ctx(comm)?;
+        let t = ty(datatype)?;
+        let n = count(count_)?;
+        let (f, commute) = combiner(op, datatype, &t)?;
+        if n == 0 || t.size == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's buffers of `n` elements.
+        unsafe {
+            let data = reduce_input(sendbuf, recvbuf, n, &t)?;
+            let out = c.comm.allreduce_bytes(&data, t.size, commute, &*f)?;
+            write_packed(recvbuf, n, &t, &out)?;
+        }
+        Ok(())
+    })
+}
+
+/// The whole reduction of `n * p` elements on every rank (for reduce_scatter).
+unsafe fn reduce_all(
+    c: &Ctx,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    total: usize,
+    datatype: c_int,
+    op: c_int,
+) -> Result<(Arc<TypeInfo>, Vec<u8>), MpiError> {
+    let t = ty(datatype)?;
+    let (f, commute) = combiner(op, datatype, &t)?;
+    if total == 0 || t.size == 0 {
+        return Ok((t, Vec::new()));
+    }
+    // SAFETY: the caller's buffers of `total` elements.
+    let data = unsafe { reduce_input(sendbuf, recvbuf, total, &t)? };
+    let out = c.comm.allreduce_bytes(&data, t.size, commute, &*f)?;
+    Ok((t, out))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter_block(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    datatype: c_int,
+    op: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Reduce_scatter_block", comm, || {
+        let c = ctx(comm)?;
+        let n = count(recvcount)?;
+        // SAFETY: the caller's buffers.
+        unsafe {
+            let (t, all) = reduce_all(&c, sendbuf, recvbuf, n * c.p, datatype, op)?;
+            let b = n * t.size;
+            let at = c.me as usize * b;
+            write_packed(recvbuf, n, &t, all.get(at..at + b).unwrap_or(&[]))
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Reduce_scatter(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    datatype: c_int,
+    op: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Reduce_scatter", comm, || {
+        let c = ctx(comm)?;
+        // SAFETY: the caller's arrays and buffers.
+        unsafe {
+            let counts = ints(recvcounts, c.p, "recvcounts")?;
+            let counts: Vec<usize> = counts.iter().map(|&k| count(k)).collect::<Result<_, _>>()?;
+            let total: usize = counts.iter().sum();
+            let (t, all) = reduce_all(&c, sendbuf, recvbuf, total, datatype, op)?;
+            let before: usize = counts[..c.me as usize].iter().sum();
+            let (at, b) = (before * t.size, counts[c.me as usize] * t.size);
+            write_packed(
+                recvbuf,
+                counts[c.me as usize],
+                &t,
+                all.get(at..at + b).unwrap_or(&[]),
+            )
+        }
+    })
+}
+
+unsafe fn scan(
+    name: &str,
+    exclusive: bool,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count_: c_int,
+    datatype: c_int,
+    op: c_int,
+    comm: c_int,
+) -> c_int {
+    call(name, comm, || {
+        let c = ctx(comm)?;
+        let t = ty(datatype)?;
+        let n = count(count_)?;
+        let (f, _) = combiner(op, datatype, &t)?;
+        // SAFETY: the caller's buffers of `n` elements.
+        unsafe {
+            let mine = reduce_input(sendbuf, recvbuf, n, &t)?.into_owned();
+            // The prefix x0 ∘ … ∘ x(me−1) from the left neighbour, in rank order.
+            let prefix = if c.me > 0 {
+                Some(c.recv(name, c.me - 1, TAG_SCAN, n * t.size)?)
+            } else {
+                None
+            };
+            let upto = match &prefix {
+                Some(p) => {
+                    let mut acc = p.clone();
+                    combine_all(&f, t.size, &mut acc, &mine);
+                    acc
+                }
+                None => mine,
+            };
+            if (c.me as usize) + 1 < c.p {
+                c.twin.send(c.me + 1, TAG_SCAN, &upto)?;
+            }
+            match (exclusive, prefix) {
+                (false, _) => write_packed(recvbuf, n, &t, &upto)?,
+                (true, Some(p)) => write_packed(recvbuf, n, &t, &p)?,
+                (true, None) => {}
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scan(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count_: c_int,
+    datatype: c_int,
+    op: c_int,
+    comm: c_int,
+) -> c_int {
+    // SAFETY: passed on.
+    unsafe {
+        scan(
+            "MPI_Scan", false, sendbuf, recvbuf, count_, datatype, op, comm,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Exscan(
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    count_: c_int,
+    datatype: c_int,
+    op: c_int,
+    comm: c_int,
+) -> c_int {
+    // SAFETY: passed on.
+    unsafe {
+        scan(
+            "MPI_Exscan",
+            true,
+            sendbuf,
+            recvbuf,
+            count_,
+            datatype,
+            op,
+            comm,
+        )
+    }
+}
+
+fn at(buf: *const c_void, elems: usize, t: &TypeInfo) -> *const c_void {
+    (buf as *const u8)
+        .wrapping_offset(elems as isize * t.extent)
+        .cast()
+}
+
+fn at_mut(buf: *mut c_void, elems: usize, t: &TypeInfo) -> *mut c_void {
+    (buf as *mut u8)
+        .wrapping_offset(elems as isize * t.extent)
+        .cast()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gather(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    root_: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Gather", comm, || {
+        let c = ctx(comm)?;
+        let r = root(&c.comm, root_)?;
+        // SAFETY: the caller's buffers.
+        unsafe {
+            let data = if c.me == r && in_place(sendbuf) {
+                let rt = ty(recvtype)?;
+                let rn = count(recvcount)?;
+                in_bytes(at(recvbuf, r as usize * rn, &rt), rn, &rt)?
+            } else {
+                in_bytes(sendbuf, count(sendcount)?, &*ty(sendtype)?)?
+            };
+            if let Some(all) = c.comm.gather(r, &data)? {
+                let rt = ty(recvtype)?;
+                write_packed(recvbuf, count(recvcount)? * c.p, &rt, &all)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatter(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    root_: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Scatter", comm, || {
+        let c = ctx(comm)?;
+        let r = root(&c.comm, root_)?;
+        // SAFETY: the caller's buffers.
+        unsafe {
+            let keep = c.me == r && in_place(recvbuf);
+            let (data, block) = if c.me == r {
+                let st = ty(sendtype)?;
+                let sn = count(sendcount)?;
+                (in_bytes(sendbuf, sn * c.p, &st)?, sn * st.size)
+            } else {
+                (
+                    Cow::Borrowed(&[][..]),
+                    count(recvcount)? * ty(recvtype)?.size,
+                )
+            };
+            let mine = c.comm.scatter(r, &data, block)?;
+            if !keep {
+                write_packed(recvbuf, count(recvcount)?, &*ty(recvtype)?, &mine)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgather(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Allgather", comm, || {
+        let c = ctx(comm)?;
+        let rt = ty(recvtype)?;
+        let rn = count(recvcount)?;
+        // SAFETY: the caller's buffers.
+        unsafe {
+            let data = if in_place(sendbuf) {
+                in_bytes(at(recvbuf, c.me as usize * rn, &rt), rn, &rt)?
+            } else {
+                in_bytes(sendbuf, count(sendcount)?, &*ty(sendtype)?)?
+            };
+            let all = c.comm.allgather(&data)?;
+            write_packed(recvbuf, rn * c.p, &rt, &all)?;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoall(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Alltoall", comm, || {
+        let c = ctx(comm)?;
+        let rt = ty(recvtype)?;
+        let rn = count(recvcount)?;
+        // SAFETY: the caller's buffers.
+        unsafe {
+            let data = if in_place(sendbuf) {
+                in_bytes(recvbuf, rn * c.p, &rt)?.into_owned()
+            } else {
+                in_bytes(sendbuf, count(sendcount)? * c.p, &*ty(sendtype)?)?.into_owned()
+            };
+            let all = c.comm.alltoall(&data)?;
+            write_packed(recvbuf, rn * c.p, &rt, &all)?;
+        }
+        Ok(())
+    })
+}
+
+/// Counts and displacements of a v-collective, checked.
+unsafe fn counts_displs(
+    counts: *const c_int,
+    displs: *const c_int,
+    p: usize,
+) -> Result<Vec<(usize, usize)>, MpiError> {
+    // SAFETY: two arrays of `p` ints.
+    let (c, d) = unsafe {
+        (
+            ints(counts, p, "the count array")?,
+            ints(displs, p, "the displacement array")?,
+        )
+    };
+    c.iter()
+        .zip(d)
+        .map(|(&k, &d)| {
+            let d = usize::try_from(d)
+                .map_err(|_| MpiError::new(Class::Arg, format!("displacement {d} is negative")))?;
+            Ok((count(k)?, d))
+        })
+        .collect()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Gatherv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: c_int,
+    root_: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Gatherv", comm, || {
+        let c = ctx(comm)?;
+        let r = root(&c.comm, root_)?;
+        // SAFETY: the caller's buffers and arrays.
+        unsafe {
+            if c.me != r {
+                let data = in_bytes(sendbuf, count(sendcount)?, &*ty(sendtype)?)?;
+                c.twin.send(r, TAG_GATHERV, &data)?;
+                return Ok(());
+            }
+            let rt = ty(recvtype)?;
+            let cd = counts_displs(recvcounts, displs, c.p)?;
+            if !in_place(sendbuf) {
+                let data = in_bytes(sendbuf, count(sendcount)?, &*ty(sendtype)?)?;
+                let (k, d) = cd[r as usize];
+                write_packed(at_mut(recvbuf, d, &rt), k, &rt, &data)?;
+            }
+            for (q, &(k, d)) in cd.iter().enumerate() {
+                if q as u32 == r {
+                    continue;
+                }
+                let got = c.recv("MPI_Gatherv", q as u32, TAG_GATHERV, k * rt.size)?;
+                write_packed(at_mut(recvbuf, d, &rt), k, &rt, &got)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Scatterv(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    displs: *const c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: c_int,
+    root_: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Scatterv", comm, || {
+        let c = ctx(comm)?;
+        let r = root(&c.comm, root_)?;
+        // SAFETY: the caller's buffers and arrays.
+        unsafe {
+            if c.me != r {
+                let rt = ty(recvtype)?;
+                let rn = count(recvcount)?;
+                let got = c.recv("MPI_Scatterv", r, TAG_SCATTERV, rn * rt.size)?;
+                return write_packed(recvbuf, rn, &rt, &got);
+            }
+            let st = ty(sendtype)?;
+            let cd = counts_displs(sendcounts, displs, c.p)?;
+            let mut reqs = Vec::new();
+            for (q, &(k, d)) in cd.iter().enumerate() {
+                let data = in_bytes(at(sendbuf, d, &st), k, &st)?.into_owned();
+                if q as u32 == r {
+                    if !in_place(recvbuf) {
+                        write_packed(recvbuf, count(recvcount)?, &*ty(recvtype)?, &data)?;
+                    }
+                } else {
+                    reqs.push(c.twin.isend(q as u32, TAG_SCATTERV, data)?);
+                }
+            }
+            qcg::wait_all(reqs)?;
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Allgatherv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    displs: *const c_int,
+    recvtype: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Allgatherv", comm, || {
+        let c = ctx(comm)?;
+        let rt = ty(recvtype)?;
+        // SAFETY: the caller's buffers and arrays.
+        unsafe {
+            let cd = counts_displs(recvcounts, displs, c.p)?;
+            let (k, d) = cd[c.me as usize];
+            let mine = if in_place(sendbuf) {
+                in_bytes(at(recvbuf, d, &rt), k, &rt)?.into_owned()
+            } else {
+                in_bytes(sendbuf, count(sendcount)?, &*ty(sendtype)?)?.into_owned()
+            };
+            // Rank 0 collects every block in rank order, then broadcasts them all.
+            let total: usize = cd.iter().map(|(k, _)| k * rt.size).sum();
+            let mut all = vec![0u8; total];
+            if c.me == 0 {
+                let mut at_ = 0;
+                for (q, &(k, _)) in cd.iter().enumerate() {
+                    let b = k * rt.size;
+                    if q == 0 {
+                        all[..b.min(mine.len())].copy_from_slice(&mine[..b.min(mine.len())]);
+                    } else {
+                        let got = c.recv("MPI_Allgatherv", q as u32, TAG_GATHERV, b)?;
+                        all[at_..at_ + got.len()].copy_from_slice(&got);
+                    }
+                    at_ += b;
+                }
+            } else {
+                c.twin.send(0, TAG_GATHERV, &mine)?;
+            }
+            c.comm.bcast(0, &mut all)?;
+            let mut at_ = 0;
+            for &(k, d) in &cd {
+                let b = k * rt.size;
+                write_packed(at_mut(recvbuf, d, &rt), k, &rt, &all[at_..at_ + b])?;
+                at_ += b;
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Alltoallv(
+    sendbuf: *const c_void,
+    sendcounts: *const c_int,
+    sdispls: *const c_int,
+    sendtype: c_int,
+    recvbuf: *mut c_void,
+    recvcounts: *const c_int,
+    rdispls: *const c_int,
+    recvtype: c_int,
+    comm: c_int,
+) -> c_int {
+    call("MPI_Alltoallv", comm, || {
+        let c = ctx(comm)?;
+        let rt = ty(recvtype)?;
+        // SAFETY: the caller's buffers and arrays.
+        unsafe {
+            let rcd = counts_displs(recvcounts, rdispls, c.p)?;
+            // Every block to send, packed before anything is received (MPI_IN_PLACE).
+            let blocks: Vec<Vec<u8>> = if in_place(sendbuf) {
+                rcd.iter()
+                    .map(|&(k, d)| in_bytes(at(recvbuf, d, &rt), k, &rt).map(Cow::into_owned))
+                    .collect::<Result<_, _>>()?
+            } else {
+                let st = ty(sendtype)?;
+                let scd = counts_displs(sendcounts, sdispls, c.p)?;
+                scd.iter()
+                    .map(|&(k, d)| in_bytes(at(sendbuf, d, &st), k, &st).map(Cow::into_owned))
+                    .collect::<Result<_, _>>()?
+            };
+            let mut recvs = Vec::new();
+            for (q, &(k, _)) in rcd.iter().enumerate() {
+                recvs.push(c.twin.irecv_into(
+                    Some(q as u32),
+                    Some(TAG_ALLTOALLV),
+                    vec![0u8; k * rt.size],
+                )?);
+            }
+            let mut sends = Vec::new();
+            for (q, b) in blocks.into_iter().enumerate() {
+                sends.push(c.twin.isend(q as u32, TAG_ALLTOALLV, b)?);
+            }
+            let got = qcg::wait_all(recvs)?;
+            qcg::wait_all(sends)?;
+            for (g, &(k, d)) in got.into_iter().zip(&rcd) {
+                if let Some(m) = g.into_message() {
+                    write_packed(at_mut(recvbuf, d, &rt), k, &rt, &m.data)?;
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Op_create(
+    user_fn: Option<state::UserFn>,
+    commute: c_int,
+    op: *mut c_int,
+) -> c_int {
+    call("MPI_Op_create", COMM_WORLD, || {
+        let f = user_fn.ok_or_else(|| MpiError::new(Class::Arg, "the user function is NULL"))?;
+        let h = state::with(|s| Ok(s.add_op(f, commute != 0)))?;
+        // SAFETY: an output handle.
+        unsafe { put(op, h) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Op_free(op: *mut c_int) -> c_int {
+    call("MPI_Op_free", COMM_WORLD, || {
+        // SAFETY: an op handle.
+        unsafe {
+            let h = crate::ffi::get(op, "the operation")?;
+            state::with(|s| s.free_op(h))?;
+            op.write(0);
+        }
+        Ok(())
+    })
+}
+
+// ---- communicators and groups ------------------------------------------------
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
+    call("MPI_Comm_rank", comm, || {
+        let c = ctx(comm)?;
+        // SAFETY: an output int.
+        unsafe { put(rank, c.me as c_int) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_size(comm: c_int, size: *mut c_int) -> c_int {
+    call("MPI_Comm_size", comm, || {
+        let c = ctx(comm)?;
+        // SAFETY: an output int.
+        unsafe { put(size, c.p as c_int) }
+    })
+}
+
+/// Splits `comm` and registers the result (collective over `comm`).
+fn split(comm: c_int, color: Option<u32>, key: u32, newcomm: *mut c_int) -> Result<(), MpiError> {
+    let c = ctx(comm)?;
+    let new = c.comm.split(color, key)?;
+    let h = match new {
+        Some(n) => state::with(|s| {
+            let e = s.comm(comm)?.errhandler;
+            s.add_comm(n, e)
+        })?,
+        None => 0,
+    };
+    // SAFETY: an output handle.
+    unsafe { put(newcomm, h) }
+}
+
+/// An MPI key as an unsigned key with the same order.
+fn key(k: c_int) -> u32 {
+    (k as u32) ^ 0x8000_0000
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
+    call("MPI_Comm_dup", comm, || {
+        let me = ctx(comm)?.me;
+        split(comm, Some(0), me, newcomm)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_split(
+    comm: c_int,
+    color: c_int,
+    key_: c_int,
+    newcomm: *mut c_int,
+) -> c_int {
+    call("MPI_Comm_split", comm, || {
+        let color = match color {
+            UNDEFINED => None,
+            c if c >= 0 => Some(c as u32),
+            c => {
+                return Err(MpiError::new(
+                    Class::Arg,
+                    format!("color {c} is negative (and not MPI_UNDEFINED)"),
+                ))
+            }
+        };
+        split(comm, color, key(key_), newcomm)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_split_type(
+    comm: c_int,
+    split_type: c_int,
+    key_: c_int,
+    _info: c_int,
+    newcomm: *mut c_int,
+) -> c_int {
+    call("MPI_Comm_split_type", comm, || {
+        let c = ctx(comm)?;
+        let color = match split_type {
+            UNDEFINED => None,
+            1 => {
+                let depth = c.comm.topology().path(c.me as usize).len();
+                Some(state::level_color(&c.comm, depth as c_int - 1)?)
+            }
+            t => {
+                return Err(MpiError::new(
+                    Class::Arg,
+                    format!("split type {t} is not MPI_COMM_TYPE_SHARED"),
+                ))
+            }
+        };
+        split(comm, color, key(key_), newcomm)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn QCG_Comm_split_level(
+    comm: c_int,
+    level: c_int,
+    newcomm: *mut c_int,
+) -> c_int {
+    call("QCG_Comm_split_level", comm, || {
+        let c = ctx(comm)?;
+        let color = state::level_color(&c.comm, level)?;
+        split(comm, Some(color), c.me, newcomm)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_free(comm: *mut c_int) -> c_int {
+    // SAFETY: a communicator handle.
+    let h = unsafe { crate::ffi::get(comm, "the communicator") }.unwrap_or(0);
+    call("MPI_Comm_free", h, || {
+        state::with(|s| s.free_comm(h))?;
+        // SAFETY: read above.
+        unsafe { comm.write(0) };
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int {
+    call("MPI_Comm_group", comm, || {
+        let c = ctx(comm)?;
+        let h = state::with(|s| Ok(s.add_group(state::members(&c.comm))))?;
+        // SAFETY: an output handle.
+        unsafe { put(group, h) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
+    call("MPI_Comm_create", comm, || {
+        let c = ctx(comm)?;
+        let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
+        let mine = state::members(&c.comm);
+        if let Some(x) = g.iter().find(|x| !mine.contains(x)) {
+            return Err(MpiError::new(
+                Class::Group,
+                format!("the group holds process {x}, which is not in the communicator"),
+            ));
+        }
+        let me = mine[c.me as usize];
+        let pos = g.iter().position(|&x| x == me);
+        split(comm, pos.map(|_| 0), pos.unwrap_or(0) as u32, newcomm)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_compare(comm1: c_int, comm2: c_int, result: *mut c_int) -> c_int {
+    call("MPI_Comm_compare", comm1, || {
+        let (a, b) = (ctx(comm1)?, ctx(comm2)?);
+        let r = state::compare(
+            comm1 == comm2,
+            &state::members(&a.comm),
+            &state::members(&b.comm),
+        );
+        // SAFETY: an output int.
+        unsafe { put(result, r) }
+    })
+}
+
+/// Checks group ranks: each in `0..n`, no repeats.
+fn group_ranks(rs: &[c_int], n: usize) -> Result<Vec<usize>, MpiError> {
+    let mut seen = vec![false; n];
+    rs.iter()
+        .map(|&r| match usize::try_from(r) {
+            Ok(r) if r < n && !seen[r] => {
+                seen[r] = true;
+                Ok(r)
+            }
+            _ => Err(MpiError::new(
+                Class::Rank,
+                format!("rank {r} is not in the group (size {n}) or repeated"),
+            )),
+        })
+        .collect()
+}
+
+unsafe fn group_pick(
+    group: c_int,
+    n: c_int,
+    ranks: *const c_int,
+    newgroup: *mut c_int,
+    include: bool,
+) -> Result<(), MpiError> {
+    let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
+    // SAFETY: an array of `n` ranks.
+    let rs = unsafe { ints(ranks, count(n)?, "the rank array")? };
+    let picked = group_ranks(rs, g.len())?;
+    let members: Vec<u32> = if include {
+        picked.iter().map(|&r| g[r]).collect()
+    } else {
+        g.iter()
+            .enumerate()
+            .filter(|(i, _)| !picked.contains(i))
+            .map(|(_, &x)| x)
+            .collect()
+    };
+    let h = state::with(|s| Ok(s.add_group(members)))?;
+    // SAFETY: an output handle.
+    unsafe { put(newgroup, h) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_incl(
+    group: c_int,
+    n: c_int,
+    ranks: *const c_int,
+    newgroup: *mut c_int,
+) -> c_int {
+    // SAFETY: passed on.
+    call("MPI_Group_incl", COMM_WORLD, || unsafe {
+        group_pick(group, n, ranks, newgroup, true)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_excl(
+    group: c_int,
+    n: c_int,
+    ranks: *const c_int,
+    newgroup: *mut c_int,
+) -> c_int {
+    // SAFETY: passed on.
+    call("MPI_Group_excl", COMM_WORLD, || unsafe {
+        group_pick(group, n, ranks, newgroup, false)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_rank(group: c_int, rank: *mut c_int) -> c_int {
+    call("MPI_Group_rank", COMM_WORLD, || {
+        let r = state::with(|s| {
+            let me = s.rank;
+            Ok(s.group(group)?
+                .iter()
+                .position(|&x| x == me)
+                .map_or(UNDEFINED, |p| p as c_int))
+        })?;
+        // SAFETY: an output int.
+        unsafe { put(rank, r) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_size(group: c_int, size: *mut c_int) -> c_int {
+    call("MPI_Group_size", COMM_WORLD, || {
+        let n = state::with(|s| Ok(s.group(group)?.len()))?;
+        // SAFETY: an output int.
+        unsafe { put(size, n as c_int) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Group_free(group: *mut c_int) -> c_int {
+    call("MPI_Group_free", COMM_WORLD, || {
+        // SAFETY: a group handle.
+        unsafe {
+            let h = crate::ffi::get(group, "the group")?;
+            state::with(|s| s.free_group(h))?;
+            group.write(0);
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,44 @@
+//! libqcgmpi: MPI's C interface over libqcg, so that C programs written for MPI
+//! build with `qcg-mpicc` and run across clusters with `qcg run`.
+//!
+//! `mpi/include/mpi.h` declares the subset implemented (MPI 3.1 signatures);
+//! anything else is absent, so a program using it fails to build, never at run
+//! time. The layers:
+//! - [`types`]: datatypes as runs of bytes, packing, the predefined reductions
+//!   (pure, tested without a network);
+//! - [`state`]: the handle tables and argument checks (safe code);
+//! - `ffi`: the `extern "C"` functions, the only place with `unsafe`: it turns C
+//!   pointers into slices and calls libqcg's requests and collectives.
+//!
+//! Handles are C ints (predefined ones are constants of `mpi.h`). Errors go through
+//! the communicator's handler: `MPI_ERRORS_ARE_FATAL` (the default) prints the
+//! call, the rank and what was wrong and ends the process, which makes `qcg run`
+//! stop the job; `MPI_ERRORS_RETURN` returns the error class. A process that
+//! initialized MPI and exits without `MPI_Finalize` exits with status 1 naming its
+//! rank.
+//!
+//! Known differences from the standard: `MPI_Ssend` completes as a standard-mode
+//! send (libqcg has no "receive started" acknowledgement); reductions on
+//! `MPI_LONG_DOUBLE` are refused with `MPI_ERR_OP` (Rust has no 80-bit floats).
+//!
+//! ```c
+//! #include <mpi.h>
+//! int main(int argc, char **argv) {
+//!     int rank, x = 0;
+//!     MPI_Init(&argc, &argv);
+//!     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+//!     if (rank == 0) x = 42;
+//!     MPI_Bcast(&x, 1, MPI_INT, 0, MPI_COMM_WORLD);
+//!     MPI_Finalize();
+//!     return x == 42 ? 0 : 1;
+//! }
+//! ```
+
+pub mod error;
+pub mod state;
+pub mod types;
+
+pub mod wrapper;
+
+mod coll_ffi;
+mod ffi;

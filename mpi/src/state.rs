@@ -1,0 +1,515 @@
+//! The process's MPI state: handle tables (communicators, groups, datatypes,
+//! operations, requests) and the checks every call makes on its arguments. Safe
+//! code only; the C boundary is `ffi`.
+
+use crate::error::{Class, MpiError};
+use crate::types::{self, TypeInfo};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// `MPI_ANY_SOURCE`.
+pub const ANY_SOURCE: i32 = -2;
+/// `MPI_PROC_NULL`.
+pub const PROC_NULL: i32 = -1;
+/// `MPI_ANY_TAG`.
+pub const ANY_TAG: i32 = -1;
+/// `MPI_UNDEFINED`.
+pub const UNDEFINED: i32 = -32766;
+/// Largest tag a program may use (tags above are the layer's own).
+pub const TAG_UB: i32 = (1 << 30) - 1;
+/// `MPI_COMM_WORLD`.
+pub const COMM_WORLD: i32 = 1;
+/// `MPI_COMM_SELF`.
+pub const COMM_SELF: i32 = 2;
+/// `MPI_GROUP_EMPTY`.
+pub const GROUP_EMPTY: i32 = 1;
+/// `MPI_ERRORS_ARE_FATAL`.
+pub const ERRORS_ARE_FATAL: i32 = 1;
+/// `MPI_ERRORS_RETURN`.
+pub const ERRORS_RETURN: i32 = 2;
+/// First handle given to a derived datatype.
+const FIRST_DERIVED_TYPE: i32 = 1000;
+/// First handle given to a user operation.
+const FIRST_USER_OP: i32 = 100;
+
+/// A C user function: `void f(void *invec, void *inoutvec, int *len, MPI_Datatype *t)`.
+pub type UserFn = unsafe extern "C" fn(*mut libc::c_void, *mut libc::c_void, *mut i32, *mut i32);
+
+/// An operation: predefined or the program's.
+#[derive(Clone, Copy)]
+pub enum OpKind {
+    /// One of `mpi.h`'s.
+    Predefined(types::Op),
+    /// `MPI_Op_create`'s.
+    User {
+        /// The function.
+        f: UserFn,
+        /// Whether it commutes.
+        commute: bool,
+    },
+}
+
+/// A communicator: the libqcg communicator the program's messages use, a twin for
+/// the collectives this layer builds from point-to-point (never meets user
+/// messages), and its error handler.
+pub struct CommEntry {
+    /// User traffic and libqcg's collectives.
+    pub comm: Arc<qcg::Comm>,
+    /// Point-to-point traffic of the v-collectives and scans.
+    pub twin: Arc<qcg::Comm>,
+    /// `MPI_ERRORS_ARE_FATAL` or `MPI_ERRORS_RETURN`.
+    pub errhandler: i32,
+}
+
+/// What a receive request writes to when it completes.
+pub enum Meta {
+    /// A send, or a receive straight into the caller's buffer.
+    Plain,
+    /// A receive into a packed buffer, unpacked into the caller's at `base`.
+    Unpack {
+        /// The caller's buffer address.
+        base: usize,
+        /// Elements it holds.
+        count: usize,
+        /// Their type.
+        ty: Arc<TypeInfo>,
+    },
+    /// A request on `MPI_PROC_NULL`: complete at once.
+    Null,
+}
+
+/// A request handle's content.
+pub struct Req {
+    /// The libqcg request (`None` for `MPI_PROC_NULL`).
+    pub inner: Option<qcg::Request>,
+    /// What completion does.
+    pub meta: Meta,
+    /// Whether `MPI_Cancel` succeeded on it.
+    pub cancelled: bool,
+    /// Its communicator's handle (for the error handler).
+    pub comm: i32,
+}
+
+/// Everything `MPI_Init` made.
+pub struct State {
+    /// This process's rank in `MPI_COMM_WORLD`.
+    pub rank: u32,
+    comms: HashMap<i32, CommEntry>,
+    next_comm: i32,
+    /// Groups as lists of job ranks.
+    groups: HashMap<i32, Vec<u32>>,
+    next_group: i32,
+    types: HashMap<i32, Arc<TypeInfo>>,
+    next_type: i32,
+    ops: HashMap<i32, OpKind>,
+    next_op: i32,
+    /// Open requests.
+    pub requests: HashMap<i32, Req>,
+    next_req: i32,
+    /// Requests the program freed before they completed (waited for at finalize).
+    pub orphans: Vec<qcg::Request>,
+    /// The thread level granted.
+    pub thread_level: i32,
+}
+
+static STATE: Mutex<Option<State>> = Mutex::new(None);
+
+/// The global state (poisoning ignored: a panic aborts the process anyway).
+pub fn lock() -> MutexGuard<'static, Option<State>> {
+    STATE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `f` on the state, or fails if MPI is not initialized.
+pub fn with<T>(f: impl FnOnce(&mut State) -> Result<T, MpiError>) -> Result<T, MpiError> {
+    let mut g = lock();
+    match g.as_mut() {
+        Some(s) => f(s),
+        None => Err(MpiError::new(
+            Class::Other,
+            "MPI is not initialized (call MPI_Init first) or already finalized",
+        )),
+    }
+}
+
+impl State {
+    /// A state around the world communicator.
+    pub fn new(world: qcg::Comm, thread_level: i32) -> Result<State, MpiError> {
+        let rank = world.rank();
+        let world = Arc::new(world);
+        let mut s = State {
+            rank,
+            comms: HashMap::new(),
+            next_comm: 3,
+            groups: HashMap::new(),
+            next_group: 2,
+            types: HashMap::new(),
+            next_type: FIRST_DERIVED_TYPE,
+            ops: HashMap::new(),
+            next_op: FIRST_USER_OP,
+            requests: HashMap::new(),
+            next_req: 1,
+            orphans: Vec::new(),
+            thread_level,
+        };
+        let wtwin = twin(&world)?;
+        s.comms.insert(
+            COMM_WORLD,
+            CommEntry {
+                comm: world.clone(),
+                twin: wtwin,
+                errhandler: ERRORS_ARE_FATAL,
+            },
+        );
+        let me = world
+            .split(Some(rank), 0)?
+            .ok_or_else(|| MpiError::new(Class::Intern, "MPI_COMM_SELF: no communicator"))?;
+        let me = Arc::new(me);
+        let stwin = twin(&me)?;
+        s.comms.insert(
+            COMM_SELF,
+            CommEntry {
+                comm: me,
+                twin: stwin,
+                errhandler: ERRORS_ARE_FATAL,
+            },
+        );
+        Ok(s)
+    }
+
+    /// The communicator of handle `h`.
+    pub fn comm(&self, h: i32) -> Result<&CommEntry, MpiError> {
+        self.comms
+            .get(&h)
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))
+    }
+
+    /// Sets a communicator's error handler.
+    pub fn set_errhandler(&mut self, h: i32, e: i32) -> Result<(), MpiError> {
+        if e != ERRORS_ARE_FATAL && e != ERRORS_RETURN {
+            return Err(MpiError::new(
+                Class::Arg,
+                format!("{e} is not an error handler"),
+            ));
+        }
+        let c = self
+            .comms
+            .get_mut(&h)
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))?;
+        c.errhandler = e;
+        Ok(())
+    }
+
+    /// The error handler in force for calls on communicator `h` (the world's when
+    /// `h` is not a communicator).
+    pub fn errhandler(&self, h: i32) -> i32 {
+        self.comms
+            .get(&h)
+            .or_else(|| self.comms.get(&COMM_WORLD))
+            .map_or(ERRORS_ARE_FATAL, |c| c.errhandler)
+    }
+
+    /// Registers a new communicator (its twin made here: collective over `comm`).
+    pub fn add_comm(&mut self, comm: qcg::Comm, errhandler: i32) -> Result<i32, MpiError> {
+        let comm = Arc::new(comm);
+        let t = twin(&comm)?;
+        let h = self.next_comm;
+        self.next_comm += 1;
+        self.comms.insert(
+            h,
+            CommEntry {
+                comm,
+                twin: t,
+                errhandler,
+            },
+        );
+        Ok(h)
+    }
+
+    /// Frees communicator `h`.
+    pub fn free_comm(&mut self, h: i32) -> Result<(), MpiError> {
+        if h == COMM_WORLD || h == COMM_SELF {
+            return Err(MpiError::new(
+                Class::Comm,
+                "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed",
+            ));
+        }
+        self.comms
+            .remove(&h)
+            .map(|_| ())
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))
+    }
+
+    /// The datatype of handle `h`, committed.
+    pub fn ty(&self, h: i32) -> Result<Arc<TypeInfo>, MpiError> {
+        let t = self.any_ty(h)?;
+        if !t.committed {
+            return Err(MpiError::new(
+                Class::Type,
+                format!("datatype {} is not committed", t.name),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// The datatype of handle `h`, committed or not.
+    pub fn any_ty(&self, h: i32) -> Result<Arc<TypeInfo>, MpiError> {
+        if let Some(t) = predefined(h) {
+            return Ok(t);
+        }
+        self.types
+            .get(&h)
+            .cloned()
+            .ok_or_else(|| MpiError::new(Class::Type, format!("{h} is not a datatype")))
+    }
+
+    /// Registers a derived datatype.
+    pub fn add_type(&mut self, t: TypeInfo) -> i32 {
+        let h = self.next_type;
+        self.next_type += 1;
+        self.types.insert(h, Arc::new(t));
+        h
+    }
+
+    /// Commits derived datatype `h` (predefined ones are committed already).
+    pub fn commit_type(&mut self, h: i32) -> Result<(), MpiError> {
+        if types::predefined(h).is_some() {
+            return Ok(());
+        }
+        let t = self
+            .types
+            .get_mut(&h)
+            .ok_or_else(|| MpiError::new(Class::Type, format!("{h} is not a datatype")))?;
+        Arc::make_mut(t).committed = true;
+        Ok(())
+    }
+
+    /// Frees derived datatype `h`.
+    pub fn free_type(&mut self, h: i32) -> Result<(), MpiError> {
+        if types::predefined(h).is_some() {
+            return Err(MpiError::new(
+                Class::Type,
+                "a predefined datatype cannot be freed",
+            ));
+        }
+        self.types
+            .remove(&h)
+            .map(|_| ())
+            .ok_or_else(|| MpiError::new(Class::Type, format!("{h} is not a datatype")))
+    }
+
+    /// The operation of handle `h`.
+    pub fn op(&self, h: i32) -> Result<OpKind, MpiError> {
+        if let Some(op) = types::Op::from_handle(h) {
+            return Ok(OpKind::Predefined(op));
+        }
+        self.ops
+            .get(&h)
+            .copied()
+            .ok_or_else(|| MpiError::new(Class::Op, format!("{h} is not an operation")))
+    }
+
+    /// Registers a user operation.
+    pub fn add_op(&mut self, f: UserFn, commute: bool) -> i32 {
+        let h = self.next_op;
+        self.next_op += 1;
+        self.ops.insert(h, OpKind::User { f, commute });
+        h
+    }
+
+    /// Frees user operation `h`.
+    pub fn free_op(&mut self, h: i32) -> Result<(), MpiError> {
+        self.ops
+            .remove(&h)
+            .map(|_| ())
+            .ok_or_else(|| MpiError::new(Class::Op, format!("{h} is not a user operation")))
+    }
+
+    /// The members (job ranks) of group `h`.
+    pub fn group(&self, h: i32) -> Result<&[u32], MpiError> {
+        if h == GROUP_EMPTY {
+            return Ok(&[]);
+        }
+        self.groups
+            .get(&h)
+            .map(Vec::as_slice)
+            .ok_or_else(|| MpiError::new(Class::Group, format!("{h} is not a group")))
+    }
+
+    /// Registers a group of job ranks.
+    pub fn add_group(&mut self, members: Vec<u32>) -> i32 {
+        if members.is_empty() {
+            return GROUP_EMPTY;
+        }
+        let h = self.next_group;
+        self.next_group += 1;
+        self.groups.insert(h, members);
+        h
+    }
+
+    /// Frees group `h`.
+    pub fn free_group(&mut self, h: i32) -> Result<(), MpiError> {
+        if h == GROUP_EMPTY {
+            return Ok(());
+        }
+        self.groups
+            .remove(&h)
+            .map(|_| ())
+            .ok_or_else(|| MpiError::new(Class::Group, format!("{h} is not a group")))
+    }
+
+    /// Registers a request.
+    pub fn add_request(&mut self, r: Req) -> i32 {
+        let h = self.next_req;
+        self.next_req = if self.next_req == i32::MAX {
+            1
+        } else {
+            self.next_req + 1
+        };
+        self.requests.insert(h, r);
+        h
+    }
+}
+
+/// The predefined datatype of handle `h`, made once (every call looks one up).
+fn predefined(h: i32) -> Option<Arc<TypeInfo>> {
+    static TABLE: std::sync::OnceLock<Vec<Option<Arc<TypeInfo>>>> = std::sync::OnceLock::new();
+    let t = TABLE.get_or_init(|| {
+        (0..=types::LAST_PREDEFINED)
+            .map(|h| types::predefined(h).map(Arc::new))
+            .collect()
+    });
+    usize::try_from(h)
+        .ok()
+        .and_then(|i| t.get(i))
+        .cloned()
+        .flatten()
+}
+
+/// The job ranks of a communicator's members, in its rank order.
+pub fn members(c: &qcg::Comm) -> Vec<u32> {
+    (0..c.size()).filter_map(|r| c.job_rank_of(r)).collect()
+}
+
+fn twin(c: &qcg::Comm) -> Result<Arc<qcg::Comm>, MpiError> {
+    let t = c
+        .split(Some(0), c.rank())?
+        .ok_or_else(|| MpiError::new(Class::Intern, "a communicator's twin is missing"))?;
+    Ok(Arc::new(t))
+}
+
+/// Checks a count argument.
+pub fn count(n: i32) -> Result<usize, MpiError> {
+    usize::try_from(n).map_err(|_| MpiError::new(Class::Count, format!("count {n} is negative")))
+}
+
+/// Checks a destination rank: `None` for `MPI_PROC_NULL`.
+pub fn dest(c: &qcg::Comm, r: i32) -> Result<Option<u32>, MpiError> {
+    if r == PROC_NULL {
+        return Ok(None);
+    }
+    match u32::try_from(r) {
+        Ok(r) if r < c.size() => Ok(Some(r)),
+        _ => Err(MpiError::new(
+            Class::Rank,
+            format!("rank {r} is not in the communicator (size {})", c.size()),
+        )),
+    }
+}
+
+/// A source rank: `Err` if invalid, `Ok(None)` for `MPI_PROC_NULL`, `Ok(Some(None))`
+/// for `MPI_ANY_SOURCE`.
+pub fn source(c: &qcg::Comm, r: i32) -> Result<Option<Option<u32>>, MpiError> {
+    if r == ANY_SOURCE {
+        return Ok(Some(None));
+    }
+    Ok(dest(c, r)?.map(Some))
+}
+
+/// Checks a send tag.
+pub fn send_tag(t: i32) -> Result<u32, MpiError> {
+    match u32::try_from(t) {
+        Ok(t) if t <= TAG_UB as u32 => Ok(t),
+        _ => Err(MpiError::new(
+            Class::Tag,
+            format!("tag {t} is outside 0..={TAG_UB}"),
+        )),
+    }
+}
+
+/// Checks a receive tag (`MPI_ANY_TAG` gives `None`).
+pub fn recv_tag(t: i32) -> Result<Option<u32>, MpiError> {
+    if t == ANY_TAG {
+        return Ok(None);
+    }
+    send_tag(t).map(Some)
+}
+
+/// Checks a root rank.
+pub fn root(c: &qcg::Comm, r: i32) -> Result<u32, MpiError> {
+    match u32::try_from(r) {
+        Ok(r) if r < c.size() => Ok(r),
+        _ => Err(MpiError::new(
+            Class::Root,
+            format!("root {r} is not in the communicator (size {})", c.size()),
+        )),
+    }
+}
+
+/// The color of `QCG_Comm_split_level`: the lowest rank of `c` sharing this rank's
+/// topology path down to `level` (0 = site).
+pub fn level_color(c: &qcg::Comm, level: i32) -> Result<u32, MpiError> {
+    let topo = c.topology();
+    let depth = topo.path(c.rank() as usize).len();
+    let l = usize::try_from(level)
+        .ok()
+        .filter(|&l| l < depth)
+        .ok_or_else(|| {
+            MpiError::new(
+                Class::Arg,
+                format!("level {level} is not in 0..{depth} (site, node)"),
+            )
+        })?;
+    let mine = &topo.path(c.rank() as usize)[..=l];
+    Ok((0..c.size())
+        .find(|&r| &topo.path(r as usize)[..=l] == mine)
+        .unwrap_or(c.rank()))
+}
+
+/// How `MPI_Comm_compare` relates two member lists.
+pub fn compare(same_handle: bool, a: &[u32], b: &[u32]) -> i32 {
+    if same_handle {
+        return 0;
+    }
+    if a == b {
+        return 1;
+    }
+    let (mut x, mut y) = (a.to_vec(), b.to_vec());
+    x.sort_unstable();
+    y.sort_unstable();
+    if x == y {
+        2
+    } else {
+        3
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compare_tells_congruent_similar_unequal() {
+        assert_eq!(compare(true, &[0, 1], &[0, 1]), 0);
+        assert_eq!(compare(false, &[0, 1], &[0, 1]), 1);
+        assert_eq!(compare(false, &[0, 1], &[1, 0]), 2);
+        assert_eq!(compare(false, &[0, 1], &[0, 2]), 3);
+    }
+
+    #[test]
+    fn tags_and_counts_are_checked() {
+        assert_eq!(send_tag(-1).map_err(|e| e.class), Err(Class::Tag));
+        assert_eq!(recv_tag(ANY_TAG), Ok(None));
+        assert_eq!(send_tag(TAG_UB + 1).map_err(|e| e.class), Err(Class::Tag));
+        assert_eq!(count(-3).map_err(|e| e.class), Err(Class::Count));
+    }
+}

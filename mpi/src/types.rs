@@ -1,0 +1,577 @@
+//! Datatypes as plain data: the predefined C types, derived types (contiguous,
+//! vector, struct) as runs of bytes, packing to and from the wire's form, and the
+//! predefined reduction operations on packed elements. No pointers, no I/O.
+//!
+//! On the wire a message is always *packed*: each element's data bytes in type-map
+//! order, without gaps (`size` bytes per element). A type whose one run starts at 0
+//! and covers its extent is sent straight from the caller's buffer.
+
+use crate::error::{Class, MpiError};
+
+/// A number the predefined operations compute on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Num {
+    /// Signed integers of 1, 2, 4, 8 bytes.
+    I8,
+    /// 16-bit signed.
+    I16,
+    /// 32-bit signed.
+    I32,
+    /// 64-bit signed.
+    I64,
+    /// Unsigned integers.
+    U8,
+    /// 16-bit unsigned.
+    U16,
+    /// 32-bit unsigned.
+    U32,
+    /// 64-bit unsigned.
+    U64,
+    /// `float`.
+    F32,
+    /// `double`.
+    F64,
+}
+
+impl Num {
+    /// Its size in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            Num::I8 | Num::U8 => 1,
+            Num::I16 | Num::U16 => 2,
+            Num::I32 | Num::U32 | Num::F32 => 4,
+            Num::I64 | Num::U64 | Num::F64 => 8,
+        }
+    }
+
+    fn is_float(self) -> bool {
+        matches!(self, Num::F32 | Num::F64)
+    }
+}
+
+/// What one packed element is, for the reduction operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `n` numbers.
+    Nums(Num, usize),
+    /// `n` C `_Bool`s.
+    Bools(usize),
+    /// `n` bytes (`MPI_BYTE`: bitwise operations only).
+    Bytes(usize),
+    /// A (value, int) pair of MAXLOC/MINLOC types.
+    Pair(Num),
+    /// No predefined operation applies (long double, derived types).
+    Opaque,
+}
+
+/// A datatype: its data as runs of bytes relative to an element's origin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeInfo {
+    /// The name, for messages.
+    pub name: String,
+    /// Bytes of data per element (what `MPI_Type_size` reports).
+    pub size: usize,
+    /// Lower bound.
+    pub lb: isize,
+    /// Extent: the stride between consecutive elements in a buffer.
+    pub extent: isize,
+    /// Data runs (offset from the origin, length), in type-map order.
+    pub runs: Vec<(isize, usize)>,
+    /// Alignment of the largest basic type inside.
+    pub align: usize,
+    /// What the predefined operations see in a packed element.
+    pub kind: Kind,
+    /// Whether the type may be used in communication.
+    pub committed: bool,
+}
+
+impl TypeInfo {
+    fn basic(name: &str, size: usize, kind: Kind) -> TypeInfo {
+        TypeInfo {
+            name: name.into(),
+            size,
+            lb: 0,
+            extent: size as isize,
+            runs: vec![(0, size)],
+            align: size.clamp(1, 16),
+            kind,
+            committed: true,
+        }
+    }
+
+    fn pair(name: &str, value: usize, int_at: usize, extent: usize, kind: Kind) -> TypeInfo {
+        TypeInfo {
+            name: name.into(),
+            size: value + 4,
+            lb: 0,
+            extent: extent as isize,
+            runs: merge(vec![(0, value), (int_at as isize, 4)]),
+            align: value.clamp(4, 16),
+            kind,
+            committed: true,
+        }
+    }
+
+    /// Whether an element's data is one run filling its extent from offset 0 (the
+    /// buffer can go to the wire as it is).
+    pub fn is_contiguous(&self) -> bool {
+        self.lb == 0
+            && self.extent == self.size as isize
+            && (self.size == 0 || self.runs == [(0, self.size)])
+    }
+
+    /// The bytes `count` elements touch, relative to the buffer's address:
+    /// `(first offset, length)`.
+    pub fn span(&self, count: usize) -> (isize, usize) {
+        if count == 0 || self.runs.is_empty() {
+            return (0, 0);
+        }
+        let lo = self.runs.iter().map(|r| r.0).min().unwrap_or(0);
+        let hi = self
+            .runs
+            .iter()
+            .map(|r| r.0 + r.1 as isize)
+            .max()
+            .unwrap_or(0);
+        let last = (count as isize - 1) * self.extent;
+        let first = lo.min(lo + last);
+        let end = hi.max(hi + last);
+        (first, (end - first) as usize)
+    }
+
+    /// Packs `count` elements from `buf`, which starts at offset `span(count).0` of
+    /// the user's buffer.
+    pub fn pack(&self, buf: &[u8], count: usize) -> Vec<u8> {
+        let base = self.span(count).0;
+        let mut out = Vec::with_capacity(self.size * count);
+        for i in 0..count as isize {
+            for &(off, len) in &self.runs {
+                let at = (i * self.extent + off - base) as usize;
+                out.extend_from_slice(&buf[at..at + len]);
+            }
+        }
+        out
+    }
+
+    /// Unpacks whole elements of `packed` into `buf` (which starts at offset
+    /// `span(count).0`), at most `count`; returns how many.
+    pub fn unpack(&self, packed: &[u8], buf: &mut [u8], count: usize) -> usize {
+        let base = self.span(count).0;
+        let n = packed.len().checked_div(self.size).unwrap_or(0).min(count);
+        let mut p = 0;
+        for i in 0..n as isize {
+            for &(off, len) in &self.runs {
+                let at = (i * self.extent + off - base) as usize;
+                buf[at..at + len].copy_from_slice(&packed[p..p + len]);
+                p += len;
+            }
+        }
+        n
+    }
+}
+
+fn merge(runs: Vec<(isize, usize)>) -> Vec<(isize, usize)> {
+    let mut out: Vec<(isize, usize)> = Vec::with_capacity(runs.len());
+    for (off, len) in runs {
+        if len == 0 {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.0 + last.1 as isize == off => last.1 += len,
+            _ => out.push((off, len)),
+        }
+    }
+    out
+}
+
+/// Highest handle of a predefined datatype.
+pub const LAST_PREDEFINED: i32 = 34;
+
+/// The predefined datatype of handle `h` (the numbering of `mpi.h`).
+pub fn predefined(h: i32) -> Option<TypeInfo> {
+    use Kind::*;
+    use Num::*;
+    let t = |name: &str, n: Num| TypeInfo::basic(name, n.size(), Nums(n, 1));
+    Some(match h {
+        1 => t("MPI_CHAR", I8),
+        2 => t("MPI_SIGNED_CHAR", I8),
+        3 => t("MPI_UNSIGNED_CHAR", U8),
+        4 => TypeInfo::basic("MPI_BYTE", 1, Bytes(1)),
+        5 => t("MPI_SHORT", I16),
+        6 => t("MPI_UNSIGNED_SHORT", U16),
+        7 => t("MPI_INT", I32),
+        8 => t("MPI_UNSIGNED", U32),
+        9 => t("MPI_LONG", I64),
+        10 => t("MPI_UNSIGNED_LONG", U64),
+        11 => t("MPI_LONG_LONG", I64),
+        12 => t("MPI_UNSIGNED_LONG_LONG", U64),
+        13 => t("MPI_FLOAT", F32),
+        14 => t("MPI_DOUBLE", F64),
+        15 => TypeInfo::basic("MPI_LONG_DOUBLE", 16, Opaque),
+        16 => t("MPI_INT8_T", I8),
+        17 => t("MPI_INT16_T", I16),
+        18 => t("MPI_INT32_T", I32),
+        19 => t("MPI_INT64_T", I64),
+        20 => t("MPI_UINT8_T", U8),
+        21 => t("MPI_UINT16_T", U16),
+        22 => t("MPI_UINT32_T", U32),
+        23 => t("MPI_UINT64_T", U64),
+        24 => TypeInfo::basic("MPI_C_BOOL", 1, Bools(1)),
+        25 => t("MPI_WCHAR", I32),
+        26 => TypeInfo::pair("MPI_FLOAT_INT", 4, 4, 8, Pair(F32)),
+        27 => TypeInfo::pair("MPI_DOUBLE_INT", 8, 8, 16, Pair(F64)),
+        28 => TypeInfo::pair("MPI_LONG_INT", 8, 8, 16, Pair(I64)),
+        29 => TypeInfo::pair("MPI_2INT", 4, 4, 8, Pair(I32)),
+        30 => TypeInfo::pair("MPI_SHORT_INT", 2, 4, 8, Pair(I16)),
+        31 => TypeInfo::pair("MPI_LONG_DOUBLE_INT", 16, 16, 32, Opaque),
+        32 => t("MPI_AINT", I64),
+        33 => t("MPI_COUNT", I64),
+        34 => t("MPI_OFFSET", I64),
+        _ => return None,
+    })
+}
+
+/// Builds a derived type from `(displacement, old type)` placements of elements;
+/// `name` names it in messages.
+fn build(name: String, placed: &[(isize, &TypeInfo)]) -> TypeInfo {
+    let mut runs = Vec::new();
+    let mut lb = isize::MAX;
+    let mut ub = isize::MIN;
+    let mut align = 1;
+    let mut size = 0;
+    for &(d, t) in placed {
+        runs.extend(t.runs.iter().map(|&(o, l)| (o + d, l)));
+        lb = lb.min(d + t.lb);
+        ub = ub.max(d + t.lb + t.extent);
+        align = align.max(t.align);
+        size += t.size;
+    }
+    if placed.is_empty() {
+        (lb, ub) = (0, 0);
+    }
+    let span = ub - lb;
+    let a = align as isize;
+    let extent = (span + a - 1) / a * a;
+    TypeInfo {
+        name,
+        size,
+        lb,
+        extent,
+        runs: merge(runs),
+        align,
+        // MPI 3.1 §5.9.2: the predefined operations apply to predefined types only.
+        kind: Kind::Opaque,
+        committed: false,
+    }
+}
+
+fn count_arg(what: &str, n: i32) -> Result<usize, MpiError> {
+    usize::try_from(n).map_err(|_| MpiError::new(Class::Count, format!("{what} {n} is negative")))
+}
+
+/// `MPI_Type_contiguous`.
+pub fn contiguous(count: i32, old: &TypeInfo) -> Result<TypeInfo, MpiError> {
+    let n = count_arg("count", count)?;
+    let placed: Vec<(isize, &TypeInfo)> = (0..n as isize).map(|i| (i * old.extent, old)).collect();
+    Ok(build(format!("contiguous({n}, {})", old.name), &placed))
+}
+
+/// `MPI_Type_vector`: `count` blocks of `blocklength` elements, `stride` elements apart.
+pub fn vector(
+    count: i32,
+    blocklength: i32,
+    stride: i32,
+    old: &TypeInfo,
+) -> Result<TypeInfo, MpiError> {
+    let n = count_arg("count", count)?;
+    let b = count_arg("blocklength", blocklength)?;
+    let mut placed = Vec::with_capacity(n * b);
+    for i in 0..n as isize {
+        for j in 0..b as isize {
+            placed.push(((i * stride as isize + j) * old.extent, old));
+        }
+    }
+    Ok(build(
+        format!("vector({n}, {b}, {stride}, {})", old.name),
+        &placed,
+    ))
+}
+
+/// `MPI_Type_create_struct`.
+pub fn create_struct(blocks: &[(i32, isize, &TypeInfo)]) -> Result<TypeInfo, MpiError> {
+    let mut placed = Vec::new();
+    for &(len, disp, t) in blocks {
+        let len = count_arg("block length", len)?;
+        for j in 0..len as isize {
+            placed.push((disp + j * t.extent, t));
+        }
+    }
+    Ok(build(format!("struct of {} blocks", blocks.len()), &placed))
+}
+
+/// The predefined reduction operations (handles of `mpi.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `MPI_MAX`
+    Max,
+    /// `MPI_MIN`
+    Min,
+    /// `MPI_SUM`
+    Sum,
+    /// `MPI_PROD`
+    Prod,
+    /// `MPI_LAND`
+    Land,
+    /// `MPI_BAND`
+    Band,
+    /// `MPI_LOR`
+    Lor,
+    /// `MPI_BOR`
+    Bor,
+    /// `MPI_LXOR`
+    Lxor,
+    /// `MPI_BXOR`
+    Bxor,
+    /// `MPI_MINLOC`
+    Minloc,
+    /// `MPI_MAXLOC`
+    Maxloc,
+}
+
+impl Op {
+    /// The operation of handle `h`.
+    pub fn from_handle(h: i32) -> Option<Op> {
+        use Op::*;
+        Some(match h {
+            1 => Max,
+            2 => Min,
+            3 => Sum,
+            4 => Prod,
+            5 => Land,
+            6 => Band,
+            7 => Lor,
+            8 => Bor,
+            9 => Lxor,
+            10 => Bxor,
+            11 => Minloc,
+            12 => Maxloc,
+            _ => return None,
+        })
+    }
+
+    /// Whether the operation applies to elements of `kind`.
+    pub fn applies(self, kind: Kind) -> bool {
+        use Op::*;
+        match kind {
+            Kind::Nums(n, _) => match self {
+                Max | Min | Sum | Prod => true,
+                Land | Lor | Lxor | Band | Bor | Bxor => !n.is_float(),
+                Minloc | Maxloc => false,
+            },
+            Kind::Bools(_) => matches!(self, Land | Lor | Lxor),
+            Kind::Bytes(_) => matches!(self, Band | Bor | Bxor),
+            Kind::Pair(_) => matches!(self, Minloc | Maxloc),
+            Kind::Opaque => false,
+        }
+    }
+
+    /// `a = a ∘ b` for one packed element of `kind` (the operation must apply).
+    pub fn apply(self, kind: Kind, a: &mut [u8], b: &[u8]) {
+        match kind {
+            Kind::Nums(n, _) => {
+                let s = n.size();
+                for (x, y) in a.chunks_exact_mut(s).zip(b.chunks_exact(s)) {
+                    num_op(self, n, x, y);
+                }
+            }
+            Kind::Bools(_) | Kind::Bytes(_) => {
+                for (x, y) in a.iter_mut().zip(b) {
+                    let (p, q) = (*x != 0, *y != 0);
+                    *x = match self {
+                        Op::Land => u8::from(p && q),
+                        Op::Lor => u8::from(p || q),
+                        Op::Lxor => u8::from(p != q),
+                        Op::Band => *x & y,
+                        Op::Bor => *x | y,
+                        Op::Bxor => *x ^ y,
+                        _ => *x,
+                    };
+                }
+            }
+            Kind::Pair(n) => {
+                let s = n.size();
+                let (av, ai) = (to_f64(n, &a[..s]), i32_at(&a[s..]));
+                let (bv, bi) = (to_f64(n, &b[..s]), i32_at(&b[s..]));
+                let take_b = match self {
+                    Op::Maxloc => bv > av || (bv == av && bi < ai),
+                    Op::Minloc => bv < av || (bv == av && bi < ai),
+                    _ => false,
+                };
+                if take_b {
+                    a.copy_from_slice(b);
+                }
+            }
+            Kind::Opaque => {}
+        }
+    }
+}
+
+fn i32_at(b: &[u8]) -> i32 {
+    i32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// A pair's value as f64, exact for every value type of the pair types but
+/// `long`, whose comparison is still exact for |v| < 2^53 and monotone beyond.
+fn to_f64(n: Num, b: &[u8]) -> f64 {
+    match n {
+        Num::I16 => f64::from(i16::from_ne_bytes([b[0], b[1]])),
+        Num::I32 => f64::from(i32_at(b)),
+        Num::I64 => i64::from_ne_bytes(arr8(b)) as f64,
+        Num::F32 => f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+        Num::F64 => f64::from_ne_bytes(arr8(b)),
+        _ => 0.0,
+    }
+}
+
+fn arr8(b: &[u8]) -> [u8; 8] {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    a
+}
+
+macro_rules! int_op {
+    ($t:ty, $op:expr, $x:expr, $y:expr) => {{
+        let a = <$t>::from_ne_bytes($x[..].try_into().unwrap_or_default());
+        let b = <$t>::from_ne_bytes($y[..].try_into().unwrap_or_default());
+        let r: $t = match $op {
+            Op::Max => a.max(b),
+            Op::Min => a.min(b),
+            Op::Sum => a.wrapping_add(b),
+            Op::Prod => a.wrapping_mul(b),
+            Op::Land => <$t>::from(a != 0 && b != 0),
+            Op::Lor => <$t>::from(a != 0 || b != 0),
+            Op::Lxor => <$t>::from((a != 0) != (b != 0)),
+            Op::Band => a & b,
+            Op::Bor => a | b,
+            Op::Bxor => a ^ b,
+            Op::Minloc | Op::Maxloc => a,
+        };
+        $x.copy_from_slice(&r.to_ne_bytes());
+    }};
+}
+
+macro_rules! float_op {
+    ($t:ty, $op:expr, $x:expr, $y:expr) => {{
+        let a = <$t>::from_ne_bytes($x[..].try_into().unwrap_or_default());
+        let b = <$t>::from_ne_bytes($y[..].try_into().unwrap_or_default());
+        let r: $t = match $op {
+            Op::Max => a.max(b),
+            Op::Min => a.min(b),
+            Op::Sum => a + b,
+            Op::Prod => a * b,
+            _ => a,
+        };
+        $x.copy_from_slice(&r.to_ne_bytes());
+    }};
+}
+
+fn num_op(op: Op, n: Num, x: &mut [u8], y: &[u8]) {
+    match n {
+        Num::I8 => int_op!(i8, op, x, y),
+        Num::I16 => int_op!(i16, op, x, y),
+        Num::I32 => int_op!(i32, op, x, y),
+        Num::I64 => int_op!(i64, op, x, y),
+        Num::U8 => int_op!(u8, op, x, y),
+        Num::U16 => int_op!(u16, op, x, y),
+        Num::U32 => int_op!(u32, op, x, y),
+        Num::U64 => int_op!(u64, op, x, y),
+        Num::F32 => float_op!(f32, op, x, y),
+        Num::F64 => float_op!(f64, op, x, y),
+    }
+}
+
+/// Checks that `op` applies to datatype `t`.
+pub fn check_op(op: Op, t: &TypeInfo) -> Result<(), MpiError> {
+    if op.applies(t.kind) {
+        Ok(())
+    } else {
+        Err(MpiError::new(
+            Class::Op,
+            format!("{op:?} does not apply to datatype {}", t.name),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(h: i32) -> TypeInfo {
+        predefined(h).expect("predefined")
+    }
+
+    #[test]
+    fn predefined_sizes_follow_the_c_abi() {
+        assert_eq!(t(7).size, 4);
+        assert!(t(7).is_contiguous());
+        let di = t(27);
+        assert_eq!((di.size, di.extent), (12, 16));
+        assert!(!di.is_contiguous());
+        assert_eq!(t(30).runs, vec![(0, 2), (4, 4)]);
+    }
+
+    #[test]
+    fn vector_packs_the_strided_elements_and_unpacks_them_back() {
+        // 3 blocks of 2 ints, stride 4 ints: ints 0,1, 4,5, 8,9.
+        let v = vector(3, 2, 4, &t(7)).expect("vector");
+        assert_eq!(v.size, 24);
+        assert_eq!(v.extent, 40);
+        let src: Vec<u8> = (0..12i32).flat_map(|i| i.to_ne_bytes()).collect();
+        let packed = v.pack(&src[..v.span(1).1], 1);
+        let ints: Vec<i32> = packed.chunks(4).map(i32_at).collect();
+        assert_eq!(ints, vec![0, 1, 4, 5, 8, 9]);
+        let mut back = vec![0u8; 40];
+        assert_eq!(v.unpack(&packed, &mut back, 1), 1);
+        assert_eq!(&back[16..24], &src[16..24]);
+        assert_eq!(&back[8..16], &[0u8; 8]);
+    }
+
+    #[test]
+    fn struct_extent_is_rounded_to_its_alignment() {
+        let s = create_struct(&[(1, 0, &t(14)), (1, 8, &t(1))]).expect("struct");
+        assert_eq!((s.size, s.extent), (9, 16));
+        assert_eq!(s.kind, Kind::Opaque);
+        let c = contiguous(3, &s).expect("contiguous");
+        assert_eq!((c.size, c.extent, c.runs.len()), (27, 48, 3));
+    }
+
+    #[test]
+    fn predefined_ops_refuse_derived_types_as_the_standard_says() {
+        let c = contiguous(3, &t(7)).expect("contiguous");
+        assert!(c.is_contiguous());
+        assert!(!Op::Sum.applies(c.kind));
+    }
+
+    #[test]
+    fn ops_compute_as_c_does() {
+        let mut a = 7i32.to_ne_bytes();
+        Op::Sum.apply(Kind::Nums(Num::I32, 1), &mut a, &(-9i32).to_ne_bytes());
+        assert_eq!(i32::from_ne_bytes(a), -2);
+        let mut f = 1.5f64.to_ne_bytes();
+        Op::Max.apply(Kind::Nums(Num::F64, 1), &mut f, &2.5f64.to_ne_bytes());
+        assert_eq!(f64::from_ne_bytes(f), 2.5);
+        // MAXLOC: equal values keep the smaller index.
+        let pair = |v: f64, i: i32| {
+            let mut b = v.to_ne_bytes().to_vec();
+            b.extend_from_slice(&i.to_ne_bytes());
+            b
+        };
+        let mut a = pair(3.0, 5);
+        Op::Maxloc.apply(Kind::Pair(Num::F64), &mut a, &pair(3.0, 2));
+        assert_eq!(a, pair(3.0, 2));
+        Op::Minloc.apply(Kind::Pair(Num::F64), &mut a, &pair(4.0, 0));
+        assert_eq!(a, pair(3.0, 2));
+        assert!(!Op::Band.applies(Kind::Nums(Num::F64, 1)));
+        assert!(!Op::Sum.applies(Kind::Opaque));
+    }
+}

@@ -1,0 +1,156 @@
+//! `qcg-mpicc` / `qcg-mpicxx`: run the system's C or C++ compiler with the include
+//! path of `mpi.h`, and, when linking, libqcgmpi and its rpath, as `mpicc` does.
+//! `--showme` prints the command instead of running it.
+//!
+//! The files are found relative to the wrapper itself: in a cargo target folder
+//! (`target/debug/qcg-mpicc` beside `libqcgmpi.so` or `deps/libqcgmpi.so`, the
+//! newer of the two; the header in the source tree's `mpi/include`) or in an installed tree (`PREFIX/bin`, `PREFIX/lib`,
+//! `PREFIX/include`). `QCG_MPI_HOME` overrides both (its `include` and `lib`), and
+//! `QCG_MPICC` / `QCG_MPICXX` choose the compiler (default `cc` / `c++`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Where the header and the library are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// Folder holding `mpi.h`.
+    pub include: PathBuf,
+    /// Folder holding `libqcgmpi.so`.
+    pub lib: PathBuf,
+}
+
+const LIB: &str = "libqcgmpi.so";
+
+/// Finds the header and library for a wrapper living in `exe_dir`.
+pub fn locate(exe_dir: &Path, home: Option<&Path>) -> Result<Paths, String> {
+    if let Some(h) = home {
+        return Ok(Paths {
+            include: h.join("include"),
+            lib: h.join("lib"),
+        });
+    }
+    // In a cargo target folder `cargo test` refreshes only `deps/`'s copy: the
+    // newest library wins.
+    let lib = [
+        exe_dir.to_path_buf(),
+        exe_dir.join("deps"),
+        exe_dir.join("../lib"),
+        exe_dir.join(".."),
+    ]
+    .into_iter()
+    .filter_map(|d| {
+        let t = d.join(LIB).metadata().and_then(|m| m.modified()).ok()?;
+        Some((t, d))
+    })
+    .max_by_key(|(t, _)| *t)
+    .map(|(_, d)| d)
+    .ok_or_else(|| {
+        format!(
+            "{LIB} is not beside {} nor in ../lib (build it with `cargo build -p qcg-mpi`, or set QCG_MPI_HOME)",
+            exe_dir.display()
+        )
+    })?;
+    let source_tree = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
+    let include = [
+        exe_dir.join("../include"),
+        exe_dir.join("../../mpi/include"),
+        source_tree,
+    ]
+    .into_iter()
+    .find(|d| d.join("mpi.h").exists())
+    .ok_or_else(|| {
+        format!(
+            "mpi.h is not in {}/../include nor in the source tree (set QCG_MPI_HOME)",
+            exe_dir.display()
+        )
+    })?;
+    let canon = |p: PathBuf| p.canonicalize().unwrap_or(p);
+    Ok(Paths {
+        include: canon(include),
+        lib: canon(lib),
+    })
+}
+
+/// The compiler's arguments for the wrapper's `args`.
+pub fn command(paths: &Paths, args: &[String]) -> Vec<String> {
+    let compile_only = args
+        .iter()
+        .any(|a| matches!(a.as_str(), "-c" | "-E" | "-S" | "-M" | "-MM"));
+    let mut out = vec![format!("-I{}", paths.include.display())];
+    out.extend(args.iter().cloned());
+    if !compile_only {
+        out.push(format!("-L{}", paths.lib.display()));
+        out.push(format!("-Wl,-rpath,{}", paths.lib.display()));
+        out.push("-lqcgmpi".into());
+    }
+    out
+}
+
+/// The wrapper's `main`: `var` names the variable choosing the compiler.
+pub fn main(var: &str, default: &str) -> ! {
+    let name = if default == "cc" {
+        "qcg-mpicc"
+    } else {
+        "qcg-mpicxx"
+    };
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let show = args
+        .iter()
+        .any(|a| a == "--showme" || a == "-showme" || a == "-show");
+    args.retain(|a| a != "--showme" && a != "-showme" && a != "-show");
+    let compiler = std::env::var(var).unwrap_or_else(|_| default.to_string());
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.canonicalize().ok())
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("QCG_MPI_HOME").map(PathBuf::from);
+    let paths = match locate(&exe_dir, home.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::exit(2);
+        }
+    };
+    let cmd = command(&paths, &args);
+    if show {
+        println!("{compiler} {}", cmd.join(" "));
+        std::process::exit(0);
+    }
+    match Command::new(&compiler).args(&cmd).status() {
+        Ok(s) => std::process::exit(s.code().unwrap_or(1)),
+        Err(e) => {
+            eprintln!("{name}: cannot run {compiler}: {e}");
+            std::process::exit(127);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linking_adds_the_library_and_its_rpath_compiling_does_not() {
+        let p = Paths {
+            include: "/i".into(),
+            lib: "/l".into(),
+        };
+        let link = command(&p, &["x.c".into(), "-o".into(), "x".into()]);
+        assert_eq!(
+            link,
+            [
+                "-I/i",
+                "x.c",
+                "-o",
+                "x",
+                "-L/l",
+                "-Wl,-rpath,/l",
+                "-lqcgmpi"
+            ]
+        );
+        let compile = command(&p, &["-c".into(), "x.c".into()]);
+        assert_eq!(compile, ["-I/i", "-c", "x.c"]);
+    }
+}
