@@ -328,7 +328,10 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
             ))
         })?;
         for r in orphans {
-            let _ = r.wait();
+            let out = r.inner.map(qcg::Request::wait);
+            // SAFETY: the freed request's buffer, which MPI keeps valid until it
+            // completes.
+            let _ = unsafe { complete(&r.meta, r.cancelled, out) };
         }
         world.barrier()?;
         drop(world);
@@ -1169,14 +1172,19 @@ pub unsafe extern "C" fn MPI_Request_free(request: *mut c_int) -> c_int {
         // SAFETY: a request handle.
         let h = unsafe { get(request, "the request")? };
         let r = take_req(h)?;
-        if let Some(q) = r.inner {
-            if !q.is_done() {
-                // Still moving bytes: kept until finalize so that it completes.
-                state::with(|s| {
-                    s.orphans.push(q);
-                    Ok(())
-                })?;
+        match &r.inner {
+            Some(q) if q.is_done() => {
+                let out = r.inner.map(qcg::Request::wait);
+                // SAFETY: the request's own buffer (a receive's data is unpacked
+                // into it now).
+                let _ = unsafe { complete(&r.meta, r.cancelled, out) };
             }
+            // Still moving bytes: kept until finalize so that it completes.
+            Some(_) => state::with(|s| {
+                s.orphans.push(r);
+                Ok(())
+            })?,
+            None => {}
         }
         // SAFETY: read above.
         unsafe { request.write(0) };

@@ -106,8 +106,9 @@ pub struct State {
     /// Open requests.
     pub requests: HashMap<i32, Req>,
     next_req: i32,
-    /// Requests the program freed before they completed (waited for at finalize).
-    pub orphans: Vec<qcg::Request>,
+    /// Requests the program freed before they completed (completed at finalize,
+    /// a receive's data unpacked then).
+    pub orphans: Vec<Req>,
     /// The thread level granted.
     pub thread_level: i32,
 }
