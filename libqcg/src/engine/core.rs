@@ -1329,8 +1329,9 @@ impl<C: Read + Write> Core<C> {
             self.fail_peer(
                 p,
                 &format!(
-                    "it sent nothing for {:.0} s (not even a heartbeat): it is frozen or unreachable",
-                    d.as_secs_f64()
+                    "it sent nothing for {:.1} s (not even a heartbeat; the limit is {} s): it is frozen or unreachable",
+                    d.as_secs_f64(),
+                    self.limits.liveness.as_secs()
                 ),
             );
         }
