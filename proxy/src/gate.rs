@@ -160,8 +160,16 @@ async fn handshake(mut s: TcpStream, tokens: Tokens, stats: &GateStats) {
     if std.set_nonblocking(false).is_err() {
         return;
     }
-    // Pairing may start a relay, which blocks: off the runtime's threads.
-    tokio::task::spawn_blocking(move || tokens.arrive_with_token(std, token));
+    // Checking the token does not block; only a completed pair (two ends holding a
+    // token the broker announced) gets a thread, for the life of its relay.
+    if let Some((a, b)) = tokens.admit(std, token) {
+        let spawned = std::thread::Builder::new()
+            .name("qcg-relay".into())
+            .spawn(move || crate::relay::relay(a, b));
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start a relay thread");
+        }
+    }
 }
 
 /// One line per interval with what was refused in it.

@@ -91,6 +91,15 @@ impl Tokens {
     /// Pairs a connection that presented `token`, or refuses it (counted in
     /// `refused`; logged at debug level only: strangers get no line each).
     pub fn arrive_with_token(&self, s: TcpStream, token: String) {
+        if let Some((a, b)) = self.admit(s, token) {
+            pair(a, b);
+        }
+    }
+
+    /// The pairing step alone, without blocking: a connection that presented
+    /// `token` waits for its other end (`None`), is refused (`None`, counted), or
+    /// completes a pair, returned to be relayed ([`relay`]).
+    pub fn admit(&self, s: TcpStream, token: String) -> Option<(TcpStream, TcpStream)> {
         let refuse = |why: &str| {
             self.refused
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -108,7 +117,7 @@ impl Tokens {
                 Some(e) => match std::mem::replace(&mut e.slot, Slot::Empty) {
                     Slot::Empty => {
                         e.slot = Slot::Waiting(s);
-                        return;
+                        return None;
                     }
                     Slot::Waiting(first) => {
                         // Single use: gone once paired.
@@ -119,7 +128,8 @@ impl Tokens {
             }
         };
         let Some(first) = other else {
-            return refuse("unknown, expired or already used token");
+            refuse("unknown, expired or already used token");
+            return None;
         };
         self.paired
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -128,7 +138,7 @@ impl Tokens {
             live.retain(|s| s.peer_addr().is_ok());
             live.extend([first.try_clone(), s.try_clone()].into_iter().flatten());
         }
-        pair(first, s);
+        Some((first, s))
     }
 
     /// Cuts every relay in progress, as if the proxy had died: both ends of each see
@@ -139,6 +149,12 @@ impl Tokens {
         }
         lock(&self.inner).clear();
     }
+}
+
+/// Relays between two paired connections until both have closed (blocks; the
+/// caller gives it a thread of its own).
+pub fn relay(a: TcpStream, b: TcpStream) {
+    pair(a, b)
 }
 
 fn pair(mut a: TcpStream, mut b: TcpStream) {
