@@ -40,6 +40,8 @@ const HANDSHAKE_TIME: Duration = Duration::from_secs(5);
 const LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// How often heartbeats and liveness are checked.
 const TICK: Duration = Duration::from_millis(500);
+/// How long a leaving process reads on, at most, for its peers to close their side.
+const LINGER: Duration = Duration::from_secs(10);
 /// The background thread leaves the loop to callers that used it this recently.
 const CALLER_GRACE: Duration = Duration::from_millis(5);
 
@@ -561,9 +563,10 @@ impl Engine {
             }
             core.drain();
         }
+        let linger = deadline.min(Instant::now() + LINGER);
         let _ = self.wait(
             |core| (core.accounting().conns == 0).then_some(()),
-            Some(deadline),
+            Some(linger),
         );
         self.closed.store(true, Ordering::SeqCst);
         let _ = self.waker.wake();
