@@ -20,6 +20,7 @@ struct Cli {
 async fn main() {
     qcg_proto::service::init_logging();
     let cli = Cli::parse();
+    let shutdown = qcg_proto::service::Shutdown::install();
     let cfg =
         qcg_broker::config::Config::load(&cli.config).unwrap_or_else(|e| fail("qcg-broker", 2, e));
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-broker", 2, e));
@@ -33,6 +34,6 @@ async fn main() {
     if let Some(a) = broker.https_addr {
         println!("qcg-broker: HTTPS API on https://{a}");
     }
-    qcg_proto::service::shutdown_signal().await;
+    shutdown.wait().await;
     broker.shutdown().await;
 }

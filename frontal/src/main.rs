@@ -22,6 +22,7 @@ struct Cli {
 async fn main() {
     qcg_proto::service::init_logging();
     let cli = Cli::parse();
+    let shutdown = qcg_proto::service::Shutdown::install();
     let cfg = qcg_frontal::config::Config::load(&cli.config)
         .unwrap_or_else(|e| fail("qcg-frontal", 2, e));
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-frontal", 2, e));
@@ -33,6 +34,6 @@ async fn main() {
         "qcg-frontal: cluster {} serving helpers on {}",
         cfg.cluster, frontal.addr
     );
-    qcg_proto::service::shutdown_signal().await;
+    shutdown.wait().await;
     frontal.shutdown().await;
 }

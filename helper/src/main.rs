@@ -19,6 +19,7 @@ struct Cli {
 async fn main() {
     qcg_proto::service::init_logging();
     let cli = Cli::parse();
+    let shutdown = qcg_proto::service::Shutdown::install();
     let cfg =
         qcg_helper::config::Config::load(&cli.config).unwrap_or_else(|e| fail("qcg-helper", 2, e));
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-helper", 2, e));
@@ -38,6 +39,6 @@ async fn main() {
         cfg.node,
         cfg.socket.display()
     );
-    qcg_proto::service::shutdown_signal().await;
+    shutdown.wait().await;
     helper.shutdown().await;
 }

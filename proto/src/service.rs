@@ -18,24 +18,47 @@ pub fn fail(name: &str, code: i32, e: impl std::fmt::Display) -> ! {
     std::process::exit(code)
 }
 
-/// Resolves on the first SIGINT or SIGTERM: the service then shuts down cleanly
-/// (stops its tasks, removes its socket files). Logs which signal came.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut int), Ok(mut term)) => {
-            let which = tokio::select! {
-                _ = int.recv() => "SIGINT",
-                _ = term.recv() => "SIGTERM",
-            };
-            tracing::info!(signal = which, "shutting down");
-        }
-        _ => {
+/// The SIGINT and SIGTERM handlers of a service. Install them with
+/// [`Shutdown::install`] before the service says it is up: a signal sent as soon as
+/// the "serving" line appears then always gets the clean shutdown, never the
+/// default action (which would leave socket files behind).
+pub struct Shutdown {
+    handlers: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Shutdown {
+    /// Installs the handlers (inside a tokio runtime).
+    pub fn install() -> Shutdown {
+        use tokio::signal::unix::{signal, SignalKind};
+        let handlers = match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(int), Ok(term)) => Some((int, term)),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!(
+                    "cannot handle SIGINT/SIGTERM ({e}): they will end the service at once"
+                );
+                None
+            }
+        };
+        Shutdown { handlers }
+    }
+
+    /// Resolves on the first SIGINT or SIGTERM since [`Shutdown::install`]: the
+    /// service then shuts down cleanly (stops its tasks, removes its socket files).
+    /// Logs which signal came.
+    pub async fn wait(self) {
+        match self.handlers {
+            Some((mut int, mut term)) => {
+                let which = tokio::select! {
+                    _ = int.recv() => "SIGINT",
+                    _ = term.recv() => "SIGTERM",
+                };
+                tracing::info!(signal = which, "shutting down");
+            }
             // Without handlers, the signals keep their default action (exit).
-            std::future::pending::<()>().await;
+            None => std::future::pending::<()>().await,
         }
     }
 }

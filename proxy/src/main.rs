@@ -19,6 +19,7 @@ struct Cli {
 async fn main() {
     qcg_proto::service::init_logging();
     let cli = Cli::parse();
+    let shutdown = qcg_proto::service::Shutdown::install();
     let cfg =
         qcg_proxy::config::Config::load(&cli.config).unwrap_or_else(|e| fail("qcg-proxy", 2, e));
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-proxy", 2, e));
@@ -26,6 +27,6 @@ async fn main() {
         .await
         .unwrap_or_else(|e| fail("qcg-proxy", 1, e));
     println!("qcg-proxy: relaying on {}", proxy.addr);
-    qcg_proto::service::shutdown_signal().await;
+    shutdown.wait().await;
     proxy.shutdown();
 }
