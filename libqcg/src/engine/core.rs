@@ -823,6 +823,29 @@ impl<C: Read + Write> Core<C> {
         }
     }
 
+    /// The peer closed its side of `c`. When it has other links to us (both ends
+    /// dialled at once) and `c` holds no half-read message and nothing of ours to
+    /// send, only `c` goes: the peer's other links may still carry its last messages,
+    /// and it is gone when the last of them ends. Otherwise the peer is lost.
+    fn closed_by_peer(&mut self, c: ConnId, peer: u32) {
+        let Some(conn) = self.conns.get(c) else {
+            return;
+        };
+        let idle = matches!(conn.rx, Rx::Header) && conn.start == conn.end && conn.out.is_empty();
+        let others = self
+            .links
+            .get(&peer)
+            .is_some_and(|v| v.iter().any(|&x| x != c));
+        if !(idle && others) {
+            return self.fail_peer(peer, "it closed its link");
+        }
+        self.conns.remove(c);
+        if let Some(v) = self.links.get_mut(&peer) {
+            v.retain(|&x| x != c);
+        }
+        self.stalled.retain(|&s| s != c);
+    }
+
     /// Reads connection `c` until it would block or is paused.
     fn pump(&mut self, c: ConnId) {
         if self.draining {
@@ -887,7 +910,7 @@ impl<C: Read + Write> Core<C> {
             };
             match r {
                 Ok((0, _)) => {
-                    self.fail_peer(peer, "it closed its link");
+                    self.closed_by_peer(c, peer);
                     return;
                 }
                 Ok((n, want)) => {
@@ -1370,11 +1393,16 @@ mod tests {
         rx: Buf,
         tx: Buf,
         cap: usize,
+        /// Once set, an empty `rx` reads as the end of the stream.
+        eof: Rc<std::cell::Cell<bool>>,
     }
 
     impl Read for Pipe {
         fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
             let mut q = self.rx.borrow_mut();
+            if q.is_empty() && self.eof.get() {
+                return Ok(0);
+            }
             if q.is_empty() {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
@@ -1409,11 +1437,13 @@ mod tests {
                 rx: a.clone(),
                 tx: b.clone(),
                 cap,
+                eof: Default::default(),
             },
             Pipe {
                 rx: b,
                 tx: a.clone(),
                 cap,
+                eof: Default::default(),
             },
             a,
         )
@@ -1560,6 +1590,50 @@ mod tests {
         settle(&mut a, &mut b);
         assert!(!b.cancel(r));
         assert_eq!(received(b.take(r)).1, vec![3]);
+    }
+
+    /// Two ranks that dialled each other at once have two links; a peer leaving
+    /// closes both, in any order. The end of one while the other still carries its
+    /// last message lost that message, and failed the receive waiting for it.
+    #[test]
+    fn a_peer_closing_one_of_two_links_loses_nothing_sent_on_the_other() {
+        let now = Instant::now();
+        let (p0, p1, _) = pipe(1 << 12);
+        let (q0, q1, _) = pipe(1 << 12);
+        let (p_end, q_end) = (p0.eof.clone(), q0.eof.clone());
+        let mut a = Core::new(0, 2, limits(100, 1 << 20));
+        let mut b = Core::new(1, 2, limits(100, 1 << 20));
+        let q = a.add_conn(1, q0, now);
+        let p = a.add_conn(1, p0, now);
+        b.add_conn(0, p1, now); // b's first link: its sends go on p
+        b.add_conn(0, q1, now);
+        let s = b.post_send(0, 5, 0, SendBuf::Owned(vec![7; 50]));
+        for c in b.conn_ids() {
+            b.on_writable(c);
+        }
+        assert!(matches!(b.take(s), Some(Ok(Outcome::Sent))));
+        // b leaves: a sees q end before it reads what waits on p.
+        q_end.set(true);
+        a.on_readable(q);
+        assert_eq!(a.lost(1), None);
+        let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        a.on_readable(p);
+        let (st, d) = received(a.take(r));
+        assert_eq!((st.source, st.tag, d), (1, 5, vec![7; 50]));
+        // The last link ends: now b is gone, and a receive from it says so.
+        p_end.set(true);
+        a.on_readable(p);
+        let from_b = Pattern {
+            source: Some(1),
+            ..any()
+        };
+        let r = a.post_recv(from_b, RecvBuf::Alloc(Vec::new()));
+        match a.take(r) {
+            Some(Err(Error::PeerLost { rank: 1, reason })) => {
+                assert!(reason.contains("closed its link"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
