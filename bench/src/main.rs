@@ -5,6 +5,7 @@
 //! - `qcg-bench pingpong`: 1-byte and 1 MiB ping-pong over a libqcg link and over plain
 //!   TCP between the same two processes, with the ratio.
 
+mod attacks;
 mod coll;
 mod coll_lab;
 mod lab_run;
@@ -123,6 +124,19 @@ enum Cmd {
         #[command(flatten)]
         args: coll::CollArgs,
     },
+    /// Issue 11's attacks on real services started from config files (broker,
+    /// frontal, helper, proxy on loopback): deep JobProfiles, registrations with
+    /// 1 MB names, a job flooding its output, idle strangers on the proxy; prints how
+    /// long each refusal took, the broker's memory (VmRSS, peak VmHWM), the proxy's
+    /// threads and descriptors. Needs the service binaries beside this one.
+    Attacks {
+        /// Lines of 16 KiB the flooding job prints.
+        #[arg(long, default_value_t = 100_000)]
+        lines: u32,
+        /// Idle connections opened to the proxy.
+        #[arg(long, default_value_t = 2000)]
+        strangers: usize,
+    },
     /// (internal) one rank of `pingpong`, started by it.
     #[command(hide = true)]
     PingpongRank {
@@ -137,6 +151,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Setup { iters } => setup(iters),
+        Cmd::Attacks { lines, strangers } => attacks::run(lines, strangers),
         Cmd::Pingpong { reps, trials, mpi } => pingpong(reps, trials, mpi),
         Cmd::PingpongRank { reps, trials } => pingpong_rank(reps, trials),
         Cmd::Coll {

@@ -283,6 +283,36 @@ impl Default for Jobs {
     }
 }
 
+/// The part of `topo` where `owner`'s jobs may run: the nodes whose helpers map
+/// `owner` to a local account (every node, unless some helper restricts).
+pub fn for_owner<'a>(
+    topo: &'a ResourceTopology,
+    owner: &str,
+) -> std::borrow::Cow<'a, ResourceTopology> {
+    let all = |c: &qcg_jobprofile::topology::Cluster| c.nodes.iter().all(|n| n.runs_jobs_of(owner));
+    if topo.clusters.iter().all(all) {
+        return std::borrow::Cow::Borrowed(topo);
+    }
+    let mut t = topo.clone();
+    for c in &mut t.clusters {
+        c.nodes.retain(|n| n.runs_jobs_of(owner));
+    }
+    std::borrow::Cow::Owned(t)
+}
+
+/// `cluster/node` of every node of `topo` that does not run `owner`'s jobs.
+fn refusing_nodes(topo: &ResourceTopology, owner: &str) -> Vec<String> {
+    topo.clusters
+        .iter()
+        .flat_map(|c| {
+            c.nodes
+                .iter()
+                .filter(|n| !n.runs_jobs_of(owner))
+                .map(move |n| format!("{}/{}", c.name, n.name))
+        })
+        .collect()
+}
+
 /// Free slots of `topo` once `used` are taken.
 pub fn free_slots(topo: &ResourceTopology, used: &BTreeMap<(String, String), u32>) -> FreeSlots {
     let counts = topo
@@ -455,13 +485,25 @@ impl Jobs {
                 "the profile has no <execution> with an <executable>: nothing to run".into(),
             ));
         }
-        schedule(
+        let mine = for_owner(topo, &submission.owner);
+        if let Err(e) = schedule(
             &submission.profile,
-            topo,
-            &FreeSlots::all(topo),
+            &mine,
+            &FreeSlots::all(&mine),
             Strategy::Spread,
-        )
-        .map_err(|e| JobError::Infeasible(e.to_string()))?;
+        ) {
+            let without = refusing_nodes(topo, &submission.owner);
+            if without.is_empty() {
+                return Err(JobError::Infeasible(e.to_string()));
+            }
+            return Err(JobError::Infeasible(format!(
+                "{e}; {} node(s) do not run jobs of `{}`, no local account being mapped to it \
+                 ([accounts] of their helpers): {}",
+                without.len(),
+                submission.owner,
+                without.join(", ")
+            )));
+        }
         let n = usize::try_from(submission.profile.total_processes()).unwrap_or(usize::MAX);
         let seq = self.seq.values().max().map_or(0, |s| s + 1);
         self.seq.insert(id.clone(), seq);
@@ -492,12 +534,13 @@ impl Jobs {
     pub fn start_queued(&mut self, topo: &ResourceTopology) -> Vec<Action> {
         let mut actions = Vec::new();
         while let Some(id) = self.queue.front().cloned() {
-            let free = free_slots(topo, &self.used);
             let Some(job) = self.jobs.get_mut(&id) else {
                 self.queue.pop_front();
                 continue;
             };
-            let Ok(mapping) = schedule(&job.submission.profile, topo, &free, Strategy::Spread)
+            let mine = for_owner(topo, &job.submission.owner);
+            let free = free_slots(&mine, &self.used);
+            let Ok(mapping) = schedule(&job.submission.profile, &mine, &free, Strategy::Spread)
             else {
                 break;
             };
@@ -928,6 +971,7 @@ mod tests {
                         slots,
                         cpu_speed_mhz: 2000.0,
                         memory_mib: 4096.0,
+                        submitters: None,
                     }],
                     internal: q,
                 })
@@ -976,6 +1020,36 @@ mod tests {
             code: Some(0),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_submitter_no_helper_maps_is_refused_at_submission_naming_the_nodes() {
+        let mut t = topo(2, 2);
+        t.clusters[0].nodes[0].submitters = Some(vec!["bob".into()]);
+        let mut jobs = Jobs::default();
+        // Two processes fit on c1, the node that runs anyone's jobs.
+        let a = jobs.submit("a".into(), sub(2), &t).unwrap();
+        assert!(a
+            .iter()
+            .all(|x| matches!(x, Action::Launch { cluster, .. } if cluster == "c1")));
+        // Four need c0's node too, which has no account for alice.
+        let e = jobs.submit("b".into(), sub(4), &t).unwrap_err().to_string();
+        assert!(
+            e.contains("do not run jobs of `alice`") && e.contains("c0/c0-n0"),
+            "{e}"
+        );
+        // No node at all for alice: refused, never queued.
+        t.clusters[1].nodes[0].submitters = Some(vec![]);
+        let e = jobs.submit("c".into(), sub(1), &t).unwrap_err().to_string();
+        assert!(e.contains("c0/c0-n0, c1/c1-n0"), "{e}");
+        // Bob's job goes to c0 while alice's holds c1.
+        let mut bob = sub(2);
+        bob.owner = "bob".into();
+        let b = jobs.submit("d".into(), bob, &t).unwrap();
+        assert!(b
+            .iter()
+            .all(|x| matches!(x, Action::Launch { cluster, .. } if cluster == "c0")));
+        assert_eq!(jobs.queue.len(), 0);
     }
 
     #[test]

@@ -174,6 +174,7 @@ mod tests {
             slots: 2,
             cpu_speed_mhz: 1000.0,
             memory_mib: 1024.0,
+            submitters: None,
         }]
     }
 

@@ -118,6 +118,7 @@ pub fn shape_for(profile: &JobProfile) -> Vec<ClusterShape> {
                         slots: slots.ceil() as u32,
                         cpu_speed_mhz: within(t.and_then(|t| t.cpuspeed), 2000.0),
                         memory_mib: within(t.and_then(|t| t.memory), 4096.0),
+                        submitters: None,
                     })
                     .collect(),
             }

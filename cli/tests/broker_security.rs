@@ -27,6 +27,11 @@ struct Grid {
 /// One cluster `alpha` with one node `a1` of 4 slots; `extra` is appended to the
 /// broker's config.
 fn grid(extra: &str) -> Grid {
+    grid_with(extra, "default = \"root\"\nallow_root = true\n")
+}
+
+/// As [`grid`], with `accounts` as the helper's `[accounts]` section.
+fn grid_with(extra: &str, accounts: &str) -> Grid {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let ca = d.join("ca");
@@ -71,7 +76,7 @@ fn grid(extra: &str) -> Grid {
         d,
         "helper.toml",
         &format!(
-            "node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
+            "node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\n{accounts}"
         ),
     );
     let lines = start(&mut services, "qcg-helper", &cfg);
@@ -180,6 +185,29 @@ fn ids(a: &Answer) -> Vec<String> {
         .iter()
         .map(|j| j["id"].as_str().unwrap().to_string())
         .collect()
+}
+
+/// Issue 11, item 2: a submitter no helper has an account for is refused when it
+/// submits, with the reason, instead of at launch; a mapped one runs.
+#[test]
+fn a_submitter_without_a_local_account_is_refused_at_submission() {
+    let g = grid_with(
+        "",
+        "default = \"\"\nmap = { alice = \"root\" }\nallow_root = true\n",
+    );
+    g.wait_for_nodes();
+    let a = g.call("bob", "POST", "/v1/jobs?workdir=/tmp", &profile(1, "true"));
+    let body = String::from_utf8_lossy(&a.body);
+    assert_eq!(a.status, 422, "{body}");
+    assert!(
+        body.contains("do not run jobs of `bob`") && body.contains("alpha/a1"),
+        "{body}"
+    );
+    assert!(ids(&g.call("root", "GET", "/v1/jobs", "")).is_empty());
+    let id = g.submit("alice", 1, "true");
+    wait_until("alice's job done", || g.state("alice", &id) == "succeeded");
+    // The plain HTTP view does not list who may submit.
+    assert!(!http_get(g.http, "/v1/topology").contains("alice"));
 }
 
 /// Issue 11, item 1: another client neither sees, reads nor cancels a job; an admin

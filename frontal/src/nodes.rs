@@ -59,6 +59,7 @@ pub fn offer(settings: &Settings, connected: &[NodeSpec]) -> Vec<NodeSpec> {
                 slots: o.and_then(|o| o.slots).unwrap_or(n.slots),
                 cpu_speed_mhz: o.and_then(|o| o.cpu_speed_mhz).unwrap_or(n.cpu_speed_mhz),
                 memory_mib: o.and_then(|o| o.memory_mib).unwrap_or(n.memory_mib),
+                submitters: n.submitters.clone(),
             }
         })
         .collect();
@@ -100,6 +101,7 @@ mod tests {
             slots,
             cpu_speed_mhz: 2000.0,
             memory_mib: 4096.0,
+            submitters: None,
         }
     }
 

@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Accounts {
-    /// Local user for submitters without an entry in `map`; none: they are refused.
-    #[serde(default = "default_user")]
+    /// Local user for submitters without an entry in `map`; none (`default = ""` in
+    /// the config): they are refused, at submission already.
+    #[serde(default = "default_user", deserialize_with = "empty_is_none")]
     pub default: Option<String>,
     /// Client identity → local user.
     #[serde(default)]
@@ -29,6 +30,11 @@ pub struct Accounts {
     /// Whether a job may run as root (uid 0). Off unless set.
     #[serde(default)]
     pub allow_root: bool,
+}
+
+fn empty_is_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    Ok((!s.is_empty()).then_some(s))
 }
 
 fn default_user() -> Option<String> {
@@ -136,6 +142,22 @@ impl Accounts {
             map: BTreeMap::new(),
             allow_root: uid == 0,
         }
+    }
+
+    /// Whose jobs this helper can run, as reported to the broker: `None` when the
+    /// default account works (anyone's), else the identities of `map` whose account
+    /// does. Read at start: an account added later counts after a restart.
+    pub fn submitters(&self, helper_uid: u32) -> Option<Vec<String>> {
+        if self.default.is_some() && self.resolve(None, helper_uid).is_ok() {
+            return None;
+        }
+        Some(
+            self.map
+                .keys()
+                .filter(|o| self.resolve(Some(o.as_str()), helper_uid).is_ok())
+                .cloned()
+                .collect(),
+        )
     }
 
     /// The local user name for `owner` (the default for an unknown submitter).

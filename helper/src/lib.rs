@@ -167,6 +167,9 @@ impl Helper {
         accounts: accounts::Accounts,
     ) -> anyhow::Result<Helper> {
         let endpoint = quic::client_endpoint(&id)?;
+        // The broker places a job only on nodes that can run it as someone.
+        let mut node = node;
+        node.submitters = accounts.submitters(rustix::process::getuid().as_raw());
         let procs = Arc::new(procs::Procs::new(accounts));
         let tracker = TaskTracker::new();
         let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {

@@ -15,6 +15,7 @@ pub fn detect(name: &str) -> NodeSpec {
         slots,
         cpu_speed_mhz: cpu_mhz(&cpuinfo).unwrap_or(1000.0),
         memory_mib: mem_mib(&meminfo).unwrap_or(1024.0),
+        submitters: None,
     }
 }
 

@@ -46,6 +46,7 @@ fn topology(rng: &mut Lcg) -> ResourceTopology {
                     slots: [2, 4, 8][rng.range(0, 3) as usize],
                     cpu_speed_mhz: 1600.0 + 200.0 * rng.range(0, 8) as f64,
                     memory_mib: [2048.0, 4096.0, 8192.0, 16384.0][rng.range(0, 4) as usize],
+                    submitters: None,
                 })
                 .collect(),
             internal: LinkQuality {

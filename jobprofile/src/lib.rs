@@ -97,6 +97,7 @@
 //!                 slots: 2,
 //!                 cpu_speed_mhz: 2400.0,
 //!                 memory_mib: 4096.0,
+//!                 submitters: None,
 //!             })
 //!             .collect(),
 //!         internal: LinkQuality { latency_ms: 0.05, bandwidth_mbps: 1000.0 },

@@ -28,6 +28,19 @@ pub struct Node {
     pub cpu_speed_mhz: f64,
     /// Memory in MiB.
     pub memory_mib: f64,
+    /// Whose jobs the node runs: the submitters (client identities) its helper maps
+    /// to a local account. Absent: anyone's (the helper has a default account).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitters: Option<Vec<String>>,
+}
+
+impl Node {
+    /// Whether the node runs jobs submitted by `owner`.
+    pub fn runs_jobs_of(&self, owner: &str) -> bool {
+        self.submitters
+            .as_ref()
+            .is_none_or(|s| s.iter().any(|o| o == owner))
+    }
 }
 
 /// A set of nodes sharing one local network.
@@ -221,6 +234,7 @@ mod tests {
             slots: 4,
             cpu_speed_mhz: 2400.0,
             memory_mib: 8192.0,
+            submitters: None,
         };
         ResourceTopology {
             clusters: vec![

@@ -27,6 +27,7 @@ fn topo(
                         slots,
                         cpu_speed_mhz: 2000.0,
                         memory_mib: 4096.0,
+                        submitters: None,
                     })
                     .collect(),
                 internal: q(lat, bw),
