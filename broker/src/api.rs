@@ -144,10 +144,20 @@ fn job_error(e: JobError) -> Response {
     }
 }
 
+/// Largest submission body read: a JobProfile at its size limit, and room to say
+/// by how much a larger one is over (the XML reader refuses past
+/// [`qcg_jobprofile::profile::limits::MAX_DOCUMENT_BYTES`], naming it).
+const BODY_LIMIT: usize = qcg_jobprofile::profile::limits::MAX_DOCUMENT_BYTES + 4096;
+
 /// The job API and the read-only views, for `caller`.
 pub fn app(ctx: Ctx, caller: Caller) -> Router {
     Router::new()
-        .route("/v1/jobs", get(list).post(submit))
+        .route(
+            "/v1/jobs",
+            get(list)
+                .post(submit)
+                .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT)),
+        )
         .route("/v1/jobs/{id}", get(status).delete(cancel))
         .route("/v1/jobs/{id}/output", get(output))
         .route("/v1/processes", get(processes))
@@ -186,8 +196,21 @@ async fn submit(
     State(ctx): State<Ctx>,
     Extension(caller): Extension<Caller>,
     Query(q): Query<SubmitQuery>,
-    body: String,
+    body: Result<String, axum::extract::rejection::StringRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "invalid JobProfile: larger than {} bytes, the most a profile may be",
+                    qcg_jobprofile::profile::limits::MAX_DOCUMENT_BYTES
+                ),
+            )
+        }
+        Err(e) => return error(e.status(), format!("cannot read the JobProfile: {e}")),
+    };
     let profile = match JobProfile::parse(&body) {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, format!("invalid JobProfile: {e}")),
@@ -352,6 +375,23 @@ mod tests {
             name: "alice".into(),
             admin: false,
         }
+    }
+
+    /// Issue 11: a 13 MB profile of a million nested elements got axum's
+    /// "Failed to buffer the request body: length limit exceeded".
+    #[tokio::test]
+    async fn a_profile_past_the_size_limit_is_refused_saying_so() {
+        let ctx = Ctx::new(Default::default(), Duration::from_secs(60));
+        let levels = 1_000_000;
+        let xml = format!(
+            "<grmsJob appId=\"deep\">{}{}</grmsJob>",
+            "<task>".repeat(levels),
+            "</task>".repeat(levels)
+        );
+        let (s, v) = call(app(ctx, alice()), "POST", "/v1/jobs", &xml).await;
+        assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+        let e = v["error"].as_str().unwrap_or_default();
+        assert!(e.contains("larger than 1048576 bytes"), "{v}");
     }
 
     #[tokio::test]
