@@ -228,6 +228,11 @@ impl Ctx {
                     Err(e) => Response::error(ErrorKind::Forbidden, e.to_string()),
                 }
             }
+            Request::Running { nodes, processes } => {
+                let actions = self.book().jobs.running(cluster, nodes, processes, now);
+                self.execute(actions);
+                Response::Ok
+            }
             Request::ProcessExited { job, rank, exit } => {
                 let r = self
                     .book()

@@ -467,6 +467,77 @@ impl Jobs {
         }
     }
 
+    /// `cluster` says which processes run on `nodes` (a frontal or a helper that
+    /// (re)connected). Each listed process of a job taken back after a restart is
+    /// confirmed; a rank of such a job placed on one of `nodes` and not listed is
+    /// gone, and its job fails now, naming it and its node, instead of after
+    /// [`RESTORE_GRACE`]. Jobs that did not come from a restart are left alone (their
+    /// ends are reported one by one).
+    pub fn running(
+        &mut self,
+        cluster: &str,
+        nodes: &[String],
+        processes: &[qcg_proto::ProcName],
+        now: Instant,
+    ) -> Vec<Action> {
+        for p in processes {
+            let placed_here = self
+                .jobs
+                .get(&p.job)
+                .and_then(|j| j.mapping.as_ref())
+                .and_then(|m| m.ranks.get(p.rank as usize))
+                .is_some_and(|r| r.cluster == cluster);
+            if placed_here {
+                self.confirm(&p.job, p.rank);
+            }
+        }
+        let mut actions = Vec::new();
+        let ids: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running && j.unconfirmed.is_some())
+            .map(|j| j.id.clone())
+            .collect();
+        for id in ids {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            let (Some(mapping), Some((left, _))) = (&job.mapping, &job.unconfirmed) else {
+                continue;
+            };
+            let gone: Vec<(u32, String)> = left
+                .iter()
+                .filter_map(|&r| {
+                    let p = mapping.ranks.get(r as usize)?;
+                    (p.cluster == cluster && nodes.contains(&p.node))
+                        .then(|| (r, format!("rank {r} on {}/{}", p.cluster, p.node)))
+                })
+                .collect();
+            let Some((first, _)) = gone.first().cloned() else {
+                continue;
+            };
+            self.dirty.insert(id.clone());
+            for (r, _) in &gone {
+                if let Some(s) = job.ranks.get_mut(*r as usize) {
+                    *s = RankState::Lost;
+                }
+            }
+            let names: Vec<String> = gone.into_iter().map(|(_, n)| n).collect();
+            job.unconfirmed = None;
+            job.state = JobState::Failed {
+                rank: first,
+                reason: format!(
+                    "was lost across a broker restart: {} no longer ran when the broker came back",
+                    names.join(", ")
+                ),
+            };
+            job.decided_at = Some(now);
+            actions.push(kill(job));
+            actions.extend(self.release_if_finished(&id));
+        }
+        actions
+    }
+
     /// Slots held, by (cluster, node).
     pub fn used(&self) -> &BTreeMap<(String, String), u32> {
         &self.used
@@ -956,6 +1027,7 @@ fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
 mod tests {
     use super::*;
     use qcg_jobprofile::topology::{Cluster, LinkQuality, Node};
+    use qcg_proto::ProcName;
 
     fn topo(clusters: usize, slots: u32) -> ResourceTopology {
         let q = LinkQuality {
@@ -1255,6 +1327,73 @@ mod tests {
         assert!(j.output.is_empty());
         assert_eq!(j.lines_printed(), 100_001);
         assert_eq!(j.dropped_lines, 100_001);
+    }
+
+    /// Issue 12, item 2: after a restart the frontals' lists of running processes
+    /// decide at once (not after RESTORE_GRACE) which jobs live on.
+    #[test]
+    fn after_a_restart_the_running_lists_keep_live_jobs_and_fail_gone_ones_at_once() {
+        let t = topo(2, 2);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        let a = jobs.submit("a".into(), sub(2), &t).unwrap();
+        launched_all(&mut jobs, "a", &a, now);
+        let b = jobs.submit("b".into(), sub(2), &t).unwrap();
+        launched_all(&mut jobs, "b", &b, now);
+        let on = |j: &Jobs, id: &str| -> Vec<(String, String)> {
+            let m = j.get(id).unwrap().mapping.as_ref().unwrap();
+            m.ranks
+                .iter()
+                .map(|r| (r.cluster.clone(), r.node.clone()))
+                .collect()
+        };
+        let (pa, pb) = (on(&jobs, "a"), on(&jobs, "b"));
+        let later = now + Duration::from_secs(5);
+        let mut back = Jobs::default();
+        assert!(back.restore(jobs.take_dirty(), later).is_empty());
+        let procs = |id: &str, ranks: &[u32]| -> Vec<ProcName> {
+            ranks.iter().map(|&r| ProcName::new(id, r)).collect()
+        };
+        // Each cluster lists what runs on its node: all of a, none of b's.
+        for c in ["c0", "c1"] {
+            let node = format!("{c}-n0");
+            let mine = |p: &[(String, String)]| -> Vec<u32> {
+                (0..p.len() as u32)
+                    .filter(|&r| p[r as usize].0 == c)
+                    .collect()
+            };
+            let b_was_running = back.get("b").unwrap().state == JobState::Running;
+            let acts = back.running(c, &[node], &procs("a", &mine(&pa)), later);
+            // b fails, and is told to stop, on the first cluster that had one of it.
+            let killed = acts
+                .iter()
+                .any(|x| matches!(x, Action::Kill { job, .. } if job == "b"));
+            assert_eq!(killed, b_was_running && !mine(&pb).is_empty(), "{acts:?}");
+        }
+        assert_eq!(back.get("a").unwrap().state, JobState::Running);
+        assert!(back.get("a").unwrap().unconfirmed.is_none());
+        match &back.get("b").unwrap().state {
+            JobState::Failed { reason, .. } => {
+                assert!(
+                    reason.contains("no longer ran when the broker came back"),
+                    "{reason}"
+                );
+                assert!(reason.contains("rank 0 on c"), "{reason}");
+            }
+            s => panic!("{s:?}"),
+        }
+        // Nothing waits for the grace period any more.
+        assert!(back.tick(&t, later + RESTORE_GRACE).is_empty());
+        // A report naming processes of a job on another cluster confirms nothing.
+        let mut before = Jobs::default();
+        let c = before.submit("c".into(), sub(1), &t).unwrap();
+        launched_all(&mut before, "c", &c, now);
+        let mut again = Jobs::default();
+        again.restore(before.take_dirty(), later);
+        let home = on(&before, "c")[0].0.clone();
+        let other = if home == "c0" { "c1" } else { "c0" };
+        again.running(other, &[format!("{other}-n0")], &procs("c", &[0]), later);
+        assert!(again.get("c").unwrap().unconfirmed.is_some());
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub const RELAY_TOKEN_MS: u64 = 30_000;
 pub const MAX_NAME: usize = 256;
 /// Most nodes one cluster may report.
 pub const MAX_NODES: usize = 4096;
+/// Most processes one report of a cluster's running processes may list.
+pub const MAX_RUNNING: usize = 65_536;
 /// Registrations kept per job by default.
 pub const DEFAULT_PER_JOB: usize = 4096;
 /// Registrations kept per cluster by default.
@@ -73,6 +75,22 @@ pub fn check_names(req: &Request) -> Result<(), String> {
                 ));
             }
             nodes.iter().try_for_each(|n| name("a node name", &n.name))
+        }
+        Request::Running { nodes, processes } => {
+            if nodes.len() > MAX_NODES {
+                return Err(format!(
+                    "{} nodes reported; at most {MAX_NODES} are allowed",
+                    nodes.len()
+                ));
+            }
+            if processes.len() > MAX_RUNNING {
+                return Err(format!(
+                    "{} processes reported; at most {MAX_RUNNING} are allowed",
+                    processes.len()
+                ));
+            }
+            nodes.iter().try_for_each(|n| name("a node name", n))?;
+            processes.iter().try_for_each(|p| proc("a process", p))
         }
         Request::ProbePeer { cluster, .. } => name("the cluster name", cluster),
         Request::Launch(spec) => {

@@ -347,7 +347,7 @@ fn a_job_output_flood_is_capped_and_the_reader_told() {
 #[test]
 fn jobs_survive_a_broker_killed_with_sigkill() {
     let mut g = grid("");
-    let id = g.submit("alice", 2, "echo started; exec sleep 40");
+    let id = g.submit("alice", 2, "echo started; exec sleep 3031");
     wait_until("alice's job running", || g.state("alice", &id) == "running");
     let before = g.call("alice", "GET", &format!("/v1/jobs/{id}"), "").json();
 

@@ -79,6 +79,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Inner {
+    /// The processes that run on the nodes whose helper is connected.
+    fn running(&self) -> Request {
+        let nodes: Vec<String> = lock(&self.helpers).keys().cloned().collect();
+        let launched = lock(&self.launched);
+        let processes = nodes
+            .iter()
+            .filter_map(|n| launched.get(n))
+            .flatten()
+            .map(|(job, rank)| qcg_proto::ProcName::new(job, *rank))
+            .collect();
+        Request::Running { nodes, processes }
+    }
+
     fn report(&self) -> Request {
         let helpers = lock(&self.helpers);
         let measured = helpers.values().filter(|(_, _, r)| r.is_some());
@@ -268,6 +281,12 @@ impl Frontal {
                                 }
                             }
                         }
+                        // What runs on the nodes whose helper is here: a broker back
+                        // from a restart keeps those jobs and fails the others now.
+                        let req = inner.running();
+                        if let Err(e) = quic::request(&c2, &req).await {
+                            tracing::warn!(error = %e, "could not report the running processes");
+                        }
                     }
                 });
                 t.spawn(async move {
@@ -415,6 +434,27 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                 lock(&inner.helpers).insert(name.clone(), (conn.clone(), spec, None));
                 *lock(&node) = Some(name.clone());
                 tracing::info!(%peer, node = %name, "node registered");
+                return Response::Ok;
+            }
+            if let Request::Running { processes, .. } = req {
+                // A helper speaks for its own node only.
+                let Some(name) = lock(&node).clone() else {
+                    return Response::error(
+                        ErrorKind::Forbidden,
+                        "register the node before reporting its processes",
+                    );
+                };
+                lock(&inner.launched).insert(
+                    name.clone(),
+                    processes.iter().map(|p| (p.job.clone(), p.rank)).collect(),
+                );
+                let up = Request::Running {
+                    nodes: vec![name],
+                    processes,
+                };
+                if let Err(e) = inner.broker.request(&up).await {
+                    tracing::warn!(error = %e, "could not pass the node's processes to the broker");
+                }
                 return Response::Ok;
             }
             if let Request::ProcessExited { job, rank, .. } = &req {

@@ -176,6 +176,21 @@ impl Helper {
             let (weak, t) = (weak.clone(), tracker.clone());
             let on_connect = Arc::new(move |conn: quinn::Connection| {
                 let handler = frontal_handler(weak.clone());
+                // A frontal that (re)started, or whose broker did, learns what runs here.
+                let (w, c2) = (weak.clone(), conn.clone());
+                t.spawn(async move {
+                    let Some(inner) = w.upgrade() else {
+                        return;
+                    };
+                    let req = Request::Running {
+                        nodes: vec![inner.node.clone()],
+                        processes: inner.procs.processes(),
+                    };
+                    drop(inner);
+                    if let Err(e) = quic::request(&c2, &req).await {
+                        tracing::warn!(error = %e, "could not tell the frontal which processes run");
+                    }
+                });
                 t.spawn(async move {
                     quic::serve(conn, handler).await;
                 });

@@ -164,6 +164,14 @@ impl Procs {
         lock(&self.running).values().map(|r| r.len()).sum()
     }
 
+    /// The processes that run, by job and rank.
+    pub fn processes(&self) -> Vec<qcg_proto::ProcName> {
+        lock(&self.running)
+            .iter()
+            .flat_map(|(job, ranks)| ranks.keys().map(|&r| qcg_proto::ProcName::new(job, r)))
+            .collect()
+    }
+
     /// Whether no process runs.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -520,6 +520,17 @@ pub enum Request {
         /// The lines.
         lines: Vec<OutputLine>,
     },
+    /// helper → frontal → broker, on every new connection: the processes that run
+    /// now on `nodes` (a helper speaks for its own node, a frontal for the nodes whose
+    /// helper is connected). A broker that came back from a restart keeps the jobs
+    /// whose processes are listed, and fails at once those with a process on one of
+    /// `nodes` that is not.
+    Running {
+        /// The nodes the list is complete for.
+        nodes: Vec<String>,
+        /// The processes that run on them.
+        processes: Vec<ProcName>,
+    },
     /// helper → frontal → broker: a process ended, after all its output was sent.
     ProcessExited {
         /// The job.
@@ -552,6 +563,7 @@ impl Request {
             Request::Kill { .. } => "kill",
             Request::Output { .. } => "output",
             Request::ProcessExited { .. } => "process_exited",
+            Request::Running { .. } => "running",
             Request::Subscribe { .. } => "subscribe",
             Request::Rendezvous { .. } => "rendezvous",
             Request::Notify { .. } => "notify",
