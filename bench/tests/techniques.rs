@@ -38,9 +38,14 @@ fn bins() -> PathBuf {
 
 /// Runs the two ranks of a transfer job, rank 0 on `a`'s node and rank 1 on `b`'s.
 fn transfer(g: &LabGrid, job: &str, a: &str, b: &str) -> (Output, Output) {
+    transfer_of(g, job, a, b, 64 << 20)
+}
+
+fn transfer_of(g: &LabGrid, job: &str, a: &str, b: &str, bytes: usize) -> (Output, Output) {
     let program = bins().join("examples/transfer");
     let spawn = |rank: u32, site: &str| {
         g.rank(&format!("{site}-1"), job, rank, 2, &program)
+            .arg(bytes.to_string())
             .env("QCG_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -62,7 +67,7 @@ fn every_technique_links_through_real_firewalls() {
     .unwrap();
     let lab = Lab::up("tq", &text);
     let t = lab.topo.clone();
-    let grid = LabGrid::start(&lab.prefix, &t, &bins(), &grid::as_built).unwrap();
+    let mut grid = LabGrid::start(&lab.prefix, &t, &bins(), &grid::as_built).unwrap();
 
     // (initiator site, target site, the technique the link must be made by)
     let cases = [
@@ -111,6 +116,34 @@ fn every_technique_links_through_real_firewalls() {
         if !(r0.status.success() && r1.status.success() && out.contains(&want)) {
             failures.push(format!(
                 "{a} -> {b} (want {technique}): rank 0 {}: {out}{}\nrank 1 {}: {}",
+                r0.status,
+                String::from_utf8_lossy(&r0.stderr),
+                r1.status,
+                String::from_utf8_lossy(&r1.stderr)
+            ));
+        }
+    }
+
+    // Issue 12: configs that lie. A stateful site and a SYN-blocking one announced
+    // open, a random-port NAT announced as no NAT: the plan's first technique is
+    // dropped by the real firewall (a connect that would wait for its time-out) or
+    // refused by the NAT, and the next ones, started a stagger later, make the link.
+    let lie = |s: &topo::Site| match s.name.as_str() {
+        "rev2" | "rev3" => (qcg_proto::Policy::Open, Nat::None),
+        "relay2" => (qcg_proto::Policy::Open, Nat::None),
+        _ => grid::as_built(s),
+    };
+    grid.restart_sites(&t, &lie).unwrap();
+    for (n, (a, b)) in [("rev1", "rev2"), ("rev1", "rev3"), ("relay1", "relay2")]
+        .iter()
+        .enumerate()
+    {
+        let (r0, r1) = transfer_of(&grid, &format!("tl{n}"), a, b, 1 << 20);
+        let out = String::from_utf8_lossy(&r0.stdout);
+        eprintln!("lying config, {a} -> {b}: {}", out.trim());
+        if !(r0.status.success() && r1.status.success() && out.contains("checksum ok")) {
+            failures.push(format!(
+                "{a} -> {b} (lying config): rank 0 {}: {out}{}\nrank 1 {}: {}",
                 r0.status,
                 String::from_utf8_lossy(&r0.stderr),
                 r1.status,

@@ -7,6 +7,7 @@
 
 pub(crate) mod direct;
 pub(crate) mod punched;
+pub(crate) mod race;
 pub(crate) mod relayed;
 
 use crate::comm::{Comm, Inner};
@@ -17,7 +18,7 @@ use punched::{dial_from, punch, PUNCH_LAG};
 use qcg_proto::{ErrorKind, ProcName, Request, Response};
 use relayed::meet;
 use std::net::TcpStream;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -43,6 +44,11 @@ pub(crate) fn io_error(e: &std::io::Error, what: &str, limit: Duration) -> Strin
 }
 
 impl Comm {
+    /// Makes the link to `dest`: its plan's attempts race ([`race`]), the first to
+    /// complete the job handshake is the link. Attempts still running then go on in
+    /// their threads and drop what they make before its handshake; one that was
+    /// handshaken already (or a reversal the peer completes anyway) is one more
+    /// connection to the peer, which the engine reads like the others.
     pub(crate) fn link(&self, dest: u32) -> Result<()> {
         let gate = lock(&self.inner.dialing).entry(dest).or_default().clone();
         let _dialing = lock(&gate);
@@ -51,28 +57,65 @@ impl Comm {
         }
         let plan = self.lookup(dest)?;
         let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
-        let mut failures = Vec::new();
-        for attempt in &plan.attempts {
-            let r = self.attempt(attempt, dest);
-            let ok = r.is_ok();
+        let mut failures = vec![String::new(); plan.attempts.len()];
+        let mut race = race::Race::new(plan.attempts.iter().map(|a| a.technique).collect());
+        let won = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        loop {
+            while let Some(i) = race.start(Instant::now()) {
+                let (inner, a, to_us, won) = (
+                    self.inner.clone(),
+                    plan.attempts[i].clone(),
+                    tx.clone(),
+                    won.clone(),
+                );
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("qcg-link".into())
+                        .spawn(move || {
+                            let r = attempt(&inner, &a, dest, &won);
+                            let _ = to_us.send((i, r));
+                        });
+                if let Err(e) = spawned {
+                    let _ = tx.send((i, Err(format!("cannot start a thread for it: {e}"))));
+                }
+            }
+            if race.lost() {
+                break;
+            }
+            let got = match race.next_check() {
+                Some(t) => rx.recv_timeout(t.saturating_duration_since(Instant::now())),
+                None => rx
+                    .recv()
+                    .map_err(|_| std::sync::mpsc::RecvTimeoutError::Disconnected),
+            };
+            let (i, r) = match got {
+                Ok(x) => x,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            let a = &plan.attempts[i];
             self.report(Request::Report {
                 from: me.clone(),
                 target: plan.target.clone(),
-                technique: attempt.technique,
-                ok,
+                technique: a.technique,
+                ok: r.is_ok(),
             });
             match r {
                 Ok(()) => {
-                    tracing::debug!(dest, technique = %attempt.technique, addr = %attempt.addr, "link made");
-                    lock(&self.inner.techniques).insert(dest, attempt.technique);
+                    tracing::debug!(dest, technique = %a.technique, addr = %a.addr, "link made");
+                    lock(&self.inner.techniques).insert(dest, a.technique);
                     return Ok(());
                 }
                 Err(e) => {
-                    tracing::debug!(dest, technique = %attempt.technique, error = %e, "attempt failed");
-                    failures.push(format!("{} to {}: {e}", attempt.technique, attempt.addr));
+                    tracing::debug!(dest, technique = %a.technique, error = %e, "attempt failed");
+                    failures[i] = format!("{} to {}: {e}", a.technique, a.addr);
+                    race.failed(i);
                 }
             }
         }
+        won.store(true, Ordering::SeqCst);
+        failures.retain(|f| !f.is_empty());
         if failures.is_empty() {
             failures.push("the plan was empty".into());
         }
@@ -87,69 +130,6 @@ impl Comm {
         if let Some(r) = lock(&self.inner.reports).as_ref() {
             let _ = r.tx.send(req);
         }
-    }
-
-    /// One attempt of a plan: a link to `dest`, or why not.
-    fn attempt(&self, attempt: &qcg_proto::Attempt, dest: u32) -> std::result::Result<(), String> {
-        use qcg_proto::Technique::*;
-        let inner = &self.inner;
-        let me = ProcName::new(&inner.env.job, inner.env.rank);
-        let target = ProcName::new(&inner.env.job, dest);
-        let rendezvous = |technique| -> std::result::Result<Response, String> {
-            inner
-                .control
-                .request(&Request::Rendezvous {
-                    from: me.clone(),
-                    target: target.clone(),
-                    technique,
-                })
-                .map_err(|e| e.to_string())
-        };
-        let stream = match attempt.technique {
-            Direct | PortRange => direct::dial(attempt.addr, CONNECT_TIMEOUT)?,
-            Reversed => {
-                rendezvous(Reversed)?;
-                // The target dials our listener; the acceptor makes the link.
-                let until = Instant::now() + CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT;
-                while Instant::now() < until {
-                    if inner.engine.core().has_link(dest) {
-                        return Ok(());
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                return Err("the target did not connect back in time".into());
-            }
-            Punched => {
-                rendezvous(Punched)?;
-                punch(inner.local, attempt.addr)?
-            }
-            Traversed => {
-                inner
-                    .control
-                    .request(&Request::WatchSyn {
-                        from: me.clone(),
-                        target: target.clone(),
-                        local: inner.local,
-                        remote: attempt.addr,
-                    })
-                    .map_err(|e| e.to_string())?;
-                dial_from(inner.local, attempt.addr, CONNECT_TIMEOUT)
-                    .map_err(|e| io_error(&e, "connect", CONNECT_TIMEOUT))?
-            }
-            Relayed => match rendezvous(Relayed)? {
-                Response::Relay { proxy, token } => meet(proxy, &token)?,
-                other => {
-                    return Err(format!(
-                        "unexpected answer to a relay rendezvous: {other:?}"
-                    ))
-                }
-            },
-        };
-        let s = handshake_as(stream, inner, dest, Role::Initiator)?;
-        inner
-            .engine
-            .add_link(dest, s)
-            .map_err(|e| format!("cannot add the link to the engine: {e}"))
     }
 
     fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
@@ -179,6 +159,99 @@ impl Comm {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// What an attempt that lost the race says (never reported: the link exists).
+const OVERTAKEN: &str = "another attempt made the link first";
+
+/// One attempt of a plan: a link to `dest`, or why not. `done` is set once the race
+/// is decided: what this attempt makes after that is dropped before its handshake.
+fn attempt(
+    inner: &Arc<Inner>,
+    attempt: &qcg_proto::Attempt,
+    dest: u32,
+    done: &AtomicBool,
+) -> std::result::Result<(), String> {
+    use qcg_proto::Technique::*;
+    let me = ProcName::new(&inner.env.job, inner.env.rank);
+    let target = ProcName::new(&inner.env.job, dest);
+    let over = || done.load(Ordering::SeqCst) || inner.closed.load(Ordering::SeqCst);
+    let rendezvous = |technique| -> std::result::Result<Response, String> {
+        inner
+            .control
+            .request(&Request::Rendezvous {
+                from: me.clone(),
+                target: target.clone(),
+                technique,
+            })
+            .map_err(|e| e.to_string())
+    };
+    let stream = match attempt.technique {
+        Direct | PortRange => direct::dial(attempt.addr, CONNECT_TIMEOUT)?,
+        Reversed => {
+            rendezvous(Reversed)?;
+            // The target dials our listener; the acceptor makes the link.
+            let until = Instant::now() + CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT;
+            while Instant::now() < until {
+                if over() {
+                    return Err(OVERTAKEN.into());
+                }
+                if inner.engine.core().has_link(dest) {
+                    // The link may be another attempt's: the first to claim the race
+                    // names the technique.
+                    return match done.swap(true, Ordering::SeqCst) {
+                        false => Ok(()),
+                        true => Err(OVERTAKEN.into()),
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            return Err("the target did not connect back in time".into());
+        }
+        Punched => {
+            rendezvous(Punched)?;
+            punch(inner.local, attempt.addr)?
+        }
+        Traversed => {
+            inner
+                .control
+                .request(&Request::WatchSyn {
+                    from: me.clone(),
+                    target: target.clone(),
+                    local: inner.local,
+                    remote: attempt.addr,
+                })
+                .map_err(|e| e.to_string())?;
+            dial_from(inner.local, attempt.addr, CONNECT_TIMEOUT)
+                .map_err(|e| io_error(&e, "connect", CONNECT_TIMEOUT))?
+        }
+        Relayed => match rendezvous(Relayed)? {
+            Response::Relay { proxy, token } => meet(proxy, &token)?,
+            other => {
+                return Err(format!(
+                    "unexpected answer to a relay rendezvous: {other:?}"
+                ))
+            }
+        },
+    };
+    if over() {
+        // Dropped before the handshake: the target never takes it for a link.
+        return Err(OVERTAKEN.into());
+    }
+    let s = handshake_as(stream, inner, dest, Role::Initiator)?;
+    // Handshaken: the target may already read it as a link, so it is kept (closing
+    // it could look like our end to a target that has no other link to us yet). The
+    // first attempt to get here claims the race and names the technique.
+    let first = !done.swap(true, Ordering::SeqCst);
+    inner
+        .engine
+        .add_link(dest, s)
+        .map_err(|e| format!("cannot add the link to the engine: {e}"))?;
+    if first {
+        Ok(())
+    } else {
+        Err(OVERTAKEN.into())
     }
 }
 
