@@ -413,6 +413,40 @@ async fn read_lines<R: AsyncRead + Unpin>(
     }
 }
 
+/// What a line costs in a frame: its text as JSON escapes it (a control character
+/// takes six bytes) and the fields around it.
+fn encoded_cost(l: &OutputLine) -> usize {
+    let escapes: usize = l
+        .text
+        .bytes()
+        .map(|b| match b {
+            0..=0x1f => 5,
+            b'"' | b'\\' => 1,
+            _ => 0,
+        })
+        .sum();
+    40 + l.text.len() + escapes
+}
+
+/// `first` and the lines that wait behind it, up to [`MAX_BATCH`] bytes once encoded:
+/// a batch always fits in a frame, whatever the lines (a flood of empty lines, or of
+/// control characters, counted as text bytes, once made batches past the frame limit
+/// that were refused whole).
+fn batch(first: OutputLine, rx: &mut mpsc::UnboundedReceiver<OutputLine>) -> Vec<OutputLine> {
+    let mut size = encoded_cost(&first);
+    let mut lines = vec![first];
+    while size < MAX_BATCH {
+        match rx.try_recv() {
+            Ok(l) => {
+                size += encoded_cost(&l);
+                lines.push(l);
+            }
+            Err(_) => break,
+        }
+    }
+    lines
+}
+
 async fn forward_output(
     frontal: &Upstream,
     job: &str,
@@ -420,17 +454,7 @@ async fn forward_output(
     mut rx: mpsc::UnboundedReceiver<OutputLine>,
 ) {
     while let Some(first) = rx.recv().await {
-        let mut size = first.text.len();
-        let mut lines = vec![first];
-        while size < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(l) => {
-                    size += l.text.len();
-                    lines.push(l);
-                }
-                Err(_) => break,
-            }
-        }
+        let lines = batch(first, &mut rx);
         let req = Request::Output {
             job: job.to_string(),
             rank,
@@ -445,6 +469,38 @@ async fn forward_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_batches_fit_in_a_frame_whatever_the_lines() {
+        for (text, n) in [
+            (String::new(), 100_000),
+            ("\u{1}".repeat(MAX_LINE), 100),
+            ("x".repeat(MAX_LINE), 100),
+        ] {
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            for _ in 0..n {
+                tx.send(OutputLine {
+                    stream: Stream::Stdout,
+                    text: text.clone(),
+                })
+                .unwrap();
+            }
+            drop(tx);
+            let mut total = 0;
+            while let Ok(first) = rx.try_recv() {
+                let lines = batch(first, &mut rx);
+                total += lines.len();
+                let req = Request::Output {
+                    job: "j".repeat(256),
+                    rank: u32::MAX,
+                    lines,
+                };
+                let len = qcg_proto::frame::encode(&req).unwrap().len();
+                assert!(len <= qcg_proto::frame::MAX_FRAME, "{len}");
+            }
+            assert_eq!(total, n);
+        }
+    }
 
     #[test]
     fn programs_resolve_against_the_working_directory() {
