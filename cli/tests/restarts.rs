@@ -276,17 +276,21 @@ fn a_frontal_killed_and_restarted_gets_its_helper_back_and_runs_jobs() {
     );
 }
 
-/// Issue 12, item 2: a broker killed with SIGKILL while two submitted jobs run
-/// comes back knowing both. The frontals, reconnecting by themselves, say which
-/// processes still run: the live job goes on, and the one whose process died while
-/// the broker was away fails at once, naming its rank and node (not after the 60 s
-/// given to silent jobs). Nothing is left running.
+/// Issue 12, item 2: a broker killed with SIGKILL while submitted jobs run comes
+/// back knowing them, and learns what happened while it was away. A process that
+/// ended meanwhile: its frontal kept the end and tells it, so its job fails with the
+/// real cause. A process that ended while its frontal was restarted too (so nobody
+/// kept its end): the helper tells the new frontal what still runs, the frontal
+/// tells the broker, and the job fails at once naming its rank and node (not after
+/// the 60 s given to silent jobs). The job whose process lives goes on. Nothing is
+/// left running.
 #[test]
 fn a_broker_restart_keeps_live_jobs_and_fails_those_whose_processes_died_meanwhile() {
     let mut g = grid();
     let live = g.submit("exec sleep 3071");
-    let doomed = g.submit("exec sleep 3072");
-    for id in [&live, &doomed] {
+    let held = g.submit("exec sleep 3072");
+    let gone = g.submit("exec sleep 3073");
+    for id in [&live, &held, &gone] {
         g.until("the jobs to run", || g.status(id)["state"] == "running");
     }
     let pid = |pat: &str| {
@@ -297,35 +301,73 @@ fn a_broker_restart_keeps_live_jobs_and_fails_those_whose_processes_died_meanwhi
             .stdout
     };
     g.until("the processes to start", || {
-        !pid("sleep 3071").is_empty() && !pid("sleep 3072").is_empty()
+        ["sleep 3071", "sleep 3072", "sleep 3073"]
+            .iter()
+            .all(|p| !pid(p).is_empty())
     });
+    let kill = |pat: &str| {
+        assert!(Command::new("pkill")
+            .args(["-KILL", "-x", "-f", pat])
+            .status()
+            .unwrap()
+            .success());
+    };
+    let restart_broker = |g: &mut Grid| {
+        let cfg = broker_toml(
+            g.dir.path(),
+            &g.quic.to_string(),
+            &g.http.to_string(),
+            &g.https.to_string(),
+        );
+        g.broker = spawn("qcg-broker", &cfg);
+        wait_for(&g.broker.1, "qcg-broker: QUIC on");
+    };
+
+    // 1. The broker goes; `held`'s process dies; the broker comes back.
     g.broker.0.kill().unwrap();
     g.broker.0.wait().unwrap();
-    // The doomed job's process dies while no broker listens: its end is not heard.
-    assert!(Command::new("pkill")
-        .args(["-KILL", "-x", "-f", "sleep 3072"])
-        .status()
+    kill("sleep 3072");
+    g.until("the process to go", || pid("sleep 3072").is_empty());
+    std::thread::sleep(Duration::from_millis(300));
+    restart_broker(&mut g);
+    g.until("the job to fail", || g.status(&held)["state"] == "failed");
+    let s = g.status(&held);
+    assert_eq!(s["reason"], "was killed by signal 9", "{s}");
+
+    // 2. The broker goes; `gone`'s process dies, and its frontal is restarted (what
+    // it kept is lost); the broker comes back.
+    let cluster = g.call("GET", &format!("/v1/jobs/{gone}"), "").json()["ranks"][0]["cluster"]
+        .as_str()
         .unwrap()
-        .success());
-    g.until("the doomed process to go", || pid("sleep 3072").is_empty());
-    std::thread::sleep(Duration::from_millis(500));
-    let cfg = broker_toml(
-        g.dir.path(),
-        &g.quic.to_string(),
-        &g.http.to_string(),
-        &g.https.to_string(),
+        .to_string();
+    g.broker.0.kill().unwrap();
+    g.broker.0.wait().unwrap();
+    kill("sleep 3073");
+    g.until("the process to go", || pid("sleep 3073").is_empty());
+    let i = if cluster == "alpha" { 0 } else { 1 };
+    let (f, at) = &mut g.frontals[i];
+    f.kill().unwrap();
+    f.wait().unwrap();
+    let at = at.clone();
+    let (f, lines) = spawn(
+        "qcg-frontal",
+        &frontal_toml(g.dir.path(), &cluster, g.quic, &at),
     );
-    g.broker = spawn("qcg-broker", &cfg);
-    wait_for(&g.broker.1, "qcg-broker: QUIC on");
-    g.until("the doomed job to fail", || {
-        g.status(&doomed)["state"] == "failed"
-    });
-    let s = g.status(&doomed);
+    g.frontals[i].0 = f;
+    wait_for(
+        &lines,
+        &format!("qcg-frontal: cluster {cluster} serving helpers on"),
+    );
+    restart_broker(&mut g);
+    g.until("the job to fail", || g.status(&gone)["state"] == "failed");
+    let s = g.status(&gone);
     let reason = s["reason"].as_str().unwrap_or_default();
     assert!(
-        reason.contains("no longer ran when the broker came back") && reason.contains("rank 0 on "),
+        reason.contains("no longer ran when the broker came back")
+            && reason.contains(&format!("rank 0 on {cluster}/")),
         "{s}"
     );
+
     assert_eq!(g.status(&live)["state"], "running");
     assert_eq!(
         g.call("DELETE", &format!("/v1/jobs/{live}"), "").status,

@@ -22,6 +22,7 @@
 
 pub mod cache;
 pub mod config;
+pub mod held;
 pub mod nodes;
 
 use cache::PlanCache;
@@ -72,6 +73,8 @@ struct Inner {
     /// The processes started on each node (job, rank) whose end was not reported yet:
     /// if the node's helper goes away they are reported lost, naming the node.
     launched: Mutex<BTreeMap<String, std::collections::BTreeSet<(String, u32)>>>,
+    /// Outputs and process ends the broker could not be told (it was away).
+    held: tokio::sync::Mutex<held::Held>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -281,6 +284,23 @@ impl Frontal {
                                 }
                             }
                         }
+                        // What could not be sent while the broker was away, in order.
+                        {
+                            let mut held = inner.held.lock().await;
+                            let (reqs, dropped) = held.take();
+                            if dropped > 0 {
+                                tracing::warn!(dropped, "output lines dropped while the broker was away (over the bound)");
+                            }
+                            for (n, r) in reqs.iter().enumerate() {
+                                if let Err(e) = quic::request(&c2, r).await {
+                                    tracing::warn!(error = %e, "held reports not delivered; kept");
+                                    for r in reqs.into_iter().skip(n) {
+                                        held.push(r);
+                                    }
+                                    break;
+                                }
+                            }
+                        }
                         // What runs on the nodes whose helper is here: a broker back
                         // from a restart keeps those jobs and fails the others now.
                         let req = inner.running();
@@ -323,6 +343,7 @@ impl Frontal {
                 helpers: Mutex::new(BTreeMap::new()),
                 reporting: tokio::sync::Mutex::new(()),
                 launched: Default::default(),
+                held: Default::default(),
             }
         });
 
@@ -619,10 +640,20 @@ async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Resp
         | Request::Unregister { .. }
         | Request::Report { .. }
         | Request::JobEnd { .. }
-        | Request::Output { .. }
         | Request::Rendezvous { .. }
-        | Request::Syn { .. }
-        | Request::ProcessExited { .. } => inner.broker.forward(&req).await,
+        | Request::Syn { .. } => inner.broker.forward(&req).await,
+        // What a job printed and how its processes ended must reach the broker even
+        // if it is away for a while: kept here, and sent first when it is back.
+        Request::Output { .. } | Request::ProcessExited { .. } => {
+            match inner.broker.request(&req).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, kind = req.kind(), "broker away; kept for when it is back");
+                    inner.held.lock().await.push(req);
+                    Response::Ok
+                }
+            }
+        }
         other => Response::error(
             ErrorKind::Forbidden,
             format!("`{}` is not a request a helper may send", other.kind()),
