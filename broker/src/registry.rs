@@ -7,7 +7,7 @@
 
 use crate::plan;
 use qcg_proto::{
-    AccessPoint, ClusterConfig, ErrorKind, Notice, ProcName, Request, Response, Technique,
+    AccessPoint, ClusterConfig, ErrorKind, Notice, Policy, ProcName, Request, Response, Technique,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -154,6 +154,36 @@ pub struct ClusterSummary {
     pub nat: qcg_proto::Nat,
     /// Processes registered in it.
     pub processes: usize,
+    /// Connections dialled into it from other clusters (direct or port-range links)
+    /// that were made, and that failed.
+    pub inbound_ok: u64,
+    /// See `inbound_ok`.
+    pub inbound_failed: u64,
+    /// What was observed that the announced config does not say (then links into
+    /// the cluster are planned as for a closed one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<String>,
+}
+
+/// Failed inbound dials, with none made, after which a cluster announced reachable
+/// is taken as closed.
+pub const MISMATCH_AFTER: u64 = 3;
+
+/// Outcomes of the connections other clusters dialled into one cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Inbound {
+    /// Made.
+    pub ok: u64,
+    /// Failed.
+    pub failed: u64,
+}
+
+impl Inbound {
+    /// Whether what was seen contradicts a config saying the cluster accepts
+    /// inbound connections.
+    pub fn contradicts(&self, c: &ClusterConfig) -> bool {
+        plan::accepts_inbound(c) && self.ok == 0 && self.failed >= MISMATCH_AFTER
+    }
 }
 
 /// A relay proxy the broker knows.
@@ -179,6 +209,8 @@ pub struct Registry {
     tokens: Box<dyn FnMut() -> String + Send>,
     per_job: usize,
     per_cluster: usize,
+    /// Inbound dials observed, by target cluster (reset when its config changes).
+    inbound: BTreeMap<String, Inbound>,
 }
 
 impl Default for Registry {
@@ -227,6 +259,7 @@ impl Registry {
             tokens,
             per_job: DEFAULT_PER_JOB,
             per_cluster: DEFAULT_PER_CLUSTER,
+            inbound: BTreeMap::new(),
         }
     }
 
@@ -280,6 +313,9 @@ impl Registry {
                         ),
                     );
                 }
+            }
+            if self.clusters.get(&c.name) != Some(c) {
+                self.inbound.remove(&c.name);
             }
             self.clusters.insert(c.name.clone(), c.clone());
             return (Response::Ok, Vec::new());
@@ -358,13 +394,19 @@ impl Registry {
                 *self.lookups.entry(result).or_default() += 1;
                 (resp, Vec::new())
             }
-            Request::Report { technique, ok, .. } => {
+            Request::Report {
+                technique,
+                ok,
+                target,
+                ..
+            } => {
                 let c = self.links.entry(technique).or_default();
                 if ok {
                     c.ok += 1;
                 } else {
                     c.failed += 1;
                 }
+                self.observe(cluster, &target, technique, ok);
                 (Response::Ok, Vec::new())
             }
             Request::JobEnd { job } => {
@@ -554,6 +596,50 @@ impl Registry {
         )
     }
 
+    /// Notes a dial from `from` into the cluster of `target`; says so, once, when the
+    /// outcomes come to contradict what that cluster announced.
+    fn observe(&mut self, from: &str, target: &ProcName, technique: Technique, ok: bool) {
+        if !matches!(technique, Technique::Direct | Technique::PortRange) {
+            return;
+        }
+        let Some(dst) = self.processes.get(target).map(|a| a.cluster.clone()) else {
+            return;
+        };
+        let Some(cfg) = self.clusters.get(&dst) else {
+            return;
+        };
+        if dst == from {
+            return;
+        }
+        let o = self.inbound.entry(dst.clone()).or_default();
+        let before = o.contradicts(cfg);
+        if ok {
+            o.ok += 1;
+        } else {
+            o.failed += 1;
+        }
+        if o.contradicts(cfg) && !before {
+            tracing::warn!(
+                cluster = %dst,
+                announced = %cfg.policy,
+                failed = o.failed,
+                "the cluster is announced reachable from outside, but no connection into it was made: check its firewall and NAT settings; links into it are now planned as for a closed cluster"
+            );
+        }
+    }
+
+    /// The config links into `c` are planned with: the announced one, or a closed
+    /// cluster when what was observed contradicts it.
+    fn as_observed(&self, c: &ClusterConfig) -> ClusterConfig {
+        match self.inbound.get(&c.name) {
+            Some(o) if o.contradicts(c) => ClusterConfig {
+                policy: Policy::Closed,
+                ..c.clone()
+            },
+            _ => c.clone(),
+        }
+    }
+
     fn lookup(&self, cluster: &str, target: &ProcName) -> Response {
         let Some(ap) = self.processes.get(target) else {
             return Response::error(
@@ -568,7 +654,7 @@ impl Registry {
                 format!("cluster `{}` of process {target} is unknown", ap.cluster),
             );
         };
-        let plan = plan::plan(src, dst, ap);
+        let plan = plan::plan(src, &self.as_observed(dst), ap);
         let relay_only = plan
             .attempts
             .iter()
@@ -644,6 +730,18 @@ impl Registry {
                     .values()
                     .filter(|p| p.cluster == c.name)
                     .count(),
+                inbound_ok: self.inbound.get(&c.name).map_or(0, |o| o.ok),
+                inbound_failed: self.inbound.get(&c.name).map_or(0, |o| o.failed),
+                mismatch: self
+                    .inbound
+                    .get(&c.name)
+                    .filter(|o| o.contradicts(c))
+                    .map(|o| {
+                        format!(
+                            "announced {} but {} connection(s) dialled into it from other clusters failed and none was made: planned as closed",
+                            c.policy, o.failed
+                        )
+                    }),
             })
             .collect()
     }
@@ -844,6 +942,79 @@ mod tests {
         let mut r = Registry::default();
         let (resp, _) = r.handle(None, Request::Register(ap("j", 0, "a")));
         assert_eq!(kind(&resp), Some(ErrorKind::Forbidden));
+    }
+
+    /// Issue 12, item 6: a cluster announced open whose firewall drops what other
+    /// clusters dial is seen to be so from the links' reports, said in its summary,
+    /// and planned as closed from then on; a config change starts over.
+    #[test]
+    fn dials_that_keep_failing_into_a_cluster_announced_open_make_it_planned_closed() {
+        let mut r = Registry::default();
+        for c in ["a", "b"] {
+            r.handle(None, Request::RegisterCluster(cluster(c, Policy::Open)));
+        }
+        r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
+        r.handle(Some("a"), Request::Register(ap("j", 2, "a")));
+        r.handle(Some("b"), Request::Register(ap("j", 1, "b")));
+        let first = |r: &mut Registry| match r
+            .handle(
+                Some("a"),
+                Request::Lookup {
+                    from: ProcName::new("j", 0),
+                    target: ProcName::new("j", 1),
+                },
+            )
+            .0
+        {
+            Response::Plan(p) => p.attempts[0].technique,
+            other => panic!("{other:?}"),
+        };
+        let report = |r: &mut Registry, from: &str, target: u32, ok: bool| {
+            r.handle(
+                Some(from),
+                Request::Report {
+                    from: ProcName::new("j", 0),
+                    target: ProcName::new("j", target),
+                    technique: Technique::Direct,
+                    ok,
+                },
+            );
+        };
+        assert_eq!(first(&mut r), Technique::Direct);
+        // Dials inside a cluster say nothing of its firewall.
+        for _ in 0..5 {
+            report(&mut r, "a", 2, false);
+        }
+        for n in 1..MISMATCH_AFTER {
+            report(&mut r, "a", 1, false);
+            assert_eq!(first(&mut r), Technique::Direct, "after {n}");
+        }
+        report(&mut r, "a", 1, false);
+        let summary = |r: &Registry, c: &str| {
+            r.cluster_summaries()
+                .into_iter()
+                .find(|s| s.name == c)
+                .unwrap()
+        };
+        let b = summary(&r, "b");
+        assert_eq!((b.inbound_ok, b.inbound_failed), (0, MISMATCH_AFTER));
+        assert!(
+            b.mismatch.as_deref().unwrap().contains("announced open"),
+            "{b:?}"
+        );
+        assert_eq!(summary(&r, "a").mismatch, None);
+        assert_ne!(first(&mut r), Technique::Direct);
+        // The admin fixes the config: what was seen is forgotten.
+        r.handle(None, Request::RegisterCluster(cluster("b", Policy::Closed)));
+        assert_eq!(summary(&r, "b").inbound_failed, 0);
+        r.handle(None, Request::RegisterCluster(cluster("b", Policy::Open)));
+        // One dial that worked: the announcement holds, whatever failed besides.
+        report(&mut r, "a", 1, true);
+        for _ in 0..10 {
+            report(&mut r, "a", 1, false);
+        }
+        assert_eq!(summary(&r, "b").mismatch, None);
+        assert_eq!(first(&mut r), Technique::Direct);
     }
 
     #[test]

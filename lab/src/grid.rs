@@ -18,6 +18,8 @@ use std::time::Duration;
 pub const BROKER_PORT: u16 = 7700;
 /// Port of every frontal (QUIC) on its gateway.
 pub const FRONTAL_PORT: u16 = 7701;
+/// The broker's plain HTTP views, on the loopback of its host.
+pub const BROKER_HTTP_PORT: u16 = 7780;
 /// Port of every proxy (TCP).
 pub const PROXY_PORT: u16 = 7800;
 
@@ -80,7 +82,7 @@ impl LabGrid {
         g.issue(Role::Broker, "broker")?;
         let cfg = g.write(
             "broker.toml",
-            format!("listen = \"0.0.0.0:{BROKER_PORT}\"\nca = \"ca.pem\"\ncert = \"broker.pem\"\nkey = \"broker.key\"\n"),
+            format!("listen = \"0.0.0.0:{BROKER_PORT}\"\nhttp_listen = \"127.0.0.1:{BROKER_HTTP_PORT}\"\nca = \"ca.pem\"\ncert = \"broker.pem\"\nkey = \"broker.key\"\n"),
         )?;
         let c = g.spawn("broker", "qcg-broker", &cfg, "qcg-broker: QUIC on")?;
         g.core.push(c);
@@ -164,6 +166,27 @@ impl LabGrid {
     /// The helper socket of a node (`SITE-K`).
     pub fn socket(&self, node: &str) -> PathBuf {
         self.dir.path().join(format!("{node}.sock"))
+    }
+
+    /// The body of the broker's plain HTTP view `path` (e.g. `/v1/clusters`), read
+    /// on the broker's host.
+    pub fn broker_view(&self, path: &str) -> anyhow::Result<String> {
+        let script = format!(
+            "exec 3<>/dev/tcp/127.0.0.1/{BROKER_HTTP_PORT} && printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3 && cat <&3"
+        );
+        let out = self
+            .command("broker", Path::new("/bin/bash"))
+            .args(["-c", &script])
+            .output()?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        match text.split_once("\r\n\r\n") {
+            Some((_, body)) if out.status.success() => Ok(body.to_string()),
+            _ => anyhow::bail!(
+                "GET {path} from the broker failed: {}{}",
+                text,
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
     }
 
     /// A command that runs `program` in the lab host `host`.

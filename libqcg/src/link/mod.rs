@@ -69,12 +69,30 @@ impl Comm {
                     tx.clone(),
                     won.clone(),
                 );
+                let (from, target) = (me.clone(), plan.target.clone());
                 let spawned =
                     std::thread::Builder::new()
                         .name("qcg-link".into())
                         .spawn(move || {
                             let r = attempt(&inner, &a, dest, &won);
-                            let _ = to_us.send((i, r));
+                            // Decided without us: still say how a real try ended (the
+                            // broker learns what the clusters let through from it).
+                            if let Err(std::sync::mpsc::SendError((_, Err(e)))) = to_us.send((i, r))
+                            {
+                                if e != OVERTAKEN {
+                                    let ok = false;
+                                    let technique = a.technique;
+                                    report(
+                                        &inner,
+                                        Request::Report {
+                                            from,
+                                            target,
+                                            technique,
+                                            ok,
+                                        },
+                                    );
+                                }
+                            }
                         });
                 if let Err(e) = spawned {
                     let _ = tx.send((i, Err(format!("cannot start a thread for it: {e}"))));
@@ -127,9 +145,7 @@ impl Comm {
 
     /// Reports an attempt's outcome off the critical path of the first message.
     fn report(&self, req: Request) {
-        if let Some(r) = lock(&self.inner.reports).as_ref() {
-            let _ = r.tx.send(req);
-        }
+        report(&self.inner, req);
     }
 
     fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
@@ -159,6 +175,13 @@ impl Comm {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+/// Hands a report to the reporter thread (if the communicator still has one).
+fn report(inner: &Inner, req: Request) {
+    if let Some(r) = lock(&inner.reports).as_ref() {
+        let _ = r.tx.send(req);
     }
 }
 
