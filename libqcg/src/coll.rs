@@ -417,7 +417,7 @@ impl Comm {
             timeout,
             name,
             sends: Vec::new(),
-            recvs: Vec::new(),
+            recvs: std::collections::VecDeque::new(),
         };
         let r = run.execute(&sched.steps, &mut b, seq, combine);
         // Whatever is still pending (after a failure) is detached: an unmatched
@@ -718,7 +718,7 @@ struct Rounds<'a> {
     timeout: Duration,
     name: &'static str,
     sends: Vec<(usize, usize)>,
-    recvs: Vec<PendingRecv>,
+    recvs: std::collections::VecDeque<PendingRecv>,
 }
 
 fn overlaps(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
@@ -783,7 +783,7 @@ impl Rounds<'_> {
                         .engine
                         .core()
                         .post_recv(pattern, RecvBuf::Alloc(Vec::new()));
-                    self.recvs.push(PendingRecv {
+                    self.recvs.push_back(PendingRecv {
                         id,
                         from: *from,
                         buf: *buf,
@@ -874,7 +874,9 @@ impl Rounds<'_> {
     fn complete_recvs(&mut self, b: &mut Buffers<'_>, n: usize) -> Result<()> {
         for _ in 0..n {
             // One at a time: on a failure the rest stay pending, to be detached.
-            let p = self.recvs.remove(0);
+            let Some(p) = self.recvs.pop_front() else {
+                return Ok(());
+            };
             let data = match self.await_request(p.id, p.from) {
                 Ok(Some(d)) => d,
                 Ok(None) => {
