@@ -420,3 +420,110 @@ fn services_stop_cleanly_on_sigterm() {
 fn services_stop_cleanly_on_sigint() {
     stops_cleanly(rustix::process::Signal::INT);
 }
+
+/// Issue 12: a relay proxy that freezes (SIGSTOP) under a running job does not hang
+/// it: both ranks notice the silence within the liveness time, and `qcg run` fails
+/// naming a rank, long before its own time-out.
+#[test]
+fn a_frozen_relay_proxy_fails_the_job_naming_the_silent_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ca = d.join("ca");
+    assert!(qcg(&["ca", "init", "--dir", ca.to_str().unwrap()])
+        .status
+        .success());
+    for (role, name) in [
+        ("broker", "broker"),
+        ("frontal", "alpha"),
+        ("frontal", "beta"),
+        ("helper", "a1"),
+        ("helper", "b1"),
+        ("proxy", "relay"),
+    ] {
+        issue(&ca, role, name);
+    }
+    let mut s = Services(Vec::new());
+    let lines = start(
+        &mut s,
+        "qcg-broker",
+        &broker_toml(d, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"),
+    );
+    let quic: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
+    let tls =
+        |n: &str| format!("ca = \"ca/ca.pem\"\ncert = \"ca/{n}.pem\"\nkey = \"ca/{n}.key\"\n");
+    let cfg = write(
+        d,
+        "proxy.toml",
+        &format!(
+            "listen = \"127.0.0.1:0\"\nbroker = \"{quic}\"\n{}",
+            tls("relay")
+        ),
+    );
+    let lines = start(&mut s, "qcg-proxy", &cfg);
+    wait_for(&lines, "qcg-proxy: relaying on");
+    let proxy = rustix::process::Pid::from_raw(s.0.last().unwrap().id() as i32).unwrap();
+    // A closed site and one behind a random-port NAT: only relaying links them.
+    for (cluster, node, net) in [
+        ("alpha", "a1", "policy = \"closed\"\n"),
+        (
+            "beta",
+            "b1",
+            "policy = \"closed\"\nnat = \"random-port\"\npublic_address = \"127.0.0.1\"\n",
+        ),
+    ] {
+        let cfg = write(
+            d,
+            &format!("frontal-{cluster}.toml"),
+            &format!(
+                "cluster = \"{cluster}\"\n{net}broker = \"{quic}\"\nlisten = \"127.0.0.1:0\"\n{}",
+                tls(cluster)
+            ),
+        );
+        let lines = start(&mut s, "qcg-frontal", &cfg);
+        let at = wait_for(
+            &lines,
+            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
+        );
+        let lines = start(&mut s, "qcg-helper", &helper_toml(d, node, &at));
+        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
+    }
+    let mut run = Command::new(bin("qcg"))
+        .args(["run", "-n", "2", "--timeout", "100", "--helper"])
+        .arg(d.join("a1.sock"))
+        .arg("--helper")
+        .arg(d.join("b1.sock"))
+        .arg("--")
+        .arg(example("engine_check"))
+        .arg("steady")
+        .env("QCG_LIVENESS", "3")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = run.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the ranks never linked");
+        if l.contains("steady: linked") {
+            break;
+        }
+    }
+    rustix::process::kill_process(proxy, rustix::process::Signal::STOP).unwrap();
+    let o = run.wait_with_output().unwrap();
+    rustix::process::kill_process(proxy, rustix::process::Signal::CONT).unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(124), "qcg run timed out: {err}");
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("sent nothing for") && err.contains("frozen or unreachable"),
+        "{err}"
+    );
+}

@@ -53,6 +53,7 @@ fn main() {
         "frozen" => frozen(&comm),
         "alltoall" => alltoall(&comm),
         "strangers" => strangers(&comm),
+        "steady" => steady(&comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ok {scenario} rank {rank} of {size}");
@@ -343,6 +344,29 @@ fn frozen(comm: &Comm) {
             }
         }
         _ => {}
+    }
+}
+
+/// Ranks 0 and 1 exchange 1 KiB back and forth for up to two minutes; rank 0 says
+/// when the link is up. Something between them that freezes (a relay proxy) must
+/// end the exchange within the liveness time, naming the peer.
+fn steady(comm: &Comm) {
+    let peer = 1 - comm.rank().min(1);
+    let t = Instant::now();
+    let mut said = false;
+    while t.elapsed() < Duration::from_secs(120) {
+        if comm.rank() == 0 {
+            comm.send(peer, 5, &[7u8; 1024]).unwrap();
+            comm.recv(Some(peer), Some(5)).unwrap();
+            if !said {
+                println!("steady: linked");
+                said = true;
+            }
+        } else {
+            let m = comm.recv(Some(peer), Some(5)).unwrap();
+            comm.send(peer, 5, &m.data).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
