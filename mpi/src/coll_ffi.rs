@@ -939,6 +939,56 @@ pub unsafe extern "C" fn MPI_Comm_create(comm: c_int, group: c_int, newcomm: *mu
     })
 }
 
+/// `MPI_Comm_create_group`: collective over the group's members only (MPI 3.1
+/// §6.4.2); a process outside the group gets `MPI_COMM_NULL` without a message.
+/// The members derive the new context alike from the communicator, the group, the
+/// tag and how many such calls they made before (see [`qcg::Comm::subset`]).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Comm_create_group(
+    comm: c_int,
+    group: c_int,
+    tag: c_int,
+    newcomm: *mut c_int,
+) -> c_int {
+    call("MPI_Comm_create_group", comm, || {
+        let c = ctx(comm)?;
+        let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
+        state::send_tag(tag)?;
+        let mine = state::members(&c.comm);
+        let locals = g
+            .iter()
+            .map(|x| {
+                mine.iter()
+                    .position(|m| m == x)
+                    .map(|p| p as u32)
+                    .ok_or_else(|| {
+                        MpiError::new(
+                            Class::Group,
+                            format!(
+                                "the group holds process {x}, which is not in the communicator"
+                            ),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<u32>, _>>()?;
+        let h = if locals.contains(&c.me) {
+            let n = state::with(|s| s.next_create_group(comm, &g, tag))?;
+            let key = (u64::from(tag as u32) << 32) | u64::from(n);
+            match c.comm.subset(&locals, key)? {
+                Some(new) => state::with(|s| {
+                    let e = s.comm(comm)?.errhandler;
+                    s.add_comm(new, e)
+                })?,
+                None => 0,
+            }
+        } else {
+            0
+        };
+        // SAFETY: an output handle.
+        unsafe { put(newcomm, h) }
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_compare(comm1: c_int, comm2: c_int, result: *mut c_int) -> c_int {
     call("MPI_Comm_compare", comm1, || {
