@@ -481,19 +481,32 @@ pub unsafe extern "C" fn MPI_Send(
     unsafe { send("MPI_Send", buf, count, datatype, dest, tag, comm) }
 }
 
-/// Synchronous mode: libqcg has no "receive started" acknowledgement, so this is
-/// the standard-mode send (see the crate docs).
+/// Synchronous mode: the message is announced and its bytes go only once the
+/// receiver has matched it with a receive, whatever its size, so the call returns
+/// after the match (MPI 3.1 §3.4).
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ssend(
     buf: *const c_void,
-    count: c_int,
+    count_: c_int,
     datatype: c_int,
-    dest: c_int,
-    tag: c_int,
+    dest_: c_int,
+    tag_: c_int,
     comm: c_int,
 ) -> c_int {
-    // SAFETY: passed on.
-    unsafe { send("MPI_Ssend", buf, count, datatype, dest, tag, comm) }
+    call("MPI_Ssend", comm, || {
+        let (c, ty) = comm_ty(comm, datatype)?;
+        let n = count(count_)?;
+        let Some(d) = dest(&c, dest_)? else {
+            return Ok(());
+        };
+        let tag = send_tag(tag_)?;
+        // SAFETY: `n` elements of `ty` at `buf`.
+        let data = unsafe { in_bytes(buf, n, &ty)? };
+        // SAFETY: `data` lives until the request is waited for, just below.
+        let r = unsafe { c.issend_raw(d, tag, data.as_ptr(), data.len())? };
+        r.wait()?;
+        Ok(())
+    })
 }
 
 /// Receives into `n` elements of `ty` at `buf`.
