@@ -17,9 +17,9 @@
 //! initialized MPI and exits without `MPI_Finalize` exits with status 1 naming its
 //! rank.
 //!
-//! Known differences from the standard: `MPI_Ssend` completes as a standard-mode
-//! send (libqcg has no "receive started" acknowledgement); reductions on
-//! `MPI_LONG_DOUBLE` are refused with `MPI_ERR_OP` (Rust has no 80-bit floats).
+//! `MPI_Ssend` returns once its receive has matched (libqcg's synchronous send);
+//! reductions on `MPI_LONG_DOUBLE` and `MPI_LONG_DOUBLE_INT` compute in C's own
+//! `long double` ([`longdouble`]), never through `f64`.
 //!
 //! ```c
 //! #include <mpi.h>
@@ -35,6 +35,7 @@
 //! ```
 
 pub mod error;
+pub mod longdouble;
 pub mod state;
 pub mod types;
 
