@@ -7,6 +7,7 @@
 #![allow(clippy::missing_safety_doc)]
 #![allow(clippy::too_many_arguments)]
 
+use crate::agree;
 use crate::error::{Class, MpiError};
 use crate::ffi::{call, in_bytes, ints, put, write_packed, IN_PLACE};
 use crate::state::{self, count, root, OpKind, COMM_WORLD, UNDEFINED};
@@ -31,18 +32,25 @@ struct Ctx {
 }
 
 impl Ctx {
-    /// A message of this layer's own collectives from `src`, waiting at most the
-    /// collective timeout (`QCG_COLL_TIMEOUT`): a rank that never sends (calls that
-    /// do not match across ranks, or a dead rank) is named rather than waited for.
-    fn recv(&self, op: &str, src: u32, tag: u32, max: usize) -> Result<Vec<u8>, MpiError> {
+    /// A message of this layer's own collectives from `src`, of exactly `len`
+    /// bytes, waiting at most the collective timeout (`QCG_COLL_TIMEOUT`): a rank
+    /// that never sends (calls that do not match across ranks, or a dead rank) is
+    /// named rather than waited for, and so is one that sends another amount than
+    /// this rank expects (counts that do not match).
+    fn recv(&self, op: &str, src: u32, tag: u32, len: usize) -> Result<Vec<u8>, MpiError> {
         let t = self.comm.coll_options().timeout;
         match self.twin.recv_timeout(Some(src), Some(tag), t) {
-            Ok(m) if m.data.len() <= max => Ok(m.data),
+            Ok(m) if m.data.len() == len => Ok(m.data),
             Ok(m) => Err(MpiError::new(
-                Class::Truncate,
+                if m.data.len() > len {
+                    Class::Truncate
+                } else {
+                    Class::Count
+                },
                 format!(
-                    "{op}: rank {src} sent {} bytes, more than the {max} expected",
-                    m.data.len()
+                    "{op}: rank {src} sent {} bytes where this rank (rank {}) expects {len}: the ranks' counts do not match",
+                    m.data.len(),
+                    self.me
                 ),
             )),
             Err(qcg::Error::Timeout { .. }) => Err(MpiError::new(
@@ -54,6 +62,36 @@ impl Ctx {
             )),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl Ctx {
+    /// Waits for this layer's sends, each to rank `q`, for at most the collective
+    /// timeout in all: a rank that never takes its block is named.
+    fn wait_sends(&self, op: &str, sends: Vec<(usize, qcg::Request)>) -> Result<(), MpiError> {
+        let t = self.comm.coll_options().timeout;
+        let deadline = std::time::Instant::now() + t;
+        for (q, mut r) in sends {
+            loop {
+                if let Some(done) = r.test()? {
+                    drop(done);
+                    break;
+                }
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return Err(MpiError::new(
+                        Class::Other,
+                        format!(
+                            "{op}: rank {q} did not take its block in {:.0} s (calls that do not match across ranks, or a dead rank)",
+                            t.as_secs_f64()
+                        ),
+                    ));
+                }
+                self.twin
+                    .progress_until((now + std::time::Duration::from_millis(1)).min(deadline));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -125,6 +163,54 @@ fn combiner(h: c_int, dt: c_int, t: &Arc<TypeInfo>) -> Result<(Combine, bool), M
             Ok((Box::new(g), commute))
         }
     }
+}
+
+/// A reduction (at `root`, or on every rank for `None`) of `data`, `n` packed
+/// elements of `t`, that also checks every rank passed the same operation, root
+/// and datatype ([`agree`]): the result where there is one, or an error naming the
+/// rank at fault.
+fn checked_reduction(
+    c: &Ctx,
+    name: &str,
+    root: Option<u32>,
+    data: &[u8],
+    t: &TypeInfo,
+    op: c_int,
+    f: &Combine,
+    commute: bool,
+) -> Result<Option<Vec<u8>>, MpiError> {
+    let opsig = match state::with(|s| s.op(op))? {
+        OpKind::Predefined(_) => op as u32,
+        OpKind::User { .. } => agree::USER_OP,
+    };
+    let sig = agree::Sig {
+        op: opsig,
+        root: root.unwrap_or(0),
+        ty: agree::type_sig(&t.kind, t.size),
+    };
+    let layout = agree::Layout::new(t.size, data.len() / t.size.max(1));
+    let input = layout.pack(data, c.me, sig);
+    let g = |a: &mut [u8], b: &[u8]| layout.combine(a, b, &**f);
+    let out = match root {
+        Some(r) => c
+            .comm
+            .reduce_bytes(r, &input, layout.chunk(), commute, &g)?,
+        None => Some(
+            c.comm
+                .allreduce_bytes(&input, layout.chunk(), commute, &g)?,
+        ),
+    };
+    let Some(out) = out else { return Ok(None) };
+    let (result, trailer) = layout.unpack(&out);
+    if let Some(t) = trailer {
+        agree::verdict(name, &t, &|h| {
+            types::Op::from_handle(h as c_int).map_or_else(
+                || format!("op {h}"),
+                |o| format!("MPI_{o:?}").to_uppercase(),
+            )
+        })?;
+    }
+    Ok(Some(result))
 }
 
 fn combine_all(f: &Combine, size: usize, acc: &mut [u8], other: &[u8]) {
@@ -221,7 +307,9 @@ pub unsafe extern "C" fn MPI_Reduce(
             } else {
                 in_bytes(sendbuf, n, &t)?
             };
-            if let Some(out) = c.comm.reduce_bytes(r, &data, t.size, commute, &*f)? {
+            if let Some(out) =
+                checked_reduction(&c, "MPI_Reduce", Some(r), &data, &t, op, &f, commute)?
+            {
                 write_packed(recvbuf, n, &t, &out)?;
             }
         }
@@ -249,7 +337,8 @@ pub unsafe extern "C" fn MPI_Allreduce(
         // SAFETY: the caller's buffers of `n` elements.
         unsafe {
             let data = reduce_input(sendbuf, recvbuf, n, &t)?;
-            let out = c.comm.allreduce_bytes(&data, t.size, commute, &*f)?;
+            let out = checked_reduction(&c, "MPI_Allreduce", None, &data, &t, op, &f, commute)?
+                .unwrap_or_default();
             write_packed(recvbuf, n, &t, &out)?;
         }
         Ok(())
@@ -272,7 +361,8 @@ unsafe fn reduce_all(
     }
     // SAFETY: the caller's buffers of `total` elements.
     let data = unsafe { reduce_input(sendbuf, recvbuf, total, &t)? };
-    let out = c.comm.allreduce_bytes(&data, t.size, commute, &*f)?;
+    let out = checked_reduction(c, "MPI_Reduce_scatter", None, &data, &t, op, &f, commute)?
+        .unwrap_or_default();
     Ok((t, out))
 }
 
@@ -738,25 +828,17 @@ pub unsafe extern "C" fn MPI_Alltoallv(
                     .map(|&(k, d)| in_bytes(at(sendbuf, d, &st), k, &st).map(Cow::into_owned))
                     .collect::<Result<_, _>>()?
             };
-            let mut recvs = Vec::new();
-            for (q, &(k, _)) in rcd.iter().enumerate() {
-                recvs.push(c.twin.irecv_into(
-                    Some(q as u32),
-                    Some(TAG_ALLTOALLV),
-                    vec![0u8; k * rt.size],
-                )?);
-            }
             let mut sends = Vec::new();
             for (q, b) in blocks.into_iter().enumerate() {
-                sends.push(c.twin.isend(q as u32, TAG_ALLTOALLV, b)?);
+                sends.push((q, c.twin.isend(q as u32, TAG_ALLTOALLV, b)?));
             }
-            let got = qcg::wait_all(recvs)?;
-            qcg::wait_all(sends)?;
-            for (g, &(k, d)) in got.into_iter().zip(&rcd) {
-                if let Some(m) = g.into_message() {
-                    write_packed(at_mut(recvbuf, d, &rt), k, &rt, &m.data)?;
-                }
+            // Each block checked for its size, each peer waited for at most the
+            // collective timeout: counts that do not match name the rank.
+            for (q, &(k, d)) in rcd.iter().enumerate() {
+                let got = c.recv("MPI_Alltoallv", q as u32, TAG_ALLTOALLV, k * rt.size)?;
+                write_packed(at_mut(recvbuf, d, &rt), k, &rt, &got)?;
             }
+            c.wait_sends("MPI_Alltoallv", sends)?;
         }
         Ok(())
     })

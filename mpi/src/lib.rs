@@ -34,6 +34,7 @@
 //! }
 //! ```
 
+pub mod agree;
 pub mod error;
 pub mod longdouble;
 pub mod state;
