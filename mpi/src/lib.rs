@@ -6,9 +6,13 @@
 //! time. The layers:
 //! - [`types`]: datatypes as runs of bytes, packing, the predefined reductions
 //!   (pure, tested without a network);
+//! - [`agree`]: reductions whose chunks carry what each rank passed, so that ranks
+//!   that disagree on the operation, root or datatype are named (pure);
+//! - [`longdouble`]: C's `long double` arithmetic, from a few lines of C;
 //! - [`state`]: the handle tables and argument checks (safe code);
-//! - `ffi`: the `extern "C"` functions, the only place with `unsafe`: it turns C
-//!   pointers into slices and calls libqcg's requests and collectives.
+//! - `ffi`: the `extern "C"` functions, the only place with `unsafe` (with
+//!   `longdouble`'s calls into C): it turns C pointers into slices and calls
+//!   libqcg's requests and collectives.
 //!
 //! Handles are C ints (predefined ones are constants of `mpi.h`). Errors go through
 //! the communicator's handler: `MPI_ERRORS_ARE_FATAL` (the default) prints the
