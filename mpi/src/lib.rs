@@ -46,5 +46,4 @@ pub mod types;
 
 pub mod wrapper;
 
-mod coll_ffi;
 mod ffi;
