@@ -1,12 +1,13 @@
-/* The Open MPI side of `qcg-bench coll --lab`: MPI_Bcast, MPI_Reduce, MPI_Gather and
- * MPI_Allreduce timed with the same OSU method as the qcg ranks (barrier, warm-up,
+/* The Open MPI side of `qcg-bench coll --lab`, and both sides of `qcg-bench mpi --lab`
+ * (built with qcg-mpicc and with mpicc): MPI_Bcast, MPI_Reduce, MPI_Gather,
+ * MPI_Allgather and MPI_Allreduce timed with the same OSU method as the qcg ranks (barrier, warm-up,
  * every call timed on its own with a barrier after it outside the timed part, each
  * rank's mean, then the mean, min and max over ranks), and, as there, every call
  * starting at a common instant on the wall clock that rank 0 broadcasts ahead (twice
  * the worst delay of three 8-byte probes, plus 2 ms): see bench/src/coll.rs for why.
  *
  * Usage: coll_osu OPS MIN_SIZE MAX_SIZE ITERS SKIP
- *   OPS: comma-separated among bcast, reduce, allreduce, gather
+ *   OPS: comma-separated among bcast, reduce, allreduce, gather, allgather
  *   sizes: the powers of two from MIN_SIZE (rounded down) to MAX_SIZE; ITERS and SKIP are cut to a tenth above 8 KiB
  *   (at least 5 and 1), as the qcg side does. Reductions sum MAX(size / 8, 1) uint64.
  * Output on rank 0, one line per point: `op,size,avg_us,min_us,max_us,late`, where
@@ -71,6 +72,9 @@ static int run(const char *op, void *buf, void *out, size_t size, int rank) {
     if (strcmp(op, "gather") == 0)
         return MPI_Gather(buf, (int)size, MPI_BYTE, rank == 0 ? out : NULL, (int)size,
                           MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (strcmp(op, "allgather") == 0)
+        return MPI_Allgather(buf, (int)size, MPI_BYTE, out, (int)size, MPI_BYTE,
+                             MPI_COMM_WORLD);
     return -1;
 }
 

@@ -26,7 +26,7 @@ use std::process::{Child, Command, Stdio};
 const HARNESS: &str = include_str!("../mpi/coll_osu.c");
 
 /// Operations the Open MPI harness times.
-pub const MPI_OPS: [&str; 4] = ["bcast", "reduce", "allreduce", "gather"];
+pub const MPI_OPS: [&str; 5] = ["bcast", "reduce", "allreduce", "gather", "allgather"];
 
 /// One measured point.
 #[derive(Clone, Debug, PartialEq)]
@@ -393,22 +393,30 @@ fn run_qcg(
 
 /// Builds the harness with `mpicc` into `dir`.
 fn build_harness(dir: &Path) -> anyhow::Result<PathBuf> {
-    let src = dir.join("coll_osu.c");
-    let bin = dir.join("coll_osu");
-    std::fs::write(&src, HARNESS)?;
-    let out = Command::new("mpicc")
+    build_c(Path::new("mpicc"), HARNESS, dir, "coll_osu")
+}
+
+/// Builds C program `text` with compiler `cc` (`mpicc`, `qcg-mpicc`) into
+/// `dir/name`.
+pub fn build_c(cc: &Path, text: &str, dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    std::fs::write(&src, text)?;
+    let out = Command::new(cc)
         .args(["-O2", "-o"])
         .arg(&bin)
         .arg(&src)
         .output()
         .map_err(|e| {
             anyhow::anyhow!(
-                "mpicc: {e}: install Open MPI (bash scripts/bench-deps.sh) or pass --no-mpi"
+                "{}: {e}: install Open MPI (bash scripts/bench-deps.sh) or pass --no-mpi",
+                cc.display()
             )
         })?;
     anyhow::ensure!(
         out.status.success(),
-        "mpicc failed on {}: {}",
+        "{} failed on {}: {}",
+        cc.display(),
         src.display(),
         String::from_utf8_lossy(&out.stderr).trim()
     );
@@ -423,8 +431,19 @@ fn run_mpi(
     a: &CollArgs,
     dir: &Path,
 ) -> anyhow::Result<Vec<Point>> {
-    let prefix = lab.prefix.as_str();
     let bin = build_harness(dir)?;
+    run_mpi_with(lab, t, ppn, a, dir, &bin, &[], "ompi")
+}
+
+/// Hosts in file order as `(address, name)` with `ppn` slots each, and the rsh
+/// agent and hostfile written into `dir`: what `mpirun` needs in the lab.
+pub fn mpirun_setup(
+    lab: &LabRun,
+    t: &Topology,
+    ppn: usize,
+    dir: &Path,
+    only: Option<&[&str]>,
+) -> anyhow::Result<usize> {
     let qcg_lab = lab.bins.join("qcg-lab");
     anyhow::ensure!(
         qcg_lab.exists(),
@@ -436,6 +455,9 @@ fn run_mpi(
     for s in &t.sites {
         for k in 1..=s.nodes {
             let name = format!("{}-{k}", s.name);
+            if only.is_some_and(|o| !o.contains(&name.as_str())) {
+                continue;
+            }
             let h = t
                 .host(&name)
                 .ok_or_else(|| anyhow::anyhow!("no lab host {name}"))?;
@@ -444,9 +466,49 @@ fn run_mpi(
         }
     }
     let agent = dir.join("agent.sh");
-    std::fs::write(&agent, agent_script(&qcg_lab, prefix, &hosts))?;
+    std::fs::write(&agent, agent_script(&qcg_lab, &lab.prefix, &hosts))?;
     std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
     std::fs::write(dir.join("hostfile"), &hostfile)?;
+    Ok(hosts.len())
+}
+
+/// `mpirun` in the lab's broker host with the settings every run shares (see the
+/// module docs), `extra` arguments, `np` ranks from `dir/hostfile`.
+pub fn mpirun(lab: &LabRun, dir: &Path, np: usize, extra: &[&str]) -> Command {
+    let mut c = Command::new(lab.bins.join("qcg-lab"));
+    c.args(["exec", "--prefix", &lab.prefix, "broker", "--", "mpirun"])
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ])
+        .args(["--mca", "btl", "tcp,self"])
+        .args(["--mca", "mpi_yield_when_idle", "1"])
+        .args(["--mca", "plm_rsh_no_tree_spawn", "1"])
+        .args(["--mca", "plm_rsh_agent"])
+        .arg(dir.join("agent.sh"))
+        .args(extra)
+        .arg("--hostfile")
+        .arg(dir.join("hostfile"))
+        .args(["-np", &np.to_string()]);
+    c
+}
+
+/// The harness `bin` (built with Open MPI's `mpicc`) under `mpirun` with `extra`
+/// arguments (e.g. `--mca coll_han_priority 100`), its points named `algo`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_mpi_with(
+    lab: &LabRun,
+    t: &Topology,
+    ppn: usize,
+    a: &CollArgs,
+    dir: &Path,
+    bin: &Path,
+    extra: &[&str],
+    algo: &str,
+) -> anyhow::Result<Vec<Point>> {
+    let hosts = mpirun_setup(lab, t, ppn, dir, None)?;
     let ops: Vec<&str> = a
         .ops
         .iter()
@@ -458,24 +520,9 @@ fn run_mpi(
         "none of --ops is timed by the Open MPI harness ({})",
         MPI_OPS.join(", ")
     );
-    let np = hosts.len() * ppn;
-    let mut c = Command::new(&qcg_lab);
-    c.args(["exec", "--prefix", prefix, "broker", "--", "mpirun"])
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-        ])
-        .args(["--mca", "btl", "tcp,self"])
-        .args(["--mca", "mpi_yield_when_idle", "1"])
-        .args(["--mca", "plm_rsh_no_tree_spawn", "1"])
-        .args(["--mca", "plm_rsh_agent"])
-        .arg(&agent)
-        .arg("--hostfile")
-        .arg(dir.join("hostfile"))
-        .args(["-np", &np.to_string()])
-        .arg(&bin)
+    let np = hosts * ppn;
+    let mut c = mpirun(lab, dir, np, extra);
+    c.arg(bin)
         .arg(ops.join(","))
         .arg(a.min_size.to_string())
         .arg(a.max_size.to_string())
@@ -483,21 +530,28 @@ fn run_mpi(
         .arg(a.skip.to_string())
         .stdin(Stdio::null())
         .stderr(Stdio::inherit());
-    eprintln!("# Open MPI: {np} ranks, harness {}", bin.display());
+    eprintln!("# Open MPI ({algo}): {np} ranks, harness {}", bin.display());
     let out = c.output()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    std::fs::write(dir.join("ompi.out"), text.as_bytes())?;
+    let file = dir.join(format!("{algo}.out"));
+    std::fs::write(&file, text.as_bytes())?;
     anyhow::ensure!(
         out.status.success(),
         "mpirun failed ({}); its output is in {}",
         out.status,
-        dir.join("ompi.out").display()
+        file.display()
     );
-    let points = parse_mpi(&text);
+    let points: Vec<Point> = parse_mpi(&text)
+        .into_iter()
+        .map(|p| Point {
+            algo: algo.to_string(),
+            ..p
+        })
+        .collect();
     anyhow::ensure!(
         !points.is_empty(),
         "mpirun printed no figures; its output is in {}",
-        dir.join("ompi.out").display()
+        file.display()
     );
     Ok(points)
 }

@@ -4,11 +4,14 @@
 //!   when the frontal has the answer cached (p50, p99).
 //! - `qcg-bench pingpong`: 1-byte and 1 MiB ping-pong over a libqcg link and over plain
 //!   TCP between the same two processes, with the ratio.
+//! - `qcg-bench mpi --lab TOPO`: the C ping-pong and OSU-style collectives built with
+//!   `qcg-mpicc` and with Open MPI's `mpicc` (defaults, and with han), side by side.
 
 mod attacks;
 mod coll;
 mod coll_lab;
 mod lab_run;
+mod mpi_lab;
 mod netpipe;
 mod netpipe_lab;
 mod svg;
@@ -80,6 +83,27 @@ enum Cmd {
         /// With --lab: skip Open MPI.
         #[arg(long)]
         no_mpi: bool,
+        #[command(flatten)]
+        args: coll::CollArgs,
+    },
+    /// C MPI programs on the lab (as root): ping-pong over a direct link (qcg-mpicc,
+    /// the Rust API, Open MPI) and OSU-style collectives built with qcg-mpicc and with
+    /// Open MPI's mpicc, run under its defaults and with `--mca coll_han_priority 100`,
+    /// side by side in one run. Needs the workspace's release binaries and
+    /// examples/pingpong beside this one, and Open MPI.
+    Mpi {
+        /// The lab's topology file.
+        #[arg(long, value_name = "TOPO")]
+        lab: std::path::PathBuf,
+        /// Ranks per node for the collectives.
+        #[arg(long, default_value_t = 1)]
+        ppn: usize,
+        /// Largest ping-pong message, bytes.
+        #[arg(long, default_value_t = 4 << 20)]
+        pp_max: usize,
+        /// Ping-pong round trips per size.
+        #[arg(long, default_value_t = 200)]
+        pp_reps: usize,
         #[command(flatten)]
         args: coll::CollArgs,
     },
@@ -177,6 +201,13 @@ fn main() -> anyhow::Result<()> {
             &args,
         ),
         Cmd::CollRank { args } => coll::rank(&args),
+        Cmd::Mpi {
+            lab,
+            ppn,
+            pp_max,
+            pp_reps,
+            args,
+        } => mpi_lab::run(&lab, ppn, &args, pp_max, pp_reps),
         Cmd::Netpipe {
             max,
             trial,

@@ -683,17 +683,73 @@ impl Comm {
     }
 }
 
+impl Comm {
+    /// A communicator over `members` (ranks of this one, in the new one's order)
+    /// that only the members build, without a message: ranks outside `members` do
+    /// not call it (MPI's `MPI_Comm_create_group`). `None` if this rank is not a
+    /// member.
+    ///
+    /// The new context is derived from this one's, the members and `key`, so every
+    /// member must pass the same `members` and `key`, and two communicators made
+    /// over the same members of this one need different keys (the caller counts
+    /// its calls per member list). This communicator's own sequence of splits is
+    /// untouched, so ranks that did not take part still agree on later splits.
+    pub fn subset(&self, members: &[u32], key: u64) -> Result<Option<Comm>> {
+        let bad = |message: String| Error::Collective {
+            op: "subset",
+            message,
+        };
+        let mut seen = vec![false; self.size() as usize];
+        for &m in members {
+            match seen.get_mut(m as usize) {
+                Some(s) if !*s => *s = true,
+                Some(_) => return Err(bad(format!("rank {m} is listed twice"))),
+                None => {
+                    return Err(bad(format!(
+                        "rank {m} is not in the communicator (size {})",
+                        self.size()
+                    )))
+                }
+            }
+        }
+        let Some(rank) = members.iter().position(|&m| m == self.rank()) else {
+            return Ok(None);
+        };
+        let view = self.view();
+        let locals: Vec<usize> = members.iter().map(|&m| m as usize).collect();
+        let topology = self
+            .topology()
+            .subset(&locals)
+            .map_err(|e| bad(e.to_string()))?;
+        // A marker no split's (parent, seq, color) hashes the same way as often.
+        let mut words = vec![view.context, 0x5b5e_7000, members.len() as u32];
+        words.extend_from_slice(members);
+        words.extend_from_slice(&[key as u32, (key >> 32) as u32]);
+        Ok(Some(self.with_view(View {
+            context: fnv_context(&words),
+            ranks: members.iter().map(|&m| view.global(m)).collect(),
+            rank: rank as u32,
+            topology,
+            calls: Default::default(),
+            splits: Default::default(),
+            options: std::sync::Mutex::new(self.coll_options()),
+            schedules: Default::default(),
+        })))
+    }
+}
+
 /// A context every member of a split derives alike (FNV-1a of parent, call, color),
 /// below the collective bit and never 0 (the job's own context).
 fn child_context(parent: u32, seq: u32, color: u32) -> u32 {
+    fnv_context(&[parent, seq, color])
+}
+
+/// FNV-1a of `words` (little-endian bytes) as a context: below the collective bit,
+/// never 0.
+fn fnv_context(words: &[u32]) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
-    for b in parent
-        .to_le_bytes()
-        .iter()
-        .chain(&seq.to_le_bytes())
-        .chain(&color.to_le_bytes())
-    {
-        h ^= u32::from(*b);
+    for b in words.iter().flat_map(|w| w.to_le_bytes()) {
+        h ^= u32::from(b);
         h = h.wrapping_mul(0x0100_0193);
     }
     (h & !COLL_CONTEXT).max(1)

@@ -450,6 +450,33 @@ impl Comm {
         Ok(self.request(id))
     }
 
+    /// Like [`Comm::isend_raw`], in synchronous mode (MPI's `MPI_Ssend`): the
+    /// request completes only once the receiver has matched the message with a
+    /// receive, whatever its size (a send to this rank itself completes at once).
+    ///
+    /// # Safety
+    /// As [`Comm::isend_raw`].
+    pub unsafe fn issend_raw(
+        &self,
+        dest: u32,
+        tag: u32,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<Request> {
+        self.check(dest)?;
+        let g = self.view().global(dest);
+        self.ensure_link(g)?;
+        self.count_sent(g, len);
+        // SAFETY: passed on to the caller (see above).
+        let raw = unsafe { crate::engine::rawbuf::RawBuf::from_raw(ptr as *mut u8, len) };
+        let id =
+            self.inner
+                .engine
+                .core()
+                .post_ssend(g, tag, self.view().context, SendBuf::Raw(raw));
+        Ok(self.request(id))
+    }
+
     /// Starts receiving into the `len` bytes at `ptr`. A longer message fails the
     /// request with [`Error::Truncated`] and stays to be received.
     ///

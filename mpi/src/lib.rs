@@ -6,9 +6,13 @@
 //! time. The layers:
 //! - [`types`]: datatypes as runs of bytes, packing, the predefined reductions
 //!   (pure, tested without a network);
+//! - [`agree`]: reductions whose chunks carry what each rank passed, so that ranks
+//!   that disagree on the operation, root or datatype are named (pure);
+//! - [`longdouble`]: C's `long double` arithmetic, from a few lines of C;
 //! - [`state`]: the handle tables and argument checks (safe code);
-//! - `ffi`: the `extern "C"` functions, the only place with `unsafe`: it turns C
-//!   pointers into slices and calls libqcg's requests and collectives.
+//! - `ffi`: the `extern "C"` functions, the only place with `unsafe` (with
+//!   `longdouble`'s calls into C): it turns C pointers into slices and calls
+//!   libqcg's requests and collectives.
 //!
 //! Handles are C ints (predefined ones are constants of `mpi.h`). Errors go through
 //! the communicator's handler: `MPI_ERRORS_ARE_FATAL` (the default) prints the
@@ -17,9 +21,9 @@
 //! initialized MPI and exits without `MPI_Finalize` exits with status 1 naming its
 //! rank.
 //!
-//! Known differences from the standard: `MPI_Ssend` completes as a standard-mode
-//! send (libqcg has no "receive started" acknowledgement); reductions on
-//! `MPI_LONG_DOUBLE` are refused with `MPI_ERR_OP` (Rust has no 80-bit floats).
+//! `MPI_Ssend` returns once its receive has matched (libqcg's synchronous send);
+//! reductions on `MPI_LONG_DOUBLE` and `MPI_LONG_DOUBLE_INT` compute in C's own
+//! `long double` ([`longdouble`]), never through `f64`.
 //!
 //! ```c
 //! #include <mpi.h>
@@ -34,11 +38,12 @@
 //! }
 //! ```
 
+pub mod agree;
 pub mod error;
+pub mod longdouble;
 pub mod state;
 pub mod types;
 
 pub mod wrapper;
 
-mod coll_ffi;
 mod ffi;

@@ -59,6 +59,9 @@ pub struct CommEntry {
     pub twin: Arc<qcg::Comm>,
     /// `MPI_ERRORS_ARE_FATAL` or `MPI_ERRORS_RETURN`.
     pub errhandler: i32,
+    /// `MPI_Comm_create_group` calls made on it, per (group's job ranks, tag):
+    /// the members number their calls alike, which keeps the new contexts apart.
+    pub create_group_calls: HashMap<(Vec<u32>, i32), u32>,
 }
 
 /// What a receive request writes to when it completes.
@@ -159,6 +162,7 @@ impl State {
                 comm: world.clone(),
                 twin: wtwin,
                 errhandler: ERRORS_ARE_FATAL,
+                create_group_calls: HashMap::new(),
             },
         );
         let me = world
@@ -172,6 +176,7 @@ impl State {
                 comm: me,
                 twin: stwin,
                 errhandler: ERRORS_ARE_FATAL,
+                create_group_calls: HashMap::new(),
             },
         );
         Ok(s)
@@ -221,9 +226,26 @@ impl State {
                 comm,
                 twin: t,
                 errhandler,
+                create_group_calls: HashMap::new(),
             },
         );
         Ok(h)
+    }
+
+    /// The number of this `MPI_Comm_create_group` call on communicator `h` with
+    /// `group` (job ranks) and `tag`: 0 the first time, then 1, 2, …
+    pub fn next_create_group(&mut self, h: i32, group: &[u32], tag: i32) -> Result<u32, MpiError> {
+        let c = self
+            .comms
+            .get_mut(&h)
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))?;
+        let n = c
+            .create_group_calls
+            .entry((group.to_vec(), tag))
+            .or_insert(0);
+        let this = *n;
+        *n += 1;
+        Ok(this)
     }
 
     /// Frees communicator `h`.

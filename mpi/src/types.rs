@@ -31,6 +31,9 @@ pub enum Num {
     F32,
     /// `double`.
     F64,
+    /// `long double` (x86-64: 80-bit extended precision in 16 bytes), computed by
+    /// C code ([`crate::longdouble`]).
+    LongDouble,
 }
 
 impl Num {
@@ -41,11 +44,12 @@ impl Num {
             Num::I16 | Num::U16 => 2,
             Num::I32 | Num::U32 | Num::F32 => 4,
             Num::I64 | Num::U64 | Num::F64 => 8,
+            Num::LongDouble => crate::longdouble::SIZE,
         }
     }
 
     fn is_float(self) -> bool {
-        matches!(self, Num::F32 | Num::F64)
+        matches!(self, Num::F32 | Num::F64 | Num::LongDouble)
     }
 }
 
@@ -60,7 +64,7 @@ pub enum Kind {
     Bytes(usize),
     /// A (value, int) pair of MAXLOC/MINLOC types.
     Pair(Num),
-    /// No predefined operation applies (long double, derived types).
+    /// No predefined operation applies (derived types).
     Opaque,
 }
 
@@ -207,7 +211,7 @@ pub fn predefined(h: i32) -> Option<TypeInfo> {
         12 => t("MPI_UNSIGNED_LONG_LONG", U64),
         13 => t("MPI_FLOAT", F32),
         14 => t("MPI_DOUBLE", F64),
-        15 => TypeInfo::basic("MPI_LONG_DOUBLE", 16, Opaque),
+        15 => t("MPI_LONG_DOUBLE", LongDouble),
         16 => t("MPI_INT8_T", I8),
         17 => t("MPI_INT16_T", I16),
         18 => t("MPI_INT32_T", I32),
@@ -223,7 +227,7 @@ pub fn predefined(h: i32) -> Option<TypeInfo> {
         28 => TypeInfo::pair("MPI_LONG_INT", 8, 8, 16, Pair(I64)),
         29 => TypeInfo::pair("MPI_2INT", 4, 4, 8, Pair(I32)),
         30 => TypeInfo::pair("MPI_SHORT_INT", 2, 4, 8, Pair(I16)),
-        31 => TypeInfo::pair("MPI_LONG_DOUBLE_INT", 16, 16, 32, Opaque),
+        31 => TypeInfo::pair("MPI_LONG_DOUBLE_INT", 16, 16, 32, Pair(LongDouble)),
         32 => t("MPI_AINT", I64),
         33 => t("MPI_COUNT", I64),
         34 => t("MPI_OFFSET", I64),
@@ -378,6 +382,16 @@ impl Op {
     /// `a = a ∘ b` for one packed element of `kind` (the operation must apply).
     pub fn apply(self, kind: Kind, a: &mut [u8], b: &[u8]) {
         match kind {
+            Kind::Nums(Num::LongDouble, _) => {
+                let h = match self {
+                    Op::Max => 1,
+                    Op::Min => 2,
+                    Op::Sum => 3,
+                    Op::Prod => 4,
+                    _ => return,
+                };
+                crate::longdouble::apply(h, a, b);
+            }
             Kind::Nums(n, _) => {
                 let s = n.size();
                 for (x, y) in a.chunks_exact_mut(s).zip(b.chunks_exact(s)) {
@@ -400,11 +414,17 @@ impl Op {
             }
             Kind::Pair(n) => {
                 let s = n.size();
-                let (av, ai) = (to_f64(n, &a[..s]), i32_at(&a[s..]));
-                let (bv, bi) = (to_f64(n, &b[..s]), i32_at(&b[s..]));
-                let take_b = match self {
-                    Op::Maxloc => bv > av || (bv == av && bi < ai),
-                    Op::Minloc => bv < av || (bv == av && bi < ai),
+                let (ai, bi) = (i32_at(&a[s..]), i32_at(&b[s..]));
+                // How b's value compares with a's.
+                let ord = if n == Num::LongDouble {
+                    crate::longdouble::compare(&b[..s], &a[..s])
+                } else {
+                    to_f64(n, &b[..s]).partial_cmp(&to_f64(n, &a[..s]))
+                };
+                use std::cmp::Ordering::{Equal, Greater, Less};
+                let take_b = match (self, ord) {
+                    (Op::Maxloc, Some(Greater)) | (Op::Minloc, Some(Less)) => true,
+                    (Op::Maxloc | Op::Minloc, Some(Equal)) => bi < ai,
                     _ => false,
                 };
                 if take_b {
@@ -487,6 +507,7 @@ fn num_op(op: Op, n: Num, x: &mut [u8], y: &[u8]) {
         Num::U64 => int_op!(u64, op, x, y),
         Num::F32 => float_op!(f32, op, x, y),
         Num::F64 => float_op!(f64, op, x, y),
+        Num::LongDouble => {}
     }
 }
 
@@ -573,5 +594,43 @@ mod tests {
         assert_eq!(a, pair(3.0, 2));
         assert!(!Op::Band.applies(Kind::Nums(Num::F64, 1)));
         assert!(!Op::Sum.applies(Kind::Opaque));
+    }
+
+    /// An x87 extended value: sign 0, biased exponent, 64-bit mantissa (integer bit
+    /// explicit), in 16 bytes.
+    #[cfg(target_arch = "x86_64")]
+    fn ext(exp: i32, mantissa: u64) -> Vec<u8> {
+        let mut b = mantissa.to_le_bytes().to_vec();
+        b.extend_from_slice(&((16383 + exp) as u16).to_le_bytes());
+        b.resize(16, 0);
+        b
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn long_double_keeps_the_bits_a_double_would_lose() {
+        let ld = t(15);
+        assert_eq!(ld.kind, Kind::Nums(Num::LongDouble, 1));
+        assert!(Op::Sum.applies(ld.kind) && !Op::Band.applies(ld.kind));
+        // 1 + 2^-60 = 1 + 2^-60, not 1.
+        let mut a = ext(0, 1 << 63);
+        Op::Sum.apply(ld.kind, &mut a, &ext(-60, 1 << 63));
+        assert_eq!(&a[..10], &ext(0, (1 << 63) | (1 << 3))[..10]);
+        // max(1, 1 + 2^-60) and MAXLOC on the pair type tell them apart.
+        let mut m = ext(0, 1 << 63);
+        Op::Max.apply(ld.kind, &mut m, &a);
+        assert_eq!(&m[..10], &a[..10]);
+        let pair = |v: Vec<u8>, i: i32| {
+            let mut p = v;
+            p.extend_from_slice(&i.to_ne_bytes());
+            p
+        };
+        let ldi = t(31);
+        assert_eq!((ldi.size, ldi.extent), (20, 32));
+        let mut p = pair(ext(0, 1 << 63), 0);
+        Op::Maxloc.apply(ldi.kind, &mut p, &pair(a.clone(), 3));
+        assert_eq!(i32_at(&p[16..]), 3);
+        Op::Minloc.apply(ldi.kind, &mut p, &pair(ext(0, 1 << 63), 5));
+        assert_eq!(i32_at(&p[16..]), 5);
     }
 }

@@ -302,6 +302,56 @@ fn mismatched_v_collectives_fail_naming_a_rank_instead_of_hanging() -> Result<()
 }
 
 #[test]
+fn a_reduction_with_another_operation_on_one_rank_fails_naming_it() -> Result<()> {
+    let all = failed_run("op")?;
+    assert!(
+        all.contains("MPI_Allreduce failed on rank")
+            && all.contains("MPI_ERR_OP")
+            && all.contains("rank 2 is at fault")
+            && all.contains("MPI_MAX")
+            && !all.contains("allreduce gave"),
+        "{all}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_reduction_with_another_root_on_one_rank_fails_naming_it() -> Result<()> {
+    let all = failed_run("root")?;
+    assert!(
+        all.contains("MPI_Reduce failed on rank")
+            && all.contains("MPI_ERR_ROOT")
+            && all.contains("rank 3 is at fault"),
+        "{all}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_reduction_with_another_datatype_of_the_same_size_fails_naming_it() -> Result<()> {
+    let all = failed_run("ldtype")?;
+    assert!(
+        all.contains("MPI_Allreduce failed on rank")
+            && all.contains("MPI_ERR_TYPE")
+            && all.contains("rank 1 is at fault")
+            && !all.contains("allreduce gave"),
+        "{all}"
+    );
+    Ok(())
+}
+
+#[test]
+fn alltoallv_with_counts_that_do_not_match_fails_naming_the_sender() -> Result<()> {
+    let all = failed_run("a2av")?;
+    assert!(
+        all.contains("MPI_Alltoallv failed on rank 1")
+            && all.contains("rank 0 sent 4 bytes where this rank (rank 1) expects 8"),
+        "{all}"
+    );
+    Ok(())
+}
+
+#[test]
 fn mpi_abort_stops_the_job_with_its_code() -> Result<()> {
     let all = failed_run("abort")?;
     assert!(

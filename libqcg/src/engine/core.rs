@@ -459,6 +459,26 @@ impl<C: Read + Write> Core<C> {
     /// Posts a send of `buf` to `dest` (a job rank) with `tag` in `context`. The
     /// caller makes sure a link exists first (or `dest` is us).
     pub fn post_send(&mut self, dest: u32, tag: u32, context: u32, buf: SendBuf) -> ReqId {
+        self.post_send_mode(dest, tag, context, buf, false)
+    }
+
+    /// Posts a synchronous send (MPI's `MPI_Ssend`): announced first (`Rts`)
+    /// whatever its size, so it completes only after the receiver matched it with
+    /// a receive and said so (`Cts`). A send to ourselves is delivered at once, as
+    /// `post_send` does (a program that synchronously sends to itself without a
+    /// receive posted would deadlock under MPI).
+    pub fn post_ssend(&mut self, dest: u32, tag: u32, context: u32, buf: SendBuf) -> ReqId {
+        self.post_send_mode(dest, tag, context, buf, true)
+    }
+
+    fn post_send_mode(
+        &mut self,
+        dest: u32,
+        tag: u32,
+        context: u32,
+        buf: SendBuf,
+        sync: bool,
+    ) -> ReqId {
         let len = buf.as_slice().len();
         if dest == self.me {
             let id = self.new_req(ReqState::Send { dest, held: None });
@@ -490,7 +510,7 @@ impl<C: Read + Write> Core<C> {
         h.context = context;
         h.id = id as u32;
         h.len = len as u64;
-        let out = if len <= self.limits.eager {
+        let out = if len <= self.limits.eager && !sync {
             Out {
                 head: h.encode(),
                 body: Some(buf),
@@ -1522,6 +1542,35 @@ mod tests {
             .iter()
             .all(|&s| matches!(a.take(s), Some(Ok(Outcome::Sent)))));
         assert_eq!(b.accounting().unexpected_bytes, 0);
+    }
+
+    #[test]
+    fn a_synchronous_send_completes_only_once_the_receiver_matched_it() {
+        let (mut a, mut b, _) = pair(limits(100, 1 << 20), 64);
+        let small = a.post_ssend(1, 4, 0, SendBuf::Owned(vec![7u8; 3]));
+        let empty = a.post_ssend(1, 5, 0, SendBuf::Owned(Vec::new()));
+        let plain = a.post_send(1, 4, 0, SendBuf::Owned(vec![8u8; 3]));
+        settle(&mut a, &mut b);
+        // The standard one is out; the synchronous ones wait, however small.
+        assert!(a.is_done(plain));
+        assert!(!a.is_done(small) && !a.is_done(empty));
+        assert_eq!(b.iprobe(&any()).ok().flatten().map(|s| s.len), Some(3));
+        let r = b.post_recv(
+            Pattern {
+                tag: Some(5),
+                ..any()
+            },
+            RecvBuf::Alloc(Vec::new()),
+        );
+        settle(&mut a, &mut b);
+        assert_eq!(received(b.take(r)).0.len, 0);
+        assert!(a.is_done(empty) && !a.is_done(small));
+        for want in [vec![7u8; 3], vec![8u8; 3]] {
+            let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+            settle(&mut a, &mut b);
+            assert_eq!(received(b.take(r)).1, want, "order kept per tag");
+        }
+        assert!(matches!(a.take(small), Some(Ok(Outcome::Sent))));
     }
 
     #[test]

@@ -2,7 +2,11 @@
  *   aborts fatal       rank 1 sends to a rank that does not exist (default handler)
  *   aborts nofinalize  rank 2 returns from main without MPI_Finalize
  *   aborts abort       rank 3 calls MPI_Abort(MPI_COMM_WORLD, 7)
- *   aborts mismatch    rank 0 calls MPI_Gatherv with root 0, the others with root 1 */
+ *   aborts mismatch    rank 0 calls MPI_Gatherv with root 0, the others with root 1
+ *   aborts op          rank 2 calls MPI_Allreduce with MPI_MAX, the others MPI_SUM
+ *   aborts root        rank 3 calls MPI_Reduce with root 1, the others root 0
+ *   aborts ldtype      rank 1 reduces MPI_LONG, the others MPI_DOUBLE (same size)
+ *   aborts a2av        rank 0 sends rank 1 one int where rank 1 expects two */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +25,32 @@ int main(int argc, char **argv) {
         int counts[64], displs[64], all[64];
         for (int i = 0; i < np; i++) { counts[i] = 1; displs[i] = i; }
         MPI_Gatherv(&me, 1, MPI_INT, all, counts, displs, MPI_INT, me == 0 ? 0 : 1, MPI_COMM_WORLD);
+    }
+    if (strcmp(mode, "op") == 0) {
+        int y = 0;
+        MPI_Allreduce(&x, &y, 1, MPI_INT, me == 2 ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
+        printf("rank %d: allreduce gave %d\n", me, y);
+    }
+    if (strcmp(mode, "root") == 0) {
+        int y = 0;
+        MPI_Reduce(&x, &y, 1, MPI_INT, MPI_SUM, me == 3 ? 1 : 0, MPI_COMM_WORLD);
+        printf("rank %d: reduce gave %d\n", me, y);
+    }
+    if (strcmp(mode, "ldtype") == 0) {
+        double d = 1.0, e = 0;
+        MPI_Allreduce(&d, &e, 1, me == 1 ? MPI_LONG : MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        printf("rank %d: allreduce gave %g\n", me, e);
+    }
+    if (strcmp(mode, "a2av") == 0) {
+        int sc[64], sd[64], rc[64], rd[64], sb[128], rb[128];
+        for (int i = 0; i < np; i++) {
+            sc[i] = rc[i] = 2;
+            sd[i] = rd[i] = 2 * i;
+            sb[2 * i] = sb[2 * i + 1] = me;
+        }
+        if (me == 0) sc[1] = 1;
+        MPI_Alltoallv(sb, sc, sd, MPI_INT, rb, rc, rd, MPI_INT, MPI_COMM_WORLD);
+        printf("rank %d: alltoallv gave %d %d\n", me, rb[0], rb[1]);
     }
     /* The others wait for a message that never comes: the job must be stopped. */
     if (strcmp(mode, "ok") != 0) MPI_Recv(&x, 1, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

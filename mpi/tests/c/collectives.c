@@ -1,5 +1,6 @@
 /* Collectives on MPI_COMM_WORLD: every operation checked against the value each
  * rank computes locally, MPI_IN_PLACE, every predefined operation, MAXLOC/MINLOC,
+ * long double reductions to the last bit (values a double cannot tell apart),
  * user operations (commutative, and a non-commutative 2x2 matrix product). */
 #include "check.h"
 
@@ -96,6 +97,30 @@ int main(int argc, char **argv) {
     struct { int v; int i; } ip[2] = {{me % 2, me}, {5, np - me}}, ipo[2];
     MPI_Allreduce(ip, ipo, 2, MPI_2INT, MPI_MINLOC, W);
     CHECK(ipo[0].v == 0 && ipo[0].i == 0 && ipo[1].v == 5 && ipo[1].i == 1, "minloc %d@%d %d@%d", ipo[0].v, ipo[0].i, ipo[1].v, ipo[1].i);
+
+    /* long double: 64 bits of mantissa. Every value below differs from its
+     * neighbours in bits a double does not have; each sum and product is exact. */
+    long double e60 = 0x1p-60L, e62 = 0x1p-62L, e30 = 0x1p-30L;
+    long double lx = 1.0L + (me + 1) * e62, ls = 0, lref = 0;
+    for (int r = 0; r < np; r++) lref += 1.0L + (r + 1) * e62;
+    MPI_Allreduce(&lx, &ls, 1, MPI_LONG_DOUBLE, MPI_SUM, W);
+    CHECK(ls == lref && ls != (long double)(double)lref, "long double sum off by %Lg", ls - lref);
+    long double lp = me < 2 ? 1.0L + e30 : 1.0L, lpo = 0;
+    MPI_Reduce(&lp, &lpo, 1, MPI_LONG_DOUBLE, MPI_PROD, np - 1, W);
+    if (me == np - 1)
+        CHECK(np < 2 || lpo == 1.0L + 2 * e30 + e60, "long double prod off by %Lg", lpo - (1.0L + 2 * e30 + e60));
+    long double lm[2] = {1.0L + me * e60, 1.0L - me * e60}, lmax[2], lmin[2];
+    MPI_Allreduce(lm, lmax, 2, MPI_LONG_DOUBLE, MPI_MAX, W);
+    MPI_Allreduce(lm, lmin, 2, MPI_LONG_DOUBLE, MPI_MIN, W);
+    CHECK(lmax[0] == 1.0L + (np - 1) * e60 && lmax[1] == 1.0L, "long double max");
+    CHECK(lmin[0] == 1.0L && lmin[1] == 1.0L - (np - 1) * e60, "long double min");
+    struct { long double v; int i; } lpair = {1.0L + (me % 2) * e60, me}, lmaxl, lminl;
+    MPI_Allreduce(&lpair, &lmaxl, 1, MPI_LONG_DOUBLE_INT, MPI_MAXLOC, W);
+    MPI_Allreduce(&lpair, &lminl, 1, MPI_LONG_DOUBLE_INT, MPI_MINLOC, W);
+    CHECK(np < 2 || (lmaxl.v == 1.0L + e60 && lmaxl.i == 1), "long double maxloc @%d", lmaxl.i);
+    CHECK(lminl.v == 1.0L && lminl.i == 0, "long double minloc @%d", lminl.i);
+    if (me == 0)
+        printf("rank 0: long double sum - %d = %.0Lf * 2^-62, maxloc at %d\n", np, (ls - np) / e62, lmaxl.i);
 
     /* User operations. */
     MPI_Op op_abs, op_mat;

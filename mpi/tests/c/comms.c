@@ -1,6 +1,7 @@
 /* Communicators and groups: dup, split (with reversed keys), split_type, create,
- * compare, groups, MPI_COMM_SELF, traffic kept apart per communicator. Lines
- * tagged "qcg-only" check the QCG_Comm_split_level extension (absent elsewhere). */
+ * create_group (called by the group's members only), compare, groups,
+ * MPI_COMM_SELF, traffic kept apart per communicator. Lines tagged "qcg-only"
+ * check the QCG_Comm_split_level extension (absent elsewhere). */
 #include "check.h"
 
 int main(int argc, char **argv) {
@@ -101,6 +102,58 @@ int main(int argc, char **argv) {
         MPI_Comm_free(&ec);
     } else {
         CHECK(ec == MPI_COMM_NULL, "non-member gets MPI_COMM_NULL");
+    }
+
+    /* MPI_Comm_create_group: only the group's members call it. The odd ranks make
+     * a communicator of them in reverse order, the even ranks one of them, at the
+     * same time and with the same tag; neither waits for the other half. */
+    if (np >= 2) {
+        int half_ranks[64], nh = 0;
+        for (int i = np - 1; i >= 0; i--)
+            if (i % 2 == me % 2) half_ranks[nh++] = i;
+        MPI_Group mine;
+        MPI_Group_incl(world, nh, half_ranks, &mine);
+        MPI_Comm g1, g2;
+        MPI_Comm_create_group(MPI_COMM_WORLD, mine, 7, &g1);
+        CHECK(g1 != MPI_COMM_NULL, "member gets a comm from create_group");
+        MPI_Comm_size(g1, &s);
+        MPI_Comm_rank(g1, &r);
+        int pos = 0;
+        while (half_ranks[pos] != me) pos++;
+        CHECK(s == nh && r == pos, "create_group size %d rank %d", s, r);
+        int gsum = 0;
+        MPI_Allreduce(&me, &gsum, 1, MPI_INT, MPI_SUM, g1);
+        int gwant = 0;
+        for (int i = 0; i < nh; i++) gwant += half_ranks[i];
+        CHECK(gsum == gwant, "allreduce on create_group comm %d", gsum);
+        printf("rank %d: create_group comm of size %d, rank %d, sum %d\n", me, s, r, gsum);
+        /* The same group and tag again: another communicator, whose messages do
+         * not meet the first one's. */
+        MPI_Comm_create_group(MPI_COMM_WORLD, mine, 7, &g2);
+        MPI_Comm_compare(g1, g2, &res);
+        CHECK(res == MPI_CONGRUENT, "second create_group compare %d", res);
+        int gr = (r + 1) % s, gl = (r + s - 1) % s, u = 1000 + me, v = 2000 + me, gu = -1, gv = -1;
+        MPI_Request gq[2];
+        MPI_Isend(&u, 1, MPI_INT, gr, 3, g1, &gq[0]);
+        MPI_Isend(&v, 1, MPI_INT, gr, 3, g2, &gq[1]);
+        MPI_Recv(&gv, 1, MPI_INT, gl, 3, g2, MPI_STATUS_IGNORE);
+        MPI_Recv(&gu, 1, MPI_INT, gl, 3, g1, MPI_STATUS_IGNORE);
+        MPI_Waitall(2, gq, MPI_STATUSES_IGNORE);
+        CHECK(gu == 1000 + half_ranks[gl] && gv == 2000 + half_ranks[gl], "create_group contexts %d %d", gu, gv);
+        MPI_Comm_free(&g2);
+        MPI_Comm_free(&g1);
+        MPI_Group_free(&mine);
+        /* Outside the group: MPI_COMM_NULL, at once. */
+        MPI_Comm empty;
+        MPI_Comm_create_group(MPI_COMM_WORLD, MPI_GROUP_EMPTY, 7, &empty);
+        CHECK(empty == MPI_COMM_NULL, "empty group gives MPI_COMM_NULL");
+        /* Every rank still agrees on the world's next communicator. */
+        MPI_Comm after;
+        MPI_Comm_dup(MPI_COMM_WORLD, &after);
+        int all = 0;
+        MPI_Allreduce(&one, &all, 1, MPI_INT, MPI_SUM, after);
+        CHECK(all == 5 * np, "dup after create_group %d", all);
+        MPI_Comm_free(&after);
     }
     MPI_Group_free(&evens);
     MPI_Group_free(&odds);

@@ -1,6 +1,34 @@
 /* Point-to-point: blocking, nonblocking, probes, completion calls, PROC_NULL,
- * wildcards, cancel, large messages. Run with 4 ranks. */
+ * wildcards, cancel, large messages, synchronous sends. Run with 4 ranks. */
 #include "check.h"
+#include <unistd.h>
+
+/* Rank 1's side of a synchronous send from rank 0 (tag `tag`), which rank 0
+ * follows with a standard send of tag `tag + 1` once MPI_Ssend has returned.
+ * Rank 1 waits a while before receiving, probing for that second message: it must
+ * never be there before rank 1 has received the first (MPI_Ssend returns only once
+ * its receive has matched). After a probe of the first: a probe is no match. */
+static void late_receiver(int tag, int count, int probe_first) {
+    int buf[4] = {0, 0, 0, 0}, after = 0, early = 0, flag = 0;
+    if (probe_first) {
+        MPI_Status ps;
+        MPI_Probe(0, tag, MPI_COMM_WORLD, &ps);
+    }
+    for (int i = 0; i < 200 && !early; i++) {
+        MPI_Iprobe(0, tag + 1, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+        early = flag;
+        if (!early) usleep(2000);
+    }
+    CHECK(!early, "MPI_Ssend (tag %d, %d ints) returned before its receive was posted", tag, count);
+    MPI_Status st;
+    int got = -1;
+    MPI_Recv(buf, 4, MPI_INT, 0, tag, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_INT, &got);
+    CHECK(got == count && (count == 0 || buf[count - 1] == 40 + count), "ssend data %d %d", got, buf[0]);
+    MPI_Recv(&after, 1, MPI_INT, 0, tag + 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(after == tag, "the message after the ssend %d", after);
+    printf("rank 1: ssend of %d ints (probe first: %d) done before the receive: %d\n", count, probe_first, early);
+}
 
 int main(int argc, char **argv) {
     int provided = -1, flag = 0, v, sv;
@@ -196,6 +224,27 @@ int main(int argc, char **argv) {
     MPI_Recv(&v, 1, MPI_INT, me, 90, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Wait(&sr, MPI_STATUS_IGNORE);
     CHECK(v == mine, "self message");
+
+    /* Synchronous sends complete only once matched, whatever their size. */
+    if (me == 0) {
+        int data[4] = {41, 42, 43, 44};
+        for (int k = 0; k < 3; k++) {
+            int tag = 90 + 2 * k, count = k == 0 ? 1 : k == 1 ? 0 : 4;
+            MPI_Ssend(data, count, MPI_INT, 1, tag, MPI_COMM_WORLD);
+            MPI_Send(&tag, 1, MPI_INT, 1, tag + 1, MPI_COMM_WORLD);
+        }
+    } else if (me == 1) {
+        late_receiver(90, 1, 0);
+        late_receiver(92, 0, 0);
+        late_receiver(94, 4, 1);
+    }
+    /* To oneself, with the receive posted first. */
+    MPI_Request self;
+    int sv2 = -1, mine2 = 500 + me;
+    MPI_Irecv(&sv2, 1, MPI_INT, me, 97, MPI_COMM_WORLD, &self);
+    MPI_Ssend(&mine2, 1, MPI_INT, me, 97, MPI_COMM_WORLD);
+    MPI_Wait(&self, MPI_STATUS_IGNORE);
+    CHECK(sv2 == 500 + me, "ssend to self %d", sv2);
 
     DONE("p2p");
     MPI_Finalize();

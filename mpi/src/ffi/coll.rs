@@ -1,5 +1,5 @@
-//! The C ABI of collectives, communicators and groups (see `ffi` for the
-//! conventions and the safety contract). Collectives with equal blocks go to
+//! The C ABI of collectives and user operations (see `ffi` for the conventions
+//! and the safety contract). Collectives with equal blocks go to
 //! libqcg's topology-aware collectives; the v-variants and scans are built from
 //! point-to-point messages on the communicator's twin (which user messages never
 //! reach).
@@ -7,9 +7,10 @@
 #![allow(clippy::missing_safety_doc)]
 #![allow(clippy::too_many_arguments)]
 
+use crate::agree;
 use crate::error::{Class, MpiError};
 use crate::ffi::{call, in_bytes, ints, put, write_packed, IN_PLACE};
-use crate::state::{self, count, root, OpKind, COMM_WORLD, UNDEFINED};
+use crate::state::{self, count, root, OpKind, COMM_WORLD};
 use crate::types::{self, TypeInfo};
 use libc::{c_int, c_void};
 use std::borrow::Cow;
@@ -23,26 +24,33 @@ const TAG_SCAN: u32 = 4;
 
 type Combine = Box<dyn Fn(&mut [u8], &[u8])>;
 
-struct Ctx {
-    comm: Arc<qcg::Comm>,
-    twin: Arc<qcg::Comm>,
-    me: u32,
-    p: usize,
+pub(super) struct Ctx {
+    pub(super) comm: Arc<qcg::Comm>,
+    pub(super) twin: Arc<qcg::Comm>,
+    pub(super) me: u32,
+    pub(super) p: usize,
 }
 
 impl Ctx {
-    /// A message of this layer's own collectives from `src`, waiting at most the
-    /// collective timeout (`QCG_COLL_TIMEOUT`): a rank that never sends (calls that
-    /// do not match across ranks, or a dead rank) is named rather than waited for.
-    fn recv(&self, op: &str, src: u32, tag: u32, max: usize) -> Result<Vec<u8>, MpiError> {
+    /// A message of this layer's own collectives from `src`, of exactly `len`
+    /// bytes, waiting at most the collective timeout (`QCG_COLL_TIMEOUT`): a rank
+    /// that never sends (calls that do not match across ranks, or a dead rank) is
+    /// named rather than waited for, and so is one that sends another amount than
+    /// this rank expects (counts that do not match).
+    fn recv(&self, op: &str, src: u32, tag: u32, len: usize) -> Result<Vec<u8>, MpiError> {
         let t = self.comm.coll_options().timeout;
         match self.twin.recv_timeout(Some(src), Some(tag), t) {
-            Ok(m) if m.data.len() <= max => Ok(m.data),
+            Ok(m) if m.data.len() == len => Ok(m.data),
             Ok(m) => Err(MpiError::new(
-                Class::Truncate,
+                if m.data.len() > len {
+                    Class::Truncate
+                } else {
+                    Class::Count
+                },
                 format!(
-                    "{op}: rank {src} sent {} bytes, more than the {max} expected",
-                    m.data.len()
+                    "{op}: rank {src} sent {} bytes where this rank (rank {}) expects {len}: the ranks' counts do not match",
+                    m.data.len(),
+                    self.me
                 ),
             )),
             Err(qcg::Error::Timeout { .. }) => Err(MpiError::new(
@@ -57,7 +65,37 @@ impl Ctx {
     }
 }
 
-fn ctx(h: c_int) -> Result<Ctx, MpiError> {
+impl Ctx {
+    /// Waits for this layer's sends, each to rank `q`, for at most the collective
+    /// timeout in all: a rank that never takes its block is named.
+    fn wait_sends(&self, op: &str, sends: Vec<(usize, qcg::Request)>) -> Result<(), MpiError> {
+        let t = self.comm.coll_options().timeout;
+        let deadline = std::time::Instant::now() + t;
+        for (q, mut r) in sends {
+            loop {
+                if let Some(done) = r.test()? {
+                    drop(done);
+                    break;
+                }
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    return Err(MpiError::new(
+                        Class::Other,
+                        format!(
+                            "{op}: rank {q} did not take its block in {:.0} s (calls that do not match across ranks, or a dead rank)",
+                            t.as_secs_f64()
+                        ),
+                    ));
+                }
+                self.twin
+                    .progress_until((now + std::time::Duration::from_millis(1)).min(deadline));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn ctx(h: c_int) -> Result<Ctx, MpiError> {
     state::with(|s| {
         let e = s.comm(h)?;
         Ok(Ctx {
@@ -125,6 +163,54 @@ fn combiner(h: c_int, dt: c_int, t: &Arc<TypeInfo>) -> Result<(Combine, bool), M
             Ok((Box::new(g), commute))
         }
     }
+}
+
+/// A reduction (at `root`, or on every rank for `None`) of `data`, `n` packed
+/// elements of `t`, that also checks every rank passed the same operation, root
+/// and datatype ([`agree`]): the result where there is one, or an error naming the
+/// rank at fault.
+fn checked_reduction(
+    c: &Ctx,
+    name: &str,
+    root: Option<u32>,
+    data: &[u8],
+    t: &TypeInfo,
+    op: c_int,
+    f: &Combine,
+    commute: bool,
+) -> Result<Option<Vec<u8>>, MpiError> {
+    let opsig = match state::with(|s| s.op(op))? {
+        OpKind::Predefined(_) => op as u32,
+        OpKind::User { .. } => agree::USER_OP,
+    };
+    let sig = agree::Sig {
+        op: opsig,
+        root: root.unwrap_or(0),
+        ty: agree::type_sig(&t.kind, t.size),
+    };
+    let layout = agree::Layout::new(t.size, data.len() / t.size.max(1));
+    let input = layout.pack(data, c.me, sig);
+    let g = |a: &mut [u8], b: &[u8]| layout.combine(a, b, &**f);
+    let out = match root {
+        Some(r) => c
+            .comm
+            .reduce_bytes(r, &input, layout.chunk(), commute, &g)?,
+        None => Some(
+            c.comm
+                .allreduce_bytes(&input, layout.chunk(), commute, &g)?,
+        ),
+    };
+    let Some(out) = out else { return Ok(None) };
+    let (result, trailer) = layout.unpack(&out);
+    if let Some(t) = trailer {
+        agree::verdict(name, &t, &|h| {
+            types::Op::from_handle(h as c_int).map_or_else(
+                || format!("op {h}"),
+                |o| format!("MPI_{o:?}").to_uppercase(),
+            )
+        })?;
+    }
+    Ok(Some(result))
 }
 
 fn combine_all(f: &Combine, size: usize, acc: &mut [u8], other: &[u8]) {
@@ -221,7 +307,9 @@ pub unsafe extern "C" fn MPI_Reduce(
             } else {
                 in_bytes(sendbuf, n, &t)?
             };
-            if let Some(out) = c.comm.reduce_bytes(r, &data, t.size, commute, &*f)? {
+            if let Some(out) =
+                checked_reduction(&c, "MPI_Reduce", Some(r), &data, &t, op, &f, commute)?
+            {
                 write_packed(recvbuf, n, &t, &out)?;
             }
         }
@@ -249,7 +337,8 @@ pub unsafe extern "C" fn MPI_Allreduce(
         // SAFETY: the caller's buffers of `n` elements.
         unsafe {
             let data = reduce_input(sendbuf, recvbuf, n, &t)?;
-            let out = c.comm.allreduce_bytes(&data, t.size, commute, &*f)?;
+            let out = checked_reduction(&c, "MPI_Allreduce", None, &data, &t, op, &f, commute)?
+                .unwrap_or_default();
             write_packed(recvbuf, n, &t, &out)?;
         }
         Ok(())
@@ -272,7 +361,8 @@ unsafe fn reduce_all(
     }
     // SAFETY: the caller's buffers of `total` elements.
     let data = unsafe { reduce_input(sendbuf, recvbuf, total, &t)? };
-    let out = c.comm.allreduce_bytes(&data, t.size, commute, &*f)?;
+    let out = checked_reduction(c, "MPI_Reduce_scatter", None, &data, &t, op, &f, commute)?
+        .unwrap_or_default();
     Ok((t, out))
 }
 
@@ -738,25 +828,17 @@ pub unsafe extern "C" fn MPI_Alltoallv(
                     .map(|&(k, d)| in_bytes(at(sendbuf, d, &st), k, &st).map(Cow::into_owned))
                     .collect::<Result<_, _>>()?
             };
-            let mut recvs = Vec::new();
-            for (q, &(k, _)) in rcd.iter().enumerate() {
-                recvs.push(c.twin.irecv_into(
-                    Some(q as u32),
-                    Some(TAG_ALLTOALLV),
-                    vec![0u8; k * rt.size],
-                )?);
-            }
             let mut sends = Vec::new();
             for (q, b) in blocks.into_iter().enumerate() {
-                sends.push(c.twin.isend(q as u32, TAG_ALLTOALLV, b)?);
+                sends.push((q, c.twin.isend(q as u32, TAG_ALLTOALLV, b)?));
             }
-            let got = qcg::wait_all(recvs)?;
-            qcg::wait_all(sends)?;
-            for (g, &(k, d)) in got.into_iter().zip(&rcd) {
-                if let Some(m) = g.into_message() {
-                    write_packed(at_mut(recvbuf, d, &rt), k, &rt, &m.data)?;
-                }
+            // Each block checked for its size, each peer waited for at most the
+            // collective timeout: counts that do not match name the rank.
+            for (q, &(k, d)) in rcd.iter().enumerate() {
+                let got = c.recv("MPI_Alltoallv", q as u32, TAG_ALLTOALLV, k * rt.size)?;
+                write_packed(at_mut(recvbuf, d, &rt), k, &rt, &got)?;
             }
+            c.wait_sends("MPI_Alltoallv", sends)?;
         }
         Ok(())
     })
@@ -784,275 +866,6 @@ pub unsafe extern "C" fn MPI_Op_free(op: *mut c_int) -> c_int {
             let h = crate::ffi::get(op, "the operation")?;
             state::with(|s| s.free_op(h))?;
             op.write(0);
-        }
-        Ok(())
-    })
-}
-
-// ---- communicators and groups ------------------------------------------------
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
-    call("MPI_Comm_rank", comm, || {
-        let c = ctx(comm)?;
-        // SAFETY: an output int.
-        unsafe { put(rank, c.me as c_int) }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_size(comm: c_int, size: *mut c_int) -> c_int {
-    call("MPI_Comm_size", comm, || {
-        let c = ctx(comm)?;
-        // SAFETY: an output int.
-        unsafe { put(size, c.p as c_int) }
-    })
-}
-
-/// Splits `comm` and registers the result (collective over `comm`).
-fn split(comm: c_int, color: Option<u32>, key: u32, newcomm: *mut c_int) -> Result<(), MpiError> {
-    let c = ctx(comm)?;
-    let new = c.comm.split(color, key)?;
-    let h = match new {
-        Some(n) => state::with(|s| {
-            let e = s.comm(comm)?.errhandler;
-            s.add_comm(n, e)
-        })?,
-        None => 0,
-    };
-    // SAFETY: an output handle.
-    unsafe { put(newcomm, h) }
-}
-
-/// An MPI key as an unsigned key with the same order.
-fn key(k: c_int) -> u32 {
-    (k as u32) ^ 0x8000_0000
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
-    call("MPI_Comm_dup", comm, || {
-        let me = ctx(comm)?.me;
-        split(comm, Some(0), me, newcomm)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_split(
-    comm: c_int,
-    color: c_int,
-    key_: c_int,
-    newcomm: *mut c_int,
-) -> c_int {
-    call("MPI_Comm_split", comm, || {
-        let color = match color {
-            UNDEFINED => None,
-            c if c >= 0 => Some(c as u32),
-            c => {
-                return Err(MpiError::new(
-                    Class::Arg,
-                    format!("color {c} is negative (and not MPI_UNDEFINED)"),
-                ))
-            }
-        };
-        split(comm, color, key(key_), newcomm)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_split_type(
-    comm: c_int,
-    split_type: c_int,
-    key_: c_int,
-    _info: c_int,
-    newcomm: *mut c_int,
-) -> c_int {
-    call("MPI_Comm_split_type", comm, || {
-        let c = ctx(comm)?;
-        let color = match split_type {
-            UNDEFINED => None,
-            1 => {
-                let depth = c.comm.topology().path(c.me as usize).len();
-                Some(state::level_color(&c.comm, depth as c_int - 1)?)
-            }
-            t => {
-                return Err(MpiError::new(
-                    Class::Arg,
-                    format!("split type {t} is not MPI_COMM_TYPE_SHARED"),
-                ))
-            }
-        };
-        split(comm, color, key(key_), newcomm)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn QCG_Comm_split_level(
-    comm: c_int,
-    level: c_int,
-    newcomm: *mut c_int,
-) -> c_int {
-    call("QCG_Comm_split_level", comm, || {
-        let c = ctx(comm)?;
-        let color = state::level_color(&c.comm, level)?;
-        split(comm, Some(color), c.me, newcomm)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_free(comm: *mut c_int) -> c_int {
-    // SAFETY: a communicator handle.
-    let h = unsafe { crate::ffi::get(comm, "the communicator") }.unwrap_or(0);
-    call("MPI_Comm_free", h, || {
-        state::with(|s| s.free_comm(h))?;
-        // SAFETY: read above.
-        unsafe { comm.write(0) };
-        Ok(())
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int {
-    call("MPI_Comm_group", comm, || {
-        let c = ctx(comm)?;
-        let h = state::with(|s| Ok(s.add_group(state::members(&c.comm))))?;
-        // SAFETY: an output handle.
-        unsafe { put(group, h) }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
-    call("MPI_Comm_create", comm, || {
-        let c = ctx(comm)?;
-        let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
-        let mine = state::members(&c.comm);
-        if let Some(x) = g.iter().find(|x| !mine.contains(x)) {
-            return Err(MpiError::new(
-                Class::Group,
-                format!("the group holds process {x}, which is not in the communicator"),
-            ));
-        }
-        let me = mine[c.me as usize];
-        let pos = g.iter().position(|&x| x == me);
-        split(comm, pos.map(|_| 0), pos.unwrap_or(0) as u32, newcomm)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_compare(comm1: c_int, comm2: c_int, result: *mut c_int) -> c_int {
-    call("MPI_Comm_compare", comm1, || {
-        let (a, b) = (ctx(comm1)?, ctx(comm2)?);
-        let r = state::compare(
-            comm1 == comm2,
-            &state::members(&a.comm),
-            &state::members(&b.comm),
-        );
-        // SAFETY: an output int.
-        unsafe { put(result, r) }
-    })
-}
-
-/// Checks group ranks: each in `0..n`, no repeats.
-fn group_ranks(rs: &[c_int], n: usize) -> Result<Vec<usize>, MpiError> {
-    let mut seen = vec![false; n];
-    rs.iter()
-        .map(|&r| match usize::try_from(r) {
-            Ok(r) if r < n && !seen[r] => {
-                seen[r] = true;
-                Ok(r)
-            }
-            _ => Err(MpiError::new(
-                Class::Rank,
-                format!("rank {r} is not in the group (size {n}) or repeated"),
-            )),
-        })
-        .collect()
-}
-
-unsafe fn group_pick(
-    group: c_int,
-    n: c_int,
-    ranks: *const c_int,
-    newgroup: *mut c_int,
-    include: bool,
-) -> Result<(), MpiError> {
-    let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
-    // SAFETY: an array of `n` ranks.
-    let rs = unsafe { ints(ranks, count(n)?, "the rank array")? };
-    let picked = group_ranks(rs, g.len())?;
-    let members: Vec<u32> = if include {
-        picked.iter().map(|&r| g[r]).collect()
-    } else {
-        g.iter()
-            .enumerate()
-            .filter(|(i, _)| !picked.contains(i))
-            .map(|(_, &x)| x)
-            .collect()
-    };
-    let h = state::with(|s| Ok(s.add_group(members)))?;
-    // SAFETY: an output handle.
-    unsafe { put(newgroup, h) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_incl(
-    group: c_int,
-    n: c_int,
-    ranks: *const c_int,
-    newgroup: *mut c_int,
-) -> c_int {
-    // SAFETY: passed on.
-    call("MPI_Group_incl", COMM_WORLD, || unsafe {
-        group_pick(group, n, ranks, newgroup, true)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_excl(
-    group: c_int,
-    n: c_int,
-    ranks: *const c_int,
-    newgroup: *mut c_int,
-) -> c_int {
-    // SAFETY: passed on.
-    call("MPI_Group_excl", COMM_WORLD, || unsafe {
-        group_pick(group, n, ranks, newgroup, false)
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_rank(group: c_int, rank: *mut c_int) -> c_int {
-    call("MPI_Group_rank", COMM_WORLD, || {
-        let r = state::with(|s| {
-            let me = s.rank;
-            Ok(s.group(group)?
-                .iter()
-                .position(|&x| x == me)
-                .map_or(UNDEFINED, |p| p as c_int))
-        })?;
-        // SAFETY: an output int.
-        unsafe { put(rank, r) }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_size(group: c_int, size: *mut c_int) -> c_int {
-    call("MPI_Group_size", COMM_WORLD, || {
-        let n = state::with(|s| Ok(s.group(group)?.len()))?;
-        // SAFETY: an output int.
-        unsafe { put(size, n as c_int) }
-    })
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn MPI_Group_free(group: *mut c_int) -> c_int {
-    call("MPI_Group_free", COMM_WORLD, || {
-        // SAFETY: a group handle.
-        unsafe {
-            let h = crate::ffi::get(group, "the group")?;
-            state::with(|s| s.free_group(h))?;
-            group.write(0);
         }
         Ok(())
     })
