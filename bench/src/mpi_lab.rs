@@ -164,10 +164,13 @@ pub fn pingpong_report(c: &PingPong, rust: &PingPong, ompi: &PingPong) -> String
     s
 }
 
+/// Per operation, per size, per implementation: (mean, slowest rank) times.
+type ByOp<'a> = BTreeMap<&'a str, BTreeMap<usize, BTreeMap<&'a str, (f64, f64)>>>;
+
 /// The collectives table: the slowest rank of qcg's C harness, of Open MPI's
 /// defaults and of Open MPI with han, per operation and size, and the ratios.
 pub fn coll_report(points: &[Point]) -> String {
-    let mut by: BTreeMap<&str, BTreeMap<usize, BTreeMap<&str, (f64, f64)>>> = BTreeMap::new();
+    let mut by: ByOp<'_> = BTreeMap::new();
     for p in points {
         by.entry(&p.op)
             .or_default()
