@@ -263,6 +263,7 @@ impl Ctx {
                 continue;
             };
             let addr = cb.remote_address();
+            let fallback = crate::topology::estimate(ca.rtt(), cb.rtt());
             let ctx = self.clone();
             tokio::spawn(async move {
                 let req = Request::ProbePeer {
@@ -275,13 +276,21 @@ impl Ctx {
                     Ok(other) => Err(format!("unexpected answer to probe: {other:?}")),
                     Err(e) => Err(e.to_string()),
                 };
-                match &outcome {
-                    Ok(q) => {
-                        tracing::debug!(%a, %b, latency_ms = q.latency_ms, bandwidth_mbps = q.bandwidth_mbps, "link measured")
-                    }
-                    Err(e) => tracing::warn!(%a, %b, error = %e, "probe failed"),
+                let failure = outcome.as_ref().err().cloned();
+                if let Ok(q) = &outcome {
+                    tracing::debug!(%a, %b, latency_ms = q.latency_ms, bandwidth_mbps = q.bandwidth_mbps, "link measured");
                 }
-                ctx.book().topo.record(&a, &b, outcome, Instant::now());
+                let news = ctx
+                    .book()
+                    .topo
+                    .record(&a, &b, outcome, fallback, Instant::now());
+                if let Some(e) = failure {
+                    if news {
+                        tracing::warn!(%a, %b, error = %e, latency_ms = fallback.latency_ms, bandwidth_mbps = fallback.bandwidth_mbps, "the gateways cannot probe each other (processes still link); the link is estimated from their round trips to the broker until a probe succeeds");
+                    } else {
+                        tracing::debug!(%a, %b, error = %e, "probe failed again");
+                    }
+                }
                 let topo = ctx.topology();
                 let more = ctx.book().jobs.start_queued(&topo);
                 ctx.execute(more);

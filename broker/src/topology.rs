@@ -10,6 +10,13 @@
 //! a link between two clusters only when it was measured and the broker knows a
 //! technique that links processes both ways ([`crate::plan::choose`]); relaying
 //! counts only while a relay proxy is alive.
+//!
+//! A probe cannot cross every pair of gateways (a NAT that changes ports, a
+//! firewall that keeps state): processes still link there (reversed, punched,
+//! relayed). So a failed probe leaves an estimate in place of a measurement: the
+//! two frontals' round trips to the broker for the latency (the path through the
+//! broker is at least as long as theirs), and [`ESTIMATED_MBPS`] for the bandwidth,
+//! until a probe succeeds. The failure is logged once per pair, not at every retry.
 
 use qcg_jobprofile::topology::{Cluster, InterLink, ResourceTopology};
 use qcg_proto::{ClusterConfig, LinkQuality, NodeSpec};
@@ -23,12 +30,27 @@ struct Probe {
     failed: bool,
 }
 
+/// Bandwidth assumed for a pair of clusters whose gateways cannot probe each
+/// other, in Mbit/s: a modest WAN, so that the scheduler prefers measured links.
+pub const ESTIMATED_MBPS: f64 = 100.0;
+
+/// What a failed probe leaves: `rtt_a` and `rtt_b` are the two frontals' round
+/// trips to the broker; half their sum is the one-way latency through the broker.
+pub fn estimate(rtt_a: Duration, rtt_b: Duration) -> LinkQuality {
+    LinkQuality {
+        latency_ms: (rtt_a + rtt_b).as_secs_f64() * 1e3 / 2.0,
+        bandwidth_mbps: ESTIMATED_MBPS,
+    }
+}
+
 /// What is known of the grid's resources.
 #[derive(Clone, Debug, Default)]
 pub struct TopoBook {
     nodes: BTreeMap<String, (Vec<NodeSpec>, LinkQuality)>,
     links: BTreeMap<(String, String), LinkQuality>,
     probes: BTreeMap<(String, String), Probe>,
+    /// Pairs whose link is an estimate (their last probe failed).
+    estimated: std::collections::BTreeSet<(String, String)>,
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
@@ -45,12 +67,32 @@ impl TopoBook {
         self.nodes.insert(cluster.to_string(), (nodes, internal));
     }
 
-    /// The outcome of a probe of the pair `a`–`b`.
-    pub fn record(&mut self, a: &str, b: &str, outcome: Result<LinkQuality, String>, now: Instant) {
+    /// The outcome of a probe of the pair `a`–`b`. A failure keeps the last
+    /// measurement, or else puts `fallback` (an [`estimate`]) in its place; it returns
+    /// whether this failure is news (the first since a success), to be logged.
+    pub fn record(
+        &mut self,
+        a: &str,
+        b: &str,
+        outcome: Result<LinkQuality, String>,
+        fallback: LinkQuality,
+        now: Instant,
+    ) -> bool {
         let key = pair(a, b);
         let failed = outcome.is_err();
-        if let Ok(q) = outcome {
-            self.links.insert(key.clone(), q);
+        let mut news = false;
+        match outcome {
+            Ok(q) => {
+                self.links.insert(key.clone(), q);
+                self.estimated.remove(&key);
+            }
+            Err(_) => {
+                news = !self.probes.get(&key).is_some_and(|p| p.failed);
+                if !self.links.contains_key(&key) || self.estimated.contains(&key) {
+                    self.links.insert(key.clone(), fallback);
+                    self.estimated.insert(key.clone());
+                }
+            }
         }
         self.probes.insert(
             key,
@@ -60,6 +102,12 @@ impl TopoBook {
                 failed,
             },
         );
+        news
+    }
+
+    /// Whether the link `a`–`b` is an estimate rather than a measurement.
+    pub fn is_estimated(&self, a: &str, b: &str) -> bool {
+        self.estimated.contains(&pair(a, b))
     }
 
     /// The probes to make now among the `connected` clusters, as (measurer, target);
@@ -83,12 +131,13 @@ impl TopoBook {
                     Some(p) => !p.in_flight && now.saturating_duration_since(p.at) >= wait(p),
                 };
                 if due {
+                    let failed = self.probes.get(&key).is_some_and(|p| p.failed);
                     self.probes.insert(
                         key,
                         Probe {
                             at: now,
                             in_flight: true,
-                            failed: false,
+                            failed,
                         },
                     );
                     out.push((a.clone(), b.clone()));
@@ -191,15 +240,45 @@ mod tests {
         );
         // In flight: not again.
         assert!(b.due(&names, t0 + iv * 2, iv).is_empty());
-        b.record("b", "a", Ok(q(1.0)), t0);
-        b.record("a", "c", Err("down".into()), t0);
-        b.record("c", "b", Ok(q(2.0)), t0);
+        b.record("b", "a", Ok(q(1.0)), q(9.0), t0);
+        b.record("a", "c", Err("down".into()), q(9.0), t0);
+        b.record("c", "b", Ok(q(2.0)), q(9.0), t0);
         // A failure is retried sooner than a success.
         assert_eq!(
             b.due(&names, t0 + iv / 10, iv),
             [("a".to_string(), "c".to_string())]
         );
         assert_eq!(b.due(&names, t0 + iv, iv).len(), 2);
+    }
+
+    /// Issue 12, item 6: gateways that cannot probe each other (a NAT, a stateful
+    /// firewall) left their pair out of the topology, so jobs could not be placed
+    /// across it, with a WARN at every retry.
+    #[test]
+    fn a_pair_that_cannot_be_probed_gets_an_estimate_and_one_warning() {
+        let mut b = TopoBook::default();
+        let t0 = Instant::now();
+        for c in ["a", "b"] {
+            b.set_nodes(c, node(&format!("{c}1")), q(0.1));
+        }
+        let configs = [cfg("a", Policy::Open), cfg("b", Policy::Open)];
+        let est = estimate(Duration::from_millis(10), Duration::from_millis(30));
+        assert_eq!(est.latency_ms, 20.0);
+        assert_eq!(est.bandwidth_mbps, ESTIMATED_MBPS);
+        let names = vec!["a".to_string(), "b".to_string()];
+        let iv = Duration::from_secs(60);
+        b.due(&names, t0, iv);
+        assert!(b.record("a", "b", Err("no route".into()), est, t0));
+        assert_eq!(b.topology(&configs, false).links[0].quality, est);
+        assert!(b.is_estimated("b", "a"));
+        // Retries that fail again are not news.
+        b.due(&names, t0 + iv / 10, iv);
+        assert!(!b.record("a", "b", Err("no route".into()), est, t0 + iv / 10));
+        // A measurement replaces the estimate, and a later failure keeps it.
+        b.record("a", "b", Ok(q(5.0)), est, t0 + iv);
+        assert!(!b.is_estimated("a", "b"));
+        assert!(b.record("a", "b", Err("down".into()), est, t0 + iv * 2));
+        assert_eq!(b.topology(&configs, false).links[0].quality, q(5.0));
     }
 
     #[test]
@@ -210,10 +289,10 @@ mod tests {
             b.set_nodes(c, node(&format!("{c}1")), q(0.1));
         }
         b.set_nodes("empty", vec![], q(0.1));
-        b.record("a", "b", Ok(q(5.0)), now);
-        b.record("a", "z", Ok(q(5.0)), now);
-        b.record("y", "z", Ok(q(5.0)), now);
-        b.record("a", "empty", Ok(q(5.0)), now);
+        b.record("a", "b", Ok(q(5.0)), q(9.0), now);
+        b.record("a", "z", Ok(q(5.0)), q(9.0), now);
+        b.record("y", "z", Ok(q(5.0)), q(9.0), now);
+        b.record("a", "empty", Ok(q(5.0)), q(9.0), now);
         let random = qcg_proto::Nat::RandomPort;
         let configs = [
             cfg("a", Policy::Open),
