@@ -486,7 +486,7 @@ impl Jobs {
                 .get(&p.job)
                 .and_then(|j| j.mapping.as_ref())
                 .and_then(|m| m.ranks.get(p.rank as usize))
-                .is_some_and(|r| r.cluster == cluster);
+                .is_some_and(|r| r.cluster == cluster && nodes.contains(&r.node));
             if placed_here {
                 self.confirm(&p.job, p.rank);
             }

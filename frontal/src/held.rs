@@ -8,12 +8,16 @@ use std::collections::VecDeque;
 
 /// Bytes of output text kept while the broker is away.
 pub const MAX_HELD_BYTES: usize = 16 << 20;
+/// Process ends kept while the broker is away; past it the oldest go (the broker,
+/// when back, learns from the running lists which processes are gone).
+pub const MAX_HELD_ENDS: usize = 65_536;
 
 /// The held requests, oldest first.
 #[derive(Default, Debug)]
 pub struct Held {
     reqs: VecDeque<Request>,
     bytes: usize,
+    ends: usize,
     dropped_lines: usize,
 }
 
@@ -25,9 +29,23 @@ fn text_bytes(r: &Request) -> usize {
 }
 
 impl Held {
-    /// Keeps `r`, dropping the oldest output past the bound.
+    /// Keeps `r`, dropping the oldest output past the bound (and the oldest end past
+    /// [`MAX_HELD_ENDS`]).
     pub fn push(&mut self, r: Request) {
         self.bytes += text_bytes(&r);
+        if matches!(r, Request::ProcessExited { .. }) {
+            self.ends += 1;
+            if self.ends > MAX_HELD_ENDS {
+                if let Some(i) = self
+                    .reqs
+                    .iter()
+                    .position(|r| matches!(r, Request::ProcessExited { .. }))
+                {
+                    self.reqs.remove(i);
+                    self.ends -= 1;
+                }
+            }
+        }
         self.reqs.push_back(r);
         while self.bytes > MAX_HELD_BYTES {
             let Some(i) = self
@@ -49,6 +67,7 @@ impl Held {
     /// Everything held, oldest first, and how many output lines were dropped.
     pub fn take(&mut self) -> (Vec<Request>, usize) {
         self.bytes = 0;
+        self.ends = 0;
         (
             self.reqs.drain(..).collect(),
             std::mem::take(&mut self.dropped_lines),
@@ -95,5 +114,16 @@ mod tests {
         assert!(kept <= MAX_HELD_BYTES, "{kept}");
         assert_eq!(reqs.len(), 1 + 16);
         assert_eq!(h.take().0.len(), 0);
+        // Ends are bounded too, oldest first.
+        for rank in 0..MAX_HELD_ENDS as u32 + 10 {
+            h.push(Request::ProcessExited {
+                job: "j".into(),
+                rank,
+                exit: ExitReport::default(),
+            });
+        }
+        let (reqs, _) = h.take();
+        assert_eq!(reqs.len(), MAX_HELD_ENDS);
+        assert!(matches!(&reqs[0], Request::ProcessExited { rank: 10, .. }));
     }
 }
