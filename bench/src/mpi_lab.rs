@@ -218,9 +218,20 @@ pub fn coll_report(points: &[Point]) -> String {
             );
         }
         s.push('\n');
+        let x = |v: f64| {
+            if v.is_finite() {
+                format!("{v:.2}x")
+            } else {
+                "-".into()
+            }
+        };
         let _ = writeln!(
             summary,
-            "# {op}: up to 64 KiB Open MPI defaults / qcg >= {small_ompi:.2}x (target 2), han / qcg >= {small_han:.2}x (target 1.5); at every size >= {all_ompi:.2}x and {all_han:.2}x (target 1)"
+            "# {op}: up to 64 KiB Open MPI defaults / qcg >= {} (target 2), han / qcg >= {} (target 1.5); at every size >= {} and {} (target 1)",
+            x(small_ompi),
+            x(small_han),
+            x(all_ompi),
+            x(all_han)
         );
     }
     s + &summary

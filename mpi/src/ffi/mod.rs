@@ -264,4 +264,3 @@ mod datatypes;
 mod env;
 mod p2p;
 mod requests;
-
