@@ -167,7 +167,9 @@ pub fn pingpong_report(c: &PingPong, rust: &PingPong, ompi: &PingPong) -> String
 /// The collectives table: the slowest rank of qcg's C harness, of Open MPI's
 /// defaults and of Open MPI with han, per operation and size, and the ratios.
 pub fn coll_report(points: &[Point]) -> String {
-    let mut by: BTreeMap<&str, BTreeMap<usize, BTreeMap<&str, (f64, f64)>>> = BTreeMap::new();
+    // op -> size -> implementation -> (mean, slowest rank)
+    type Rows<'a> = BTreeMap<usize, BTreeMap<&'a str, (f64, f64)>>;
+    let mut by: BTreeMap<&str, Rows> = BTreeMap::new();
     for p in points {
         by.entry(&p.op)
             .or_default()
