@@ -164,13 +164,12 @@ pub fn pingpong_report(c: &PingPong, rust: &PingPong, ompi: &PingPong) -> String
     s
 }
 
-/// Per operation, per size, per implementation: (mean, slowest rank) times.
-type ByOp<'a> = BTreeMap<&'a str, BTreeMap<usize, BTreeMap<&'a str, (f64, f64)>>>;
-
 /// The collectives table: the slowest rank of qcg's C harness, of Open MPI's
 /// defaults and of Open MPI with han, per operation and size, and the ratios.
 pub fn coll_report(points: &[Point]) -> String {
-    let mut by: ByOp<'_> = BTreeMap::new();
+    // op -> size -> implementation -> (mean, slowest rank)
+    type Rows<'a> = BTreeMap<usize, BTreeMap<&'a str, (f64, f64)>>;
+    let mut by: BTreeMap<&str, Rows> = BTreeMap::new();
     for p in points {
         by.entry(&p.op)
             .or_default()
@@ -221,9 +220,20 @@ pub fn coll_report(points: &[Point]) -> String {
             );
         }
         s.push('\n');
+        let x = |v: f64| {
+            if v.is_finite() {
+                format!("{v:.2}x")
+            } else {
+                "-".into()
+            }
+        };
         let _ = writeln!(
             summary,
-            "# {op}: up to 64 KiB Open MPI defaults / qcg >= {small_ompi:.2}x (target 2), han / qcg >= {small_han:.2}x (target 1.5); at every size >= {all_ompi:.2}x and {all_han:.2}x (target 1)"
+            "# {op}: up to 64 KiB Open MPI defaults / qcg >= {} (target 2), han / qcg >= {} (target 1.5); at every size >= {} and {} (target 1)",
+            x(small_ompi),
+            x(small_han),
+            x(all_ompi),
+            x(all_han)
         );
     }
     s + &summary

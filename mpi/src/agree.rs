@@ -13,6 +13,11 @@ use crate::error::{Class, MpiError};
 pub const CHUNK: usize = 4096;
 /// Bytes of a chunk's trailer.
 pub const TRAILER: usize = 44;
+/// The eager limit C programs get unless `QCG_EAGER_LIMIT` says otherwise:
+/// libqcg's 64 KiB plus room for the trailers (a flit of 64 KiB of data is 66,240
+/// bytes here), so that flits the cost model sizes for 64 KiB still go at once
+/// rather than by rendezvous.
+pub const EAGER_LIMIT: usize = 72 << 10;
 
 /// What a rank passed to a reduction, as far as the ranks must agree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -275,6 +280,14 @@ mod tests {
 
     fn sig(op: u32) -> Sig {
         Sig { op, root: 0, ty: 7 }
+    }
+
+    #[test]
+    fn sixteen_chunks_of_64_kib_of_data_stay_under_the_eager_limit() {
+        for elem in [1, 4, 8, 12, 16, 20] {
+            let l = Layout::new(elem, (64 << 10) / elem);
+            assert!(l.chunks() * l.chunk() <= EAGER_LIMIT, "{elem}");
+        }
     }
 
     #[test]
