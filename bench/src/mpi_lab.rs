@@ -371,12 +371,15 @@ pub fn run(
             ..p
         })
         .collect();
+    // Open MPI's outputs (ompi.out, ompi-han.out) go beside ours, so that a run
+    // that fails or hangs halfway (mpirun once hung after its ranks had ended)
+    // leaves what it measured.
     points.extend(coll_lab::run_mpi_with(
         &lab,
         &t,
         ppn,
         a,
-        dir,
+        &out,
         &coll_ompi,
         &[],
         "ompi",
@@ -386,7 +389,7 @@ pub fn run(
         &t,
         ppn,
         a,
-        dir,
+        &out,
         &coll_ompi,
         &["--mca", "coll_han_priority", "100"],
         "ompi-han",
