@@ -167,6 +167,11 @@ impl Comm {
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
             };
             let a = &plan.attempts[i];
+            if r.as_ref().is_err_and(|e| e == OVERTAKEN) {
+                // Another attempt claimed the race; its answer is on its way.
+                race.failed(i);
+                continue;
+            }
             self.report(Request::Report {
                 from: me.clone(),
                 target: plan.target.clone(),
