@@ -32,22 +32,15 @@ fn grid(extra: &str) -> Grid {
 
 /// As [`grid`], with `accounts` as the helper's `[accounts]` section.
 fn grid_with(extra: &str, accounts: &str) -> Grid {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let ca = d.join("ca");
-    assert!(qcg(&["ca", "init", "--dir", ca.to_str().unwrap()])
-        .status
-        .success());
-    for (role, name) in [
+    let dir = grid_ca(&[
         ("broker", "broker"),
         ("frontal", "alpha"),
         ("helper", "a1"),
         ("client", "alice"),
         ("client", "bob"),
         ("admin", "root"),
-    ] {
-        issue(&ca, role, name);
-    }
+    ]);
+    let d = dir.path();
     let mut services = Services(Vec::new());
     let cfg = write(
         d,

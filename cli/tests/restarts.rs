@@ -72,22 +72,15 @@ impl Drop for Grid {
 }
 
 fn grid() -> Grid {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let ca = d.join("ca");
-    assert!(qcg(&["ca", "init", "--dir", ca.to_str().unwrap()])
-        .status
-        .success());
-    for (role, name) in [
+    let dir = grid_ca(&[
         ("broker", "broker"),
         ("frontal", "alpha"),
         ("frontal", "beta"),
         ("helper", "a1"),
         ("helper", "b1"),
         ("client", "alice"),
-    ] {
-        issue(&ca, role, name);
-    }
+    ]);
+    let d = dir.path();
     let (child, lines) = spawn(
         "qcg-broker",
         &broker_toml(d, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"),
@@ -426,22 +419,15 @@ fn services_stop_cleanly_on_sigint() {
 /// naming a rank, long before its own time-out.
 #[test]
 fn a_frozen_relay_proxy_fails_the_job_naming_the_silent_rank() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let ca = d.join("ca");
-    assert!(qcg(&["ca", "init", "--dir", ca.to_str().unwrap()])
-        .status
-        .success());
-    for (role, name) in [
+    let dir = grid_ca(&[
         ("broker", "broker"),
         ("frontal", "alpha"),
         ("frontal", "beta"),
         ("helper", "a1"),
         ("helper", "b1"),
         ("proxy", "relay"),
-    ] {
-        issue(&ca, role, name);
-    }
+    ]);
+    let d = dir.path();
     let mut s = Services(Vec::new());
     let lines = start(
         &mut s,

@@ -26,22 +26,15 @@ struct Grid {
 
 /// Two clusters, `alpha` (open) and `beta` (port range), one node of 4 slots each.
 fn grid() -> Grid {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let ca = d.join("ca");
-    assert!(qcg(&["ca", "init", "--dir", ca.to_str().unwrap()])
-        .status
-        .success());
-    for (role, name) in [
+    let dir = grid_ca(&[
         ("broker", "broker"),
         ("frontal", "alpha"),
         ("frontal", "beta"),
         ("helper", "a1"),
         ("helper", "b1"),
         ("client", "alice"),
-    ] {
-        issue(&ca, role, name);
-    }
+    ]);
+    let d = dir.path();
     let mut services = Services(Vec::new());
     let cfg = write(
         d,

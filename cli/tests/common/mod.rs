@@ -105,6 +105,20 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// A fresh folder with a grid CA in `ca/` (`qcg ca init`) and a certificate for each
+/// `(role, name)` in `holders` (`qcg ca issue`).
+pub fn grid_ca(holders: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca");
+    assert!(qcg(&["ca", "init", "--dir", ca.to_str().unwrap()])
+        .status
+        .success());
+    for (role, name) in holders {
+        issue(&ca, role, name);
+    }
+    dir
+}
+
 pub fn issue(ca: &Path, role: &str, name: &str) {
     let o = qcg(&[
         "ca",

@@ -832,11 +832,7 @@ impl<C: Read + Write> Core<C> {
                 Err(e) if would_block(&e) => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 _ => {
-                    let peer = conn.peer;
-                    self.conns.remove(c);
-                    if let Some(v) = self.links.get_mut(&peer) {
-                        v.retain(|&x| x != c);
-                    }
+                    self.forget_conn(c);
                     return;
                 }
             }
@@ -859,9 +855,16 @@ impl<C: Read + Write> Core<C> {
         if !(idle && others) {
             return self.fail_peer(peer, "it closed its link");
         }
-        self.conns.remove(c);
-        if let Some(v) = self.links.get_mut(&peer) {
-            v.retain(|&x| x != c);
+        self.forget_conn(c);
+    }
+
+    /// Drops connection `c` alone (its peer keeps its other links, if any).
+    fn forget_conn(&mut self, c: ConnId) {
+        if self.conns.contains(c) {
+            let conn = self.conns.remove(c);
+            if let Some(v) = self.links.get_mut(&conn.peer) {
+                v.retain(|&x| x != c);
+            }
         }
         self.stalled.retain(|&s| s != c);
     }

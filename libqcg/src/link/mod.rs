@@ -57,6 +57,12 @@ impl Comm {
         }
         let plan = self.lookup(dest)?;
         let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
+        let outcome = |technique, ok| Request::Report {
+            from: me.clone(),
+            target: plan.target.clone(),
+            technique,
+            ok,
+        };
         let mut failures = vec![String::new(); plan.attempts.len()];
         let mut race = race::Race::new(plan.attempts.iter().map(|a| a.technique).collect());
         // The common case (inside a cluster, an open one) costs no thread: a plan
@@ -78,12 +84,7 @@ impl Comm {
                                 .add_link(dest, s)
                                 .map_err(|e| format!("cannot add the link to the engine: {e}"))
                         });
-                    self.report(Request::Report {
-                        from: me.clone(),
-                        target: plan.target.clone(),
-                        technique: a.technique,
-                        ok: r.is_ok(),
-                    });
+                    self.report(outcome(a.technique, r.is_ok()));
                     match r {
                         Ok(()) => {
                             lock(&self.inner.techniques).insert(dest, a.technique);
@@ -97,12 +98,7 @@ impl Comm {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => race.first_had_its_stagger(),
                 Err(e) => {
-                    self.report(Request::Report {
-                        from: me.clone(),
-                        target: plan.target.clone(),
-                        technique: a.technique,
-                        ok: false,
-                    });
+                    self.report(outcome(a.technique, false));
                     failures[0] = format!(
                         "{} to {}: {}",
                         a.technique,
@@ -134,17 +130,14 @@ impl Comm {
                             if let Err(std::sync::mpsc::SendError((_, Err(e)))) = to_us.send((i, r))
                             {
                                 if e != OVERTAKEN {
-                                    let ok = false;
-                                    let technique = a.technique;
-                                    report(
-                                        &inner,
-                                        Request::Report {
-                                            from,
-                                            target,
-                                            technique,
-                                            ok,
-                                        },
-                                    );
+                                    let (technique, ok) = (a.technique, false);
+                                    let req = Request::Report {
+                                        from,
+                                        target,
+                                        technique,
+                                        ok,
+                                    };
+                                    report(&inner, req);
                                 }
                             }
                         });
@@ -172,12 +165,7 @@ impl Comm {
                 race.failed(i);
                 continue;
             }
-            self.report(Request::Report {
-                from: me.clone(),
-                target: plan.target.clone(),
-                technique: a.technique,
-                ok: r.is_ok(),
-            });
+            self.report(outcome(a.technique, r.is_ok()));
             match r {
                 Ok(()) => {
                     tracing::debug!(dest, technique = %a.technique, addr = %a.addr, "link made");
