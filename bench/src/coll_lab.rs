@@ -495,6 +495,9 @@ pub fn mpirun(lab: &LabRun, dir: &Path, np: usize, extra: &[&str]) -> Command {
     c
 }
 
+/// How long one `mpirun` of the collectives harness may take by default.
+const MPIRUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1800);
+
 /// The harness `bin` (built with Open MPI's `mpicc`) under `mpirun` with `extra`
 /// arguments (e.g. `--mca coll_han_priority 100`), its points named `algo`.
 #[allow(clippy::too_many_arguments)]
@@ -521,24 +524,58 @@ pub fn run_mpi_with(
         MPI_OPS.join(", ")
     );
     let np = hosts * ppn;
-    let mut c = mpirun(lab, dir, np, extra);
-    c.arg(bin)
-        .arg(ops.join(","))
-        .arg(a.min_size.to_string())
-        .arg(a.max_size.to_string())
-        .arg(a.iters.to_string())
-        .arg(a.skip.to_string())
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit());
-    eprintln!("# Open MPI ({algo}): {np} ranks, harness {}", bin.display());
-    let out = c.output()?;
-    let text = String::from_utf8_lossy(&out.stdout);
     let file = dir.join(format!("{algo}.out"));
-    std::fs::write(&file, text.as_bytes())?;
+    eprintln!("# Open MPI ({algo}): {np} ranks, harness {}", bin.display());
+    // Open MPI's launch now and then hangs (a daemon that never reports, or mpirun
+    // waiting on after its ranks ended): bounded, and tried once more.
+    let limit = std::env::var("QCG_MPIRUN_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(MPIRUN_TIMEOUT, std::time::Duration::from_secs);
+    let mut status = None;
+    for attempt in 1..=2 {
+        let mut c = mpirun(lab, dir, np, extra);
+        c.arg(bin)
+            .arg(ops.join(","))
+            .arg(a.min_size.to_string())
+            .arg(a.max_size.to_string())
+            .arg(a.iters.to_string())
+            .arg(a.skip.to_string())
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&file)?)
+            .stderr(Stdio::inherit());
+        let mut child = c.spawn()?;
+        let start = std::time::Instant::now();
+        status = loop {
+            if let Some(s) = child.try_wait()? {
+                break Some(s);
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                eprintln!(
+                    "# Open MPI ({algo}): mpirun still running after {} s (try {attempt} of 2); killed",
+                    limit.as_secs()
+                );
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        if status.is_some() {
+            break;
+        }
+    }
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    let status = status.ok_or_else(|| {
+        anyhow::anyhow!(
+            "mpirun hung twice (over {} s each, QCG_MPIRUN_TIMEOUT); its output is in {}",
+            limit.as_secs(),
+            file.display()
+        )
+    })?;
     anyhow::ensure!(
-        out.status.success(),
-        "mpirun failed ({}); its output is in {}",
-        out.status,
+        status.success(),
+        "mpirun failed ({status}); its output is in {}",
         file.display()
     );
     let points: Vec<Point> = parse_mpi(&text)

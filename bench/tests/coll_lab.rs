@@ -67,6 +67,8 @@ fn lab_coll_runs_qcg_and_open_mpi_side_by_side() {
             "--skip=1",
         ])
         .arg(format!("--out={}", out_dir.display()))
+        // Open MPI's launch hangs now and then: a hung mpirun is killed and run again.
+        .env("QCG_MPIRUN_TIMEOUT", "60")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
