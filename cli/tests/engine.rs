@@ -116,3 +116,16 @@ fn two_thousand_idle_strangers_take_no_thread_and_few_descriptors() {
     let text = passes(2, "strangers", &[]);
     assert!(text.contains("under 2000 idle connections"), "{text}");
 }
+
+/// Relay first, then upgrade, in real processes over the embedded grid's proxy: the
+/// direct attempt is held back 1.5 s, so the relay makes the link and the direct one
+/// replaces it while both ranks stream to each other; nothing is reordered.
+#[test]
+fn a_link_moves_off_the_relay_without_reordering() {
+    let text = passes(2, "upgrade", &[("QCG_TEST_LINK_DELAY", "direct:1500")]);
+    // The rank that made the link saw the relay first, then the direct link.
+    assert!(
+        text.contains("first Some(Relayed), now Some(Direct); upgrades 1"),
+        "{text}"
+    );
+}

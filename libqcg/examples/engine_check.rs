@@ -13,6 +13,7 @@
 //! | dying | 3 | a peer dies with requests pending: they fail naming it |
 //! | frozen | 3 | a peer stops (SIGSTOP): a receive from it fails after the liveness time |
 //! | alltoall | any | every rank sends 1 KiB to every other; prints threads per rank |
+//! | upgrade | ≥ 2 | rank 0 and the last rank stream to each other while their link moves from the relay to a direct link (`QCG_TEST_LINK_DELAY=direct:1500`): order kept both ways |
 //! | strangers | 2 | 2,000 idle connections to rank 1's listener: its threads and descriptors stay put, a 1 MiB ping-pong goes on |
 
 #![allow(clippy::unwrap_used)]
@@ -54,6 +55,7 @@ fn main() {
         "alltoall" => alltoall(&comm),
         "strangers" => strangers(&comm),
         "steady" => steady(&comm),
+        "upgrade" => upgrade(&comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ok {scenario} rank {rank} of {size}");
@@ -456,4 +458,62 @@ fn strangers(comm: &Comm) {
         );
     }
     drop(idle);
+}
+
+/// Relay first, then upgrade: run with the direct attempt held back
+/// (`QCG_TEST_LINK_DELAY=direct:1500`), the relay makes the link and the direct one
+/// replaces it about a second later, while rank 0 and the last rank stream numbered
+/// messages (eager and rendezvous, three tags) to each other for ~3 s.
+fn upgrade(comm: &Comm) {
+    let last = comm.size() - 1;
+    let peer = match comm.rank() {
+        0 => last,
+        r if r == last => 0,
+        _ => return,
+    };
+    let n = 3_000u32;
+    let msg = |i: u32| {
+        let len = if i % 50 == 7 {
+            100_000
+        } else {
+            8 + (i as usize % 100)
+        };
+        let mut m = pattern(u64::from(comm.rank()) << 32 | u64::from(i), len);
+        m[..4].copy_from_slice(&i.to_le_bytes());
+        m
+    };
+    // Rank 0 makes the link (a hello), so that the two do not dial each other.
+    if comm.rank() == 0 {
+        comm.send(peer, 99, b"hello").unwrap();
+    } else {
+        comm.recv(Some(0), Some(99)).unwrap();
+    }
+    let first = comm.link_technique(peer);
+    let recvs: Vec<Request> = (0..n)
+        .map(|_| comm.irecv(Some(peer), None).unwrap())
+        .collect();
+    let mut sends = Vec::new();
+    for i in 0..n {
+        sends.push(comm.isend(peer, i % 3, msg(i)).unwrap());
+        if i % 3 == 0 {
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    }
+    let done = qcg::wait_all(recvs).unwrap();
+    qcg::wait_all(sends).unwrap();
+    for (want, c) in done.into_iter().enumerate() {
+        let m = c.into_message().unwrap();
+        let i = u32::from_le_bytes(m.data[..4].try_into().unwrap());
+        assert_eq!(i, want as u32, "message {i} received in place of {want}");
+        assert_eq!(m.tag, i % 3);
+        let mut expect = pattern(u64::from(peer) << 32 | u64::from(i), m.data.len());
+        expect[..4].copy_from_slice(&m.data[..4]);
+        assert_eq!(m.data, expect, "payload of message {i}");
+    }
+    let upgrades = comm.engine_accounting().upgrades;
+    println!(
+        "link to {peer}: first {first:?}, now {:?}; upgrades {upgrades}; {n} messages each way in order",
+        comm.link_technique(peer)
+    );
+    assert_eq!(upgrades, 1, "the link did not move off the relay");
 }

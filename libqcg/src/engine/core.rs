@@ -188,6 +188,9 @@ enum Rx {
     Stalled {
         key: usize,
     },
+    /// The peer moved its messages here (`Resume`) and those it sent before on
+    /// another link are not all handled yet: the next header waits.
+    Gated,
 }
 
 struct Out {
@@ -198,6 +201,16 @@ struct Out {
 }
 
 impl Out {
+    /// A frame with no payload and no request behind it.
+    fn control(h: Header) -> Out {
+        Out {
+            head: h.encode(),
+            body: None,
+            off: 0,
+            req: None,
+        }
+    }
+
     fn len(&self) -> usize {
         HEADER + self.body.as_ref().map_or(0, |b| b.as_slice().len())
     }
@@ -212,6 +225,14 @@ struct Conn<C> {
     end: usize,
     out: VecDeque<Out>,
     last_tx: Instant,
+    /// Made through a relay proxy: a direct link to the same peer replaces it.
+    relayed: bool,
+    /// Messages of the peer to handle before the next one read here (its `Resume`).
+    gate: Option<u64>,
+    /// The peer sends nothing more here (its `Moved`).
+    moved_in: bool,
+    /// We send nothing more here (our `Moved`).
+    moved_out: bool,
 }
 
 enum UnexBody {
@@ -240,6 +261,8 @@ pub struct Accounting {
     pub requests: usize,
     /// Open connections.
     pub conns: usize,
+    /// Times our sends moved from a relayed link to a direct one.
+    pub upgrades: u64,
 }
 
 /// Every link and request of one process.
@@ -259,6 +282,12 @@ pub struct Core<C> {
     /// Rendezvous receives waiting for their data, by (peer, sender's id).
     expect: HashMap<(u32, u32), ReqId>,
     stalled: Vec<ConnId>,
+    /// Ordered frames (`Eager`, `Rts`) sent to / handled from each peer: a link a
+    /// peer moved to waits until the count reaches its `Resume`.
+    sent_seq: HashMap<u32, u64>,
+    recv_seq: HashMap<u32, u64>,
+    /// Connections waiting at their gate.
+    gated: Vec<ConnId>,
     acct: Accounting,
     /// Bumped whenever a request completes: what waiting callers watch.
     pub completions: u64,
@@ -287,6 +316,9 @@ impl<C: Read + Write> Core<C> {
             unexp: Slab::new(),
             expect: HashMap::new(),
             stalled: Vec::new(),
+            sent_seq: HashMap::new(),
+            recv_seq: HashMap::new(),
+            gated: Vec::new(),
             acct: Accounting::default(),
             completions: 0,
             draining: false,
@@ -312,14 +344,30 @@ impl<C: Read + Write> Core<C> {
         self.links.get(&peer).is_some_and(|c| !c.is_empty())
     }
 
+    /// Whether we have a link to `peer` that does not go through a relay proxy.
+    pub fn has_direct_link(&self, peer: u32) -> bool {
+        self.links.get(&peer).is_some_and(|v| {
+            v.iter()
+                .any(|&c| self.conns.get(c).is_some_and(|c| !c.relayed))
+        })
+    }
+
     /// Why `peer` is gone, if it is.
     pub fn lost(&self, peer: u32) -> Option<&str> {
         self.lost.get(&peer).map(String::as_str)
     }
 
-    /// Adds a connection to `peer` whose handshake is done. Returns its handle; the
-    /// caller then reports readiness for it ([`Core::on_readable`]).
-    pub fn add_conn(&mut self, peer: u32, io: C, now: Instant) -> ConnId {
+    /// Adds a connection to `peer` whose handshake is done (`relayed`: through a
+    /// relay proxy). Returns its handle; the caller then reports readiness for it
+    /// ([`Core::on_readable`]).
+    ///
+    /// We send on a peer's first connection. A direct one that comes up while that is
+    /// a relayed one takes over (relay first, then upgrade): `Moved` closes our
+    /// stream on the relayed link, `Resume` opens it on the new one with the count of
+    /// messages sent before, and the peer holds what comes on the new link until it
+    /// has handled that many. The peer does the same on its side, and once both
+    /// `Moved` have crossed, the relayed link is closed.
+    pub fn add_conn(&mut self, peer: u32, io: C, now: Instant, relayed: bool) -> ConnId {
         let id = self.conns.insert(Conn {
             io,
             peer,
@@ -329,10 +377,89 @@ impl<C: Read + Write> Core<C> {
             end: 0,
             out: VecDeque::new(),
             last_tx: now,
+            relayed,
+            gate: None,
+            moved_in: false,
+            moved_out: false,
         });
-        self.links.entry(peer).or_default().push(id);
+        let first = self.links.get(&peer).and_then(|v| v.first().copied());
+        let first_relayed = first.and_then(|f| self.conns.get(f)).map(|f| f.relayed);
         self.heard.insert(peer, now);
+        let links = self.links.entry(peer).or_default();
+        match (first_relayed, relayed) {
+            (Some(true), false) => {
+                links.insert(0, id);
+                // Every relayed link to the peer is done with (two that crossed
+                // included): each hears so, and closes once the peer says it too.
+                let relays: Vec<ConnId> = links
+                    .iter()
+                    .copied()
+                    .filter(|&c| self.conns.get(c).is_some_and(|c| c.relayed && !c.moved_out))
+                    .collect();
+                for old in relays {
+                    self.move_off(old);
+                }
+                let mut h = Header::new(Kind::Resume);
+                h.len = self.sent_seq.get(&peer).copied().unwrap_or(0);
+                self.queue(id, Out::control(h));
+                self.acct.upgrades += 1;
+            }
+            (Some(false), true) => {
+                // A relay that comes up after a direct link: never used by us.
+                links.push(id);
+                self.move_off(id);
+            }
+            _ => links.push(id),
+        }
         id
+    }
+
+    /// We send nothing more on `c`, and tell the peer so.
+    fn move_off(&mut self, c: ConnId) {
+        if let Some(o) = self.conns.get_mut(c) {
+            o.moved_out = true;
+        }
+        self.queue(c, Out::control(Header::new(Kind::Moved)));
+        self.retire_if_done(c);
+    }
+
+    /// Closes a link both sides moved away from, once our `Moved` is out.
+    fn retire_if_done(&mut self, c: ConnId) {
+        let Some(conn) = self.conns.get(c) else {
+            return;
+        };
+        if conn.moved_in
+            && conn.moved_out
+            && conn.out.is_empty()
+            && matches!(conn.rx, Rx::Header)
+            && conn.start == conn.end
+        {
+            self.forget_conn(c);
+        }
+    }
+
+    /// One more ordered frame from `peer` handled: lets go a link waiting for it.
+    fn handled_one(&mut self, peer: u32) {
+        let n = self.recv_seq.entry(peer).or_default();
+        *n += 1;
+        let n = *n;
+        let ready: Vec<ConnId> = self
+            .gated
+            .iter()
+            .copied()
+            .filter(|&g| {
+                self.conns
+                    .get(g)
+                    .is_some_and(|x| x.peer == peer && x.gate.is_none_or(|want| want <= n))
+            })
+            .collect();
+        for g in ready {
+            self.gated.retain(|&x| x != g);
+            if let Some(conn) = self.conns.get_mut(g) {
+                conn.rx = Rx::Header;
+            }
+            self.pump(g);
+        }
     }
 
     /// The peer of a connection.
@@ -533,6 +660,7 @@ impl<C: Read + Write> Core<C> {
                 req: None,
             }
         };
+        *self.sent_seq.entry(dest).or_default() += 1;
         self.queue(c, out);
         id
     }
@@ -796,6 +924,9 @@ impl<C: Read + Write> Core<C> {
         for r in done {
             self.complete(r, Ok(Outcome::Sent));
         }
+        if result.is_ok() {
+            self.retire_if_done(c);
+        }
         if let Err(reason) = result {
             if let Some(p) = self.conn_peer(c) {
                 self.fail_peer(p, &reason);
@@ -867,6 +998,7 @@ impl<C: Read + Write> Core<C> {
             }
         }
         self.stalled.retain(|&s| s != c);
+        self.gated.retain(|&s| s != c);
     }
 
     /// Reads connection `c` until it would block or is paused.
@@ -886,7 +1018,7 @@ impl<C: Read + Write> Core<C> {
             };
             let peer = conn.peer;
             let r = match conn.rx {
-                Rx::Stalled { .. } => return,
+                Rx::Stalled { .. } | Rx::Gated => return,
                 Rx::Payload { to, len, have } if conn.start == conn.end && len - have >= DIRECT => {
                     let dst: &mut [u8] = match to {
                         Sink::Req(rid) => match self.reqs.get_mut(rid).map(|r| &mut r.state) {
@@ -985,17 +1117,33 @@ impl<C: Read + Write> Core<C> {
             };
             let avail = conn.end - conn.start;
             match conn.rx {
-                Rx::Stalled { .. } => return Ok(()),
+                Rx::Stalled { .. } | Rx::Gated => return Ok(()),
                 Rx::Header => {
                     if avail < HEADER {
                         return Ok(());
                     }
                     let mut b = [0u8; HEADER];
                     b.copy_from_slice(&conn.stage[conn.start..conn.start + HEADER]);
-                    conn.start += HEADER;
                     let peer = conn.peer;
                     let h = Header::decode(&b).map_err(|e| format!("protocol error: {e}"))?;
+                    if h.kind.ordered() {
+                        if let Some(want) = conn.gate {
+                            if self.recv_seq.get(&peer).copied().unwrap_or(0) < want {
+                                // Messages sent before the move are still on their way.
+                                conn.rx = Rx::Gated;
+                                self.gated.push(c);
+                                return Ok(());
+                            }
+                            conn.gate = None;
+                        }
+                    }
+                    conn.start += HEADER;
                     self.on_header(c, peer, h)?;
+                    if h.kind.ordered() {
+                        self.handled_one(peer);
+                    } else if h.kind == Kind::Moved {
+                        self.retire_if_done(c);
+                    }
                 }
                 Rx::Payload { to, len, have } => {
                     if have == len {
@@ -1071,6 +1219,19 @@ impl<C: Read + Write> Core<C> {
         };
         match h.kind {
             Kind::Heartbeat => {}
+            Kind::Moved => {
+                if let Some(conn) = self.conns.get_mut(c) {
+                    conn.moved_in = true;
+                }
+            }
+            Kind::Resume => {
+                if let Some(conn) = self.conns.get_mut(c) {
+                    if conn.gate.is_some() || conn.moved_in {
+                        return Err("protocol error: a second resume on one link".into());
+                    }
+                    conn.gate = Some(h.len);
+                }
+            }
             Kind::Eager => {
                 if h.len as usize > self.limits.eager.max(STAGE) && h.len > (1 << 30) {
                     return Err(format!(
@@ -1283,6 +1444,7 @@ impl<C: Read + Write> Core<C> {
                 failed.push(rid);
             }
             self.stalled.retain(|s| s != c);
+            self.gated.retain(|s| s != c);
         }
         // Messages from it that will never be whole.
         let partial: Vec<usize> = self
@@ -1345,7 +1507,9 @@ impl<C: Read + Write> Core<C> {
         let quiet: Vec<ConnId> = self
             .conns
             .iter()
-            .filter(|(_, c)| c.out.is_empty() && now.saturating_duration_since(c.last_tx) >= beat)
+            .filter(|(_, c)| {
+                !c.moved_out && c.out.is_empty() && now.saturating_duration_since(c.last_tx) >= beat
+            })
             .map(|(id, _)| id)
             .collect();
         for c in quiet {
@@ -1478,8 +1642,8 @@ mod tests {
         let (p0, p1, to0) = pipe(cap);
         let mut a = Core::new(0, 2, limits);
         let mut b = Core::new(1, 2, limits);
-        a.add_conn(1, p0, now);
-        b.add_conn(0, p1, now);
+        a.add_conn(1, p0, now, false);
+        b.add_conn(0, p1, now, false);
         (a, b, to0)
     }
 
@@ -1655,10 +1819,10 @@ mod tests {
         let (p_end, q_end) = (p0.eof.clone(), q0.eof.clone());
         let mut a = Core::new(0, 2, limits(100, 1 << 20));
         let mut b = Core::new(1, 2, limits(100, 1 << 20));
-        let q = a.add_conn(1, q0, now);
-        let p = a.add_conn(1, p0, now);
-        b.add_conn(0, p1, now); // b's first link: its sends go on p
-        b.add_conn(0, q1, now);
+        let q = a.add_conn(1, q0, now, false);
+        let p = a.add_conn(1, p0, now, false);
+        b.add_conn(0, p1, now, false); // b's first link: its sends go on p
+        b.add_conn(0, q1, now, false);
         let s = b.post_send(0, 5, 0, SendBuf::Owned(vec![7; 50]));
         for c in b.conn_ids() {
             b.on_writable(c);
@@ -1685,6 +1849,87 @@ mod tests {
                 assert!(reason.contains("closed its link"), "{reason}")
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// Relay first, then upgrade: a direct link comes up beside the relayed one, on
+    /// each side at its own time. Messages sent before, across and after the move
+    /// (eager and rendezvous) are received in the order sent, whichever link the
+    /// receiver reads first, and the relayed link is closed on both sides.
+    #[test]
+    fn a_relayed_link_moves_to_a_direct_one_without_reordering() {
+        let msg = |from: u32, i: u32| -> Vec<u8> {
+            let len = if i % 7 == 3 {
+                500
+            } else {
+                8 + (i as usize % 50)
+            };
+            let mut m = vec![from as u8; len];
+            m[..4].copy_from_slice(&i.to_le_bytes());
+            m
+        };
+        for read_new_first in [false, true] {
+            let now = Instant::now();
+            // A small relayed pipe, so that part of what precedes the move is still
+            // queued on it when the direct link takes over.
+            let (r0, r1, _) = pipe(300);
+            let (d0, d1, _) = pipe(1 << 16);
+            let mut a = Core::new(0, 2, limits(100, 1 << 20));
+            let mut b = Core::new(1, 2, limits(100, 1 << 20));
+            a.add_conn(1, r0, now, true);
+            b.add_conn(0, r1, now, true);
+            let mut sends = Vec::new();
+            for i in 0..20 {
+                sends.push(a.post_send(1, i % 2, 0, SendBuf::Owned(msg(0, i))));
+                sends.push(b.post_send(0, i % 2, 0, SendBuf::Owned(msg(1, i))));
+            }
+            let da = a.add_conn(1, d0, now, false);
+            for i in 20..40 {
+                sends.push(a.post_send(1, i % 2, 0, SendBuf::Owned(msg(0, i))));
+            }
+            let db = b.add_conn(0, d1, now, false);
+            for i in 20..40 {
+                sends.push(b.post_send(0, i % 2, 0, SendBuf::Owned(msg(1, i))));
+            }
+            let ra: Vec<ReqId> = (0..40)
+                .map(|_| a.post_recv(any(), RecvBuf::Alloc(Vec::new())))
+                .collect();
+            let rb: Vec<ReqId> = (0..40)
+                .map(|_| b.post_recv(any(), RecvBuf::Alloc(Vec::new())))
+                .collect();
+            if read_new_first {
+                for _ in 0..10 {
+                    a.on_readable(da);
+                    b.on_readable(db);
+                }
+                assert!(a.take(ra[0]).is_none() && b.take(rb[0]).is_none());
+            }
+            settle(&mut a, &mut b);
+            for (core, recvs, from) in [(&mut a, &ra, 1u32), (&mut b, &rb, 0)] {
+                let got: Vec<u32> = recvs
+                    .iter()
+                    .map(|&r| {
+                        let (st, d) = received(core.take(r));
+                        assert_eq!(st.source, from);
+                        let i = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                        assert_eq!(d, msg(from, i), "message {i} damaged");
+                        i
+                    })
+                    .collect();
+                assert_eq!(
+                    got,
+                    (0..40).collect::<Vec<_>>(),
+                    "read_new_first {read_new_first}"
+                );
+                let acct = core.accounting();
+                assert_eq!((acct.upgrades, acct.conns), (1, 1), "{acct:?}");
+            }
+            for s in sends {
+                assert!(
+                    matches!(a.take(s).or_else(|| b.take(s)), Some(Ok(Outcome::Sent))),
+                    "send {s} not done"
+                );
+            }
         }
     }
 

@@ -190,12 +190,19 @@ impl Engine {
         self.strangers.load(Ordering::Relaxed)
     }
 
-    /// Adds a link whose handshake is done (made by a link maker on some thread).
-    pub fn add_link(&self, peer: u32, stream: std::net::TcpStream) -> std::io::Result<()> {
+    /// Adds a link whose handshake is done (made by a link maker on some thread;
+    /// `relayed`: through a relay proxy, which a direct link replaces when one comes
+    /// up, see [`Core::add_conn`]).
+    pub fn add_link(
+        &self,
+        peer: u32,
+        stream: std::net::TcpStream,
+        relayed: bool,
+    ) -> std::io::Result<()> {
         stream.set_nonblocking(true)?;
         stream.set_nodelay(true)?;
         keepalive(&stream);
-        self.attach(peer, TcpStream::from_std(stream));
+        self.attach(peer, TcpStream::from_std(stream), relayed);
         Ok(())
     }
 
@@ -494,7 +501,7 @@ impl Engine {
                 let mut a = lp.accepting.remove(key);
                 let _ = self.registry.deregister(&mut a.stream);
                 let _ = a.stream.set_nodelay(true);
-                self.attach(from, a.stream);
+                self.attach(from, a.stream, false);
             }
             Err(why) => {
                 let a = lp.accepting.remove(key);
@@ -522,13 +529,13 @@ impl Engine {
     }
 
     /// Puts a ready connection into the core and the loop.
-    fn attach(&self, peer: u32, stream: TcpStream) {
+    fn attach(&self, peer: u32, stream: TcpStream, relayed: bool) {
         let mut core = self.core();
         if core.lost(peer).is_some() {
             // Declared lost (e.g. it went silent): a late link does not revive it.
             return;
         }
-        let c: ConnId = core.add_conn(peer, stream, Instant::now());
+        let c: ConnId = core.add_conn(peer, stream, Instant::now(), relayed);
         if let Some(io) = core.conn_io(c) {
             if let Err(e) =
                 self.registry

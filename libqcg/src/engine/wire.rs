@@ -11,6 +11,12 @@
 //! | `Cts` | clear to send: the receiver posted a buffer for the sender's `id` | none |
 //! | `Data` | the message announced by `Rts` `id` | `len` bytes |
 //! | `Heartbeat` | nothing to say: proves the peer is alive on an idle link | none |
+//! | `Moved` | the sender's messages go on another link from now on: this one carries nothing more of them | none |
+//! | `Resume` | first frame on the link a sender moved to: `len` is how many messages (`Eager`, `Rts`) it sent before, on other links | none |
+//!
+//! A link moves when a direct one comes up beside a relayed one (relay first, then
+//! upgrade): the receiver holds the new link's messages until it has handled the
+//! `len` that came before (see `Core::add_conn`), so nothing is reordered.
 //!
 //! A header that does not decode (unknown kind, reserved bytes set, a length above
 //! [`MAX_MESSAGE`], a payload on a kind that has none) is a protocol error: the link
@@ -34,6 +40,17 @@ pub enum Kind {
     Data = 4,
     /// Keeps an idle link alive.
     Heartbeat = 5,
+    /// Nothing more of the sender's messages comes on this link.
+    Moved = 6,
+    /// The sender's messages go on here, after `len` of them sent on other links.
+    Resume = 7,
+}
+
+impl Kind {
+    /// Frames whose order the receiver must keep (they are matched in order).
+    pub fn ordered(self) -> bool {
+        matches!(self, Kind::Eager | Kind::Rts)
+    }
 }
 
 /// A decoded header.
@@ -107,6 +124,8 @@ impl Header {
             3 => Kind::Cts,
             4 => Kind::Data,
             5 => Kind::Heartbeat,
+            6 => Kind::Moved,
+            7 => Kind::Resume,
             k => return Err(WireError::UnknownKind(k)),
         };
         if b[1..4] != [0, 0, 0] {
@@ -125,7 +144,7 @@ impl Header {
         if h.len > MAX_MESSAGE {
             return Err(WireError::TooLong(h.len));
         }
-        if kind == Kind::Heartbeat && h.len != 0 {
+        if matches!(kind, Kind::Heartbeat | Kind::Moved) && h.len != 0 {
             return Err(WireError::UnexpectedLength(kind, h.len));
         }
         Ok(h)
@@ -144,13 +163,15 @@ mod tests {
             Kind::Cts,
             Kind::Data,
             Kind::Heartbeat,
+            Kind::Moved,
+            Kind::Resume,
         ] {
             let h = Header {
                 kind,
                 tag: 0xdead_beef,
                 context: 7,
                 id: 42,
-                len: if kind == Kind::Heartbeat {
+                len: if matches!(kind, Kind::Heartbeat | Kind::Moved) {
                     0
                 } else {
                     MAX_MESSAGE

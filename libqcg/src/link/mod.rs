@@ -18,7 +18,7 @@ use punched::{dial_from, punch, PUNCH_LAG};
 use qcg_proto::{ErrorKind, ProcName, Request, Response};
 use relayed::meet;
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,24 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a lookup waits for a peer that has not registered yet.
 const LOOKUP_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Where a plan's race stands ([`attempt`] reads it).
+const OPEN: u8 = 0;
+/// A relayed link exists: the direct attempts still running go on, and the first
+/// of them to complete its handshake replaces it (relay first, then upgrade).
+const RELAYED: u8 = 1;
+/// A direct link exists, or every attempt failed: what comes later is dropped.
+const DECIDED: u8 = 2;
+
+/// For tests only: `QCG_TEST_LINK_DELAY=<technique>:<ms>` holds every attempt of
+/// that technique for that long before its handshake, so that a slower technique
+/// completes after a faster one (e.g. a direct link after the relay). Off when unset.
+fn test_delay(t: qcg_proto::Technique) -> Option<Duration> {
+    let v = std::env::var("QCG_TEST_LINK_DELAY").ok()?;
+    let (name, ms) = v.split_once(':')?;
+    (name == t.to_string()).then_some(())?;
+    ms.parse().ok().map(Duration::from_millis)
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -45,10 +63,13 @@ pub(crate) fn io_error(e: &std::io::Error, what: &str, limit: Duration) -> Strin
 
 impl Comm {
     /// Makes the link to `dest`: its plan's attempts race ([`race`]), the first to
-    /// complete the job handshake is the link. Attempts still running then go on in
-    /// their threads and drop what they make before its handshake; one that was
-    /// handshaken already (or a reversal the peer completes anyway) is one more
-    /// connection to the peer, which the engine reads like the others.
+    /// complete the job handshake is the link. When that is the relay, the direct
+    /// attempts still running go on in their threads, and the first of them to
+    /// complete moves the link off the proxy (the engine switches without reordering,
+    /// see `Core::add_conn`). Otherwise attempts still running drop what they make
+    /// before its handshake; one that was handshaken already (or a reversal the peer
+    /// completes anyway) is one more connection to the peer, which the engine reads
+    /// like the others.
     pub(crate) fn link(&self, dest: u32) -> Result<()> {
         let gate = lock(&self.inner.dialing).entry(dest).or_default().clone();
         let _dialing = lock(&gate);
@@ -73,7 +94,7 @@ impl Comm {
             matches!(
                 a.technique,
                 qcg_proto::Technique::Direct | qcg_proto::Technique::PortRange
-            )
+            ) && test_delay(a.technique).is_none()
         }) {
             match TcpStream::connect_timeout(&a.addr, race::STAGGER) {
                 Ok(stream) => {
@@ -81,7 +102,7 @@ impl Comm {
                         handshake_as(stream, &self.inner, dest, Role::Initiator).and_then(|s| {
                             self.inner
                                 .engine
-                                .add_link(dest, s)
+                                .add_link(dest, s, false)
                                 .map_err(|e| format!("cannot add the link to the engine: {e}"))
                         });
                     self.report(outcome(a.technique, r.is_ok()));
@@ -109,7 +130,7 @@ impl Comm {
                 }
             }
         }
-        let won = Arc::new(AtomicBool::new(false));
+        let won = Arc::new(AtomicU8::new(OPEN));
         let (tx, rx) = std::sync::mpsc::channel();
         loop {
             while let Some(i) = race.start(Instant::now()) {
@@ -129,7 +150,7 @@ impl Comm {
                             // broker learns what the clusters let through from it).
                             if let Err(std::sync::mpsc::SendError((_, Err(e)))) = to_us.send((i, r))
                             {
-                                if e != OVERTAKEN {
+                                if e != OVERTAKEN && e != UPGRADED {
                                     let (technique, ok) = (a.technique, false);
                                     let req = Request::Report {
                                         from,
@@ -160,7 +181,7 @@ impl Comm {
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
             };
             let a = &plan.attempts[i];
-            if r.as_ref().is_err_and(|e| e == OVERTAKEN) {
+            if r.as_ref().is_err_and(|e| e == OVERTAKEN || e == UPGRADED) {
                 // Another attempt claimed the race; its answer is on its way.
                 race.failed(i);
                 continue;
@@ -179,7 +200,7 @@ impl Comm {
                 }
             }
         }
-        won.store(true, Ordering::SeqCst);
+        won.store(DECIDED, Ordering::SeqCst);
         failures.retain(|f| !f.is_empty());
         if failures.is_empty() {
             failures.push("the plan was empty".into());
@@ -234,19 +255,60 @@ fn report(inner: &Inner, req: Request) {
 
 /// What an attempt that lost the race says (never reported: the link exists).
 const OVERTAKEN: &str = "another attempt made the link first";
+/// What an attempt that replaced the relayed link says (it reported itself).
+const UPGRADED: &str = "moved the link off the relay";
 
-/// One attempt of a plan: a link to `dest`, or why not. `done` is set once the race
-/// is decided: what this attempt makes after that is dropped before its handshake.
+/// Claims the race for attempt `technique` once its link is handshaken: `Ok` if it
+/// made the link, `Err(OVERTAKEN)` if another did first, `Err(UPGRADED)` if it
+/// replaces a relayed link (reported here: the race is over for the caller).
+fn claim(
+    inner: &Inner,
+    won: &AtomicU8,
+    dest: u32,
+    technique: qcg_proto::Technique,
+) -> std::result::Result<(), String> {
+    if technique == qcg_proto::Technique::Relayed {
+        return match won.compare_exchange(OPEN, RELAYED, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(OVERTAKEN.into()),
+        };
+    }
+    match won.swap(DECIDED, Ordering::SeqCst) {
+        OPEN => Ok(()),
+        RELAYED => {
+            tracing::debug!(dest, %technique, "link moved off the relay");
+            lock(&inner.techniques).insert(dest, technique);
+            let req = Request::Report {
+                from: ProcName::new(&inner.env.job, inner.env.rank),
+                target: ProcName::new(&inner.env.job, dest),
+                technique,
+                ok: true,
+            };
+            report(inner, req);
+            Err(UPGRADED.into())
+        }
+        _ => Err(OVERTAKEN.into()),
+    }
+}
+
+/// One attempt of a plan: a link to `dest`, or why not. `won` says where the race
+/// stands: once it is decided, what this attempt makes is dropped before its
+/// handshake; while only a relay holds the link, a direct attempt goes on.
 fn attempt(
     inner: &Arc<Inner>,
     attempt: &qcg_proto::Attempt,
     dest: u32,
-    done: &AtomicBool,
+    won: &AtomicU8,
 ) -> std::result::Result<(), String> {
     use qcg_proto::Technique::*;
     let me = ProcName::new(&inner.env.job, inner.env.rank);
     let target = ProcName::new(&inner.env.job, dest);
-    let over = || done.load(Ordering::SeqCst) || inner.closed.load(Ordering::SeqCst);
+    let over = || {
+        let state = won.load(Ordering::SeqCst);
+        state == DECIDED
+            || (state == RELAYED && attempt.technique == Relayed)
+            || inner.closed.load(Ordering::SeqCst)
+    };
     let rendezvous = |technique| -> std::result::Result<Response, String> {
         inner
             .control
@@ -267,13 +329,10 @@ fn attempt(
                 if over() {
                     return Err(OVERTAKEN.into());
                 }
-                if inner.engine.core().has_link(dest) {
+                if inner.engine.core().has_direct_link(dest) {
                     // The link may be another attempt's: the first to claim the race
                     // names the technique.
-                    return match done.swap(true, Ordering::SeqCst) {
-                        false => Ok(()),
-                        true => Err(OVERTAKEN.into()),
-                    };
+                    return claim(inner, won, dest, Reversed);
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -305,6 +364,9 @@ fn attempt(
             }
         },
     };
+    if let Some(d) = test_delay(attempt.technique) {
+        std::thread::sleep(d);
+    }
     if over() {
         // Dropped before the handshake: the target never takes it for a link.
         return Err(OVERTAKEN.into());
@@ -313,16 +375,11 @@ fn attempt(
     // Handshaken: the target may already read it as a link, so it is kept (closing
     // it could look like our end to a target that has no other link to us yet). The
     // first attempt to get here claims the race and names the technique.
-    let first = !done.swap(true, Ordering::SeqCst);
     inner
         .engine
-        .add_link(dest, s)
+        .add_link(dest, s, attempt.technique == Relayed)
         .map_err(|e| format!("cannot add the link to the engine: {e}"))?;
-    if first {
-        Ok(())
-    } else {
-        Err(OVERTAKEN.into())
-    }
+    claim(inner, won, dest, attempt.technique)
 }
 
 /// A thread with its own line to the helper that sends link reports, so that a new
@@ -395,6 +452,7 @@ fn handshake_as(
 /// Acts on a notice from the grid: our part of a link another rank is making.
 fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
     use qcg_proto::Notice;
+    let relayed = matches!(notice, Notice::Relay { .. });
     let (from, result) = match notice {
         Notice::ConnectBack { from, addr } => (
             from.clone(),
@@ -421,7 +479,7 @@ fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
     }
     match result {
         Ok(s) => {
-            if let Err(e) = inner.engine.add_link(from.rank, s) {
+            if let Err(e) = inner.engine.add_link(from.rank, s, relayed) {
                 tracing::warn!(peer = from.rank, error = %e, "could not add a link to the engine");
             }
         }
