@@ -469,6 +469,12 @@ async fn handle(ctx: &Ctx, cluster: Option<String>, req: Request) -> Response {
         for e in effects {
             match e {
                 Effect::ExpectRelay { .. } => {}
+                Effect::Measured { a, b, rtt_us } => {
+                    let rtt = Duration::from_micros(rtt_us);
+                    if ctx.book().topo.observed(&a, &b, rtt) {
+                        tracing::debug!(%a, %b, rtt_ms = rtt.as_secs_f64() * 1e3, "link between clusters measured by a process link");
+                    }
+                }
                 Effect::Invalidate(inv) => grid::push_invalidation(&ctx.frontals, inv),
                 Effect::Notify {
                     cluster,

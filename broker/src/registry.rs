@@ -124,6 +124,17 @@ pub enum Effect {
         /// What to tell it.
         notice: Notice,
     },
+    /// Processes of clusters `a` and `b` made a link whose handshake took `rtt_us`
+    /// for a round trip: a measurement of the two clusters' link where their
+    /// gateways cannot probe each other.
+    Measured {
+        /// The initiator's cluster.
+        a: String,
+        /// The target's cluster.
+        b: String,
+        /// The round trip, µs.
+        rtt_us: u64,
+    },
     /// Hand a token to a proxy before anyone presents it. Must succeed before the
     /// answer goes out; if the proxy cannot be reached, mark it dead and ask again.
     ExpectRelay {
@@ -211,7 +222,14 @@ pub struct Registry {
     per_cluster: usize,
     /// Inbound dials observed, by target cluster (reset when its config changes).
     inbound: BTreeMap<String, Inbound>,
+    /// Attempts counted there, so that one attempt counts once however often it is
+    /// reported (forgotten with its job; at most [`MAX_REPORTED`]).
+    reported: std::collections::HashSet<(ProcName, ProcName, Technique)>,
 }
+
+/// Attempts remembered at once for [`Registry`]'s observations; past it, reports
+/// still count in the link figures but no longer in what a cluster lets in.
+pub const MAX_REPORTED: usize = 100_000;
 
 impl Default for Registry {
     fn default() -> Self {
@@ -260,6 +278,7 @@ impl Registry {
             per_job: DEFAULT_PER_JOB,
             per_cluster: DEFAULT_PER_CLUSTER,
             inbound: BTreeMap::new(),
+            reported: Default::default(),
         }
     }
 
@@ -395,22 +414,51 @@ impl Registry {
                 (resp, Vec::new())
             }
             Request::Report {
+                from,
                 technique,
                 ok,
                 target,
-                ..
+                rtt_us,
             } => {
+                // Only a report on a link between two processes of one job, the
+                // first of the reporting cluster, counts; and each attempt once.
+                let target_cluster = match self.ends(cluster, &from, &target) {
+                    Ok(_) if from.job != target.job => {
+                        return err(
+                            ErrorKind::Forbidden,
+                            format!("{from} and {target} are not of the same job"),
+                        )
+                    }
+                    Ok((_, b)) => b.cluster.clone(),
+                    Err(e) => return e,
+                };
+                let key = (from, target, technique);
+                if self.reported.contains(&key) {
+                    return (Response::Ok, Vec::new());
+                }
                 let c = self.links.entry(technique).or_default();
                 if ok {
                     c.ok += 1;
                 } else {
                     c.failed += 1;
                 }
-                self.observe(cluster, &target, technique, ok);
-                (Response::Ok, Vec::new())
+                if self.reported.len() < MAX_REPORTED {
+                    self.observe(cluster, &key.1, technique, ok);
+                    self.reported.insert(key);
+                }
+                let effects = match rtt_us {
+                    Some(rtt_us) if ok && target_cluster != cluster => vec![Effect::Measured {
+                        a: cluster.to_string(),
+                        b: target_cluster,
+                        rtt_us,
+                    }],
+                    _ => Vec::new(),
+                };
+                (Response::Ok, effects)
             }
             Request::JobEnd { job } => {
                 self.processes.retain(|p, _| p.job != job);
+                self.reported.retain(|(p, _, _)| p.job != job);
                 (
                     Response::Ok,
                     vec![Effect::Invalidate(Invalidation { job, rank: None })],
@@ -436,6 +484,7 @@ impl Registry {
     /// A job ended: forget its processes; frontals must forget what they cached.
     pub fn end_job(&mut self, job: &str) -> Invalidation {
         self.processes.retain(|p, _| p.job != job);
+        self.reported.retain(|(p, _, _)| p.job != job);
         Invalidation {
             job: job.to_string(),
             rank: None,
@@ -953,8 +1002,11 @@ mod tests {
         for c in ["a", "b"] {
             r.handle(None, Request::RegisterCluster(cluster(c, Policy::Open)));
         }
+        // Ranks 0 and 10.. in a, 1.. in b.
         r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
-        r.handle(Some("a"), Request::Register(ap("j", 2, "a")));
+        for rank in 10..30 {
+            r.handle(Some("a"), Request::Register(ap("j", rank, "a")));
+        }
         r.handle(Some("b"), Request::Register(ap("j", 1, "b")));
         let first = |r: &mut Registry| match r
             .handle(
@@ -969,27 +1021,35 @@ mod tests {
             Response::Plan(p) => p.attempts[0].technique,
             other => panic!("{other:?}"),
         };
-        let report = |r: &mut Registry, from: &str, target: u32, ok: bool| {
+        let report = |r: &mut Registry, from: u32, target: u32, ok: bool| {
             r.handle(
-                Some(from),
+                Some("a"),
                 Request::Report {
-                    from: ProcName::new("j", 0),
+                    from: ProcName::new("j", from),
                     target: ProcName::new("j", target),
                     technique: Technique::Direct,
                     ok,
+                    rtt_us: None,
                 },
-            );
+            )
+            .0
         };
         assert_eq!(first(&mut r), Technique::Direct);
         // Dials inside a cluster say nothing of its firewall.
         for _ in 0..5 {
-            report(&mut r, "a", 2, false);
+            report(&mut r, 0, 10, false);
         }
+        // One attempt reported again and again counts once.
+        for _ in 0..5 {
+            report(&mut r, 0, 1, false);
+        }
+        assert_eq!(first(&mut r), Technique::Direct);
         for n in 1..MISMATCH_AFTER {
-            report(&mut r, "a", 1, false);
-            assert_eq!(first(&mut r), Technique::Direct, "after {n}");
+            report(&mut r, 10 + n as u32, 1, false);
+            if n + 1 < MISMATCH_AFTER {
+                assert_eq!(first(&mut r), Technique::Direct, "after {n}");
+            }
         }
-        report(&mut r, "a", 1, false);
         let summary = |r: &Registry, c: &str| {
             r.cluster_summaries()
                 .into_iter()
@@ -1009,12 +1069,74 @@ mod tests {
         assert_eq!(summary(&r, "b").inbound_failed, 0);
         r.handle(None, Request::RegisterCluster(cluster("b", Policy::Open)));
         // One dial that worked: the announcement holds, whatever failed besides.
-        report(&mut r, "a", 1, true);
-        for _ in 0..10 {
-            report(&mut r, "a", 1, false);
+        report(&mut r, 20, 1, true);
+        for n in 21..30 {
+            report(&mut r, n, 1, false);
         }
         assert_eq!(summary(&r, "b").mismatch, None);
         assert_eq!(first(&mut r), Technique::Direct);
+    }
+
+    /// A frontal may only report links its own processes tried: a report in the
+    /// name of another cluster's process, or about processes of two jobs, is
+    /// refused and counts for nothing (a hostile frontal could otherwise make any
+    /// cluster look closed).
+    #[test]
+    fn reports_count_only_for_the_reporting_clusters_own_processes() {
+        let mut r = Registry::default();
+        for c in ["a", "b", "c"] {
+            r.handle(None, Request::RegisterCluster(cluster(c, Policy::Open)));
+        }
+        r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
+        r.handle(Some("b"), Request::Register(ap("j", 1, "b")));
+        r.handle(Some("c"), Request::Register(ap("k", 0, "c")));
+        for n in 0..10 {
+            let (from, target) = if n % 2 == 0 {
+                (ProcName::new("j", 0), ProcName::new("j", 1))
+            } else {
+                (ProcName::new("k", 0), ProcName::new("j", 1))
+            };
+            let (resp, effects) = r.handle(
+                Some("c"),
+                Request::Report {
+                    from,
+                    target,
+                    technique: Technique::Direct,
+                    ok: false,
+                    rtt_us: None,
+                },
+            );
+            match resp {
+                Response::Error(e) => assert_eq!(e.kind, ErrorKind::Forbidden, "{}", e.message),
+                other => panic!("{other:?}"),
+            }
+            assert!(effects.is_empty());
+        }
+        let b = r
+            .cluster_summaries()
+            .into_iter()
+            .find(|s| s.name == "b")
+            .unwrap();
+        assert_eq!((b.inbound_failed, b.mismatch), (0, None));
+        // A made link with its round trip measures the two clusters' link.
+        let (_, effects) = r.handle(
+            Some("a"),
+            Request::Report {
+                from: ProcName::new("j", 0),
+                target: ProcName::new("j", 1),
+                technique: Technique::Punched,
+                ok: true,
+                rtt_us: Some(21_000),
+            },
+        );
+        assert_eq!(
+            effects,
+            vec![Effect::Measured {
+                a: "a".into(),
+                b: "b".into(),
+                rtt_us: 21_000
+            }]
+        );
     }
 
     #[test]

@@ -17,6 +17,10 @@
 //! two frontals' round trips to the broker for the latency (the path through the
 //! broker is at least as long as theirs), and [`ESTIMATED_MBPS`] for the bandwidth,
 //! until a probe succeeds. The failure is logged once per pair, not at every retry.
+//! Processes' links measure such a pair better: each link's handshake times a round
+//! trip over the path the processes really use (direct, punched, relayed...), and
+//! the shortest seen replaces the estimate's latency ([`TopoBook::observed`]); the
+//! bandwidth stays estimated.
 
 use qcg_jobprofile::topology::{Cluster, InterLink, ResourceTopology};
 use qcg_proto::{ClusterConfig, LinkQuality, NodeSpec};
@@ -51,6 +55,8 @@ pub struct TopoBook {
     probes: BTreeMap<(String, String), Probe>,
     /// Pairs whose link is an estimate (their last probe failed).
     estimated: std::collections::BTreeSet<(String, String)>,
+    /// The shortest one-way latency processes' links measured per pair, ms.
+    observed: BTreeMap<(String, String), f64>,
 }
 
 fn pair(a: &str, b: &str) -> (String, String) {
@@ -89,7 +95,11 @@ impl TopoBook {
             Err(_) => {
                 news = !self.probes.get(&key).is_some_and(|p| p.failed);
                 if !self.links.contains_key(&key) || self.estimated.contains(&key) {
-                    self.links.insert(key.clone(), fallback);
+                    let mut q = fallback;
+                    if let Some(&ms) = self.observed.get(&key) {
+                        q.latency_ms = ms;
+                    }
+                    self.links.insert(key.clone(), q);
                     self.estimated.insert(key.clone());
                 }
             }
@@ -103,6 +113,29 @@ impl TopoBook {
             },
         );
         news
+    }
+
+    /// Processes of `a` and `b` made a link with a round trip of `rtt`. Where the
+    /// pair's link is an estimate (or not known yet), the shortest such latency
+    /// replaces the estimated one. Returns whether the pair's latency changed.
+    pub fn observed(&mut self, a: &str, b: &str, rtt: Duration) -> bool {
+        let key = pair(a, b);
+        let ms = rtt.as_secs_f64() * 1e3 / 2.0;
+        let best = self.observed.entry(key.clone()).or_insert(f64::INFINITY);
+        if ms >= *best {
+            return false;
+        }
+        *best = ms;
+        if self.links.contains_key(&key) && !self.estimated.contains(&key) {
+            return false;
+        }
+        let q = self.links.entry(key.clone()).or_insert(LinkQuality {
+            latency_ms: ms,
+            bandwidth_mbps: ESTIMATED_MBPS,
+        });
+        q.latency_ms = ms;
+        self.estimated.insert(key);
+        true
     }
 
     /// Whether the link `a`–`b` is an estimate rather than a measurement.
@@ -278,6 +311,45 @@ mod tests {
         b.record("a", "b", Ok(q(5.0)), est, t0 + iv);
         assert!(!b.is_estimated("a", "b"));
         assert!(b.record("a", "b", Err("down".into()), est, t0 + iv * 2));
+        assert_eq!(b.topology(&configs, false).links[0].quality, q(5.0));
+    }
+
+    /// Issue 12, item 6: a pair whose gateways cannot probe each other is measured
+    /// by its processes' links (their handshakes' round trips): the shortest seen
+    /// replaces the estimated latency, and keeps it through the failed probes after.
+    #[test]
+    fn processes_links_measure_a_pair_the_gateways_cannot_probe() {
+        let mut b = TopoBook::default();
+        let t0 = Instant::now();
+        for c in ["a", "b"] {
+            b.set_nodes(c, node(&format!("{c}1")), q(0.1));
+        }
+        let configs = [cfg("a", Policy::Open), cfg("b", Policy::Open)];
+        let est = estimate(Duration::from_millis(40), Duration::from_millis(40));
+        b.record("a", "b", Err("no route".into()), est, t0);
+        assert_eq!(
+            b.topology(&configs, false).links[0].quality.latency_ms,
+            40.0
+        );
+        assert!(b.observed("b", "a", Duration::from_millis(24)));
+        assert!(!b.observed("a", "b", Duration::from_millis(30)), "longer");
+        assert!(b.observed("a", "b", Duration::from_millis(22)));
+        let got = b.topology(&configs, false).links[0].quality;
+        assert_eq!((got.latency_ms, got.bandwidth_mbps), (11.0, ESTIMATED_MBPS));
+        b.record(
+            "a",
+            "b",
+            Err("no route".into()),
+            est,
+            t0 + Duration::from_secs(6),
+        );
+        assert_eq!(
+            b.topology(&configs, false).links[0].quality.latency_ms,
+            11.0
+        );
+        // A real probe wins over the processes' figure.
+        b.record("a", "b", Ok(q(5.0)), est, t0 + Duration::from_secs(60));
+        assert!(!b.observed("a", "b", Duration::from_millis(2)));
         assert_eq!(b.topology(&configs, false).links[0].quality, q(5.0));
     }
 

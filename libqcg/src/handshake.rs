@@ -86,14 +86,15 @@ fn nonce() -> [u8; 32] {
     n
 }
 
-/// Runs the initiator's side: we are `from`, dialling rank `to` of `job`.
+/// Runs the initiator's side: we are `from`, dialling rank `to` of `job`. Returns the
+/// link's round trip as measured on the way.
 pub fn initiate<S: Read + Write>(
     s: &mut S,
     job: &str,
     secret: &[u8; 32],
     from: u32,
     to: u32,
-) -> Result<(), HandshakeError> {
+) -> Result<std::time::Duration, HandshakeError> {
     let ni = nonce();
     let mut hello = Vec::with_capacity(64 + job.len());
     hello.extend_from_slice(MAGIC);
@@ -103,9 +104,11 @@ pub fn initiate<S: Read + Write>(
     hello.extend_from_slice(&from.to_be_bytes());
     hello.extend_from_slice(&to.to_be_bytes());
     hello.extend_from_slice(&ni);
+    let t0 = std::time::Instant::now();
     s.write_all(&hello)?;
     let mut reply = [0u8; 4 + 32 + 32];
     s.read_exact(&mut reply)?;
+    let first = t0.elapsed();
     if &reply[..4] != MAGIC {
         return Err(HandshakeError::NotQcg);
     }
@@ -115,13 +118,16 @@ pub fn initiate<S: Read + Write>(
     if !check(secret, b"accept", &t, &reply[36..]) {
         return Err(HandshakeError::BadProof);
     }
+    let t1 = std::time::Instant::now();
     s.write_all(proof(secret, b"initiate", &t).as_ref())?;
     let mut ok = [0u8; 1];
     s.read_exact(&mut ok)?;
     if ok[0] != 1 {
         return Err(HandshakeError::Refused);
     }
-    Ok(())
+    // Two round trips; the shorter is the link's (the first may wait for the
+    // acceptor's thread to be scheduled).
+    Ok(first.min(t1.elapsed()))
 }
 
 /// Runs the acceptor's side: we are rank `me` of a job of `size` ranks. Returns the
@@ -294,7 +300,7 @@ mod tests {
     ) -> (Result<(), HandshakeError>, Result<u32, HandshakeError>) {
         let (mut a, mut b) = pair();
         let t = std::thread::spawn(move || accept(&mut b, "job", &[7; 32], 1, 4));
-        let r = initiate(&mut a, job_i, &secret_i, 0, to);
+        let r = initiate(&mut a, job_i, &secret_i, 0, to).map(|_| ());
         drop(a);
         (r, t.join().unwrap())
     }
@@ -327,7 +333,7 @@ mod tests {
     #[test]
     fn the_state_machine_acceptor_links_with_a_blocking_initiator() {
         let (mut a, mut b) = pair();
-        let t = std::thread::spawn(move || initiate(&mut a, "job", &[7; 32], 2, 1));
+        let t = std::thread::spawn(move || initiate(&mut a, "job", &[7; 32], 2, 1).map(|_| ()));
         let mut acc = Acceptor::new("job", &[7; 32], 1, 4);
         let mut need = acc.first_need();
         let from = loop {

@@ -349,6 +349,7 @@ mod tests {
                     target,
                     technique: Technique::Direct,
                     ok,
+                    rtt_us: ok.then_some(1234),
                 }
             }),
         ]

@@ -409,6 +409,9 @@ pub enum Request {
         technique: Technique,
         /// Whether the link was made (handshake completed).
         ok: bool,
+        /// The link's round trip as its handshake measured it, in µs (made links).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rtt_us: Option<u64>,
     },
     /// A job has ended: forget its processes.
     JobEnd {
@@ -498,6 +501,21 @@ pub enum Request {
         /// Its frontal's QUIC address.
         addr: SocketAddr,
     },
+    /// broker → frontal → helper of `node`: listen on a fresh TCP port for a short
+    /// while (within `ports` when given), so that someone outside the cluster can
+    /// check what its firewall lets in; answered with [`Response::Listening`].
+    OpenCheck {
+        /// The node whose helper listens.
+        node: String,
+        /// The cluster's open port range, if it has one.
+        ports: Option<(u16, u16)>,
+    },
+    /// broker → proxy: try a TCP connect to `addr` (a node's check listener), from
+    /// outside every cluster; answered `Ok`, or with why not.
+    DialCheck {
+        /// Where to connect.
+        addr: SocketAddr,
+    },
     /// frontal → frontal: a probe; answered with the payload's length.
     Echo {
         /// Filler bytes.
@@ -558,6 +576,8 @@ impl Request {
             Request::RegisterNode(_) => "register_node",
             Request::ClusterNodes { .. } => "cluster_nodes",
             Request::ProbePeer { .. } => "probe_peer",
+            Request::OpenCheck { .. } => "open_check",
+            Request::DialCheck { .. } => "dial_check",
             Request::Echo { .. } => "echo",
             Request::Launch(_) => "launch",
             Request::Kill { .. } => "kill",
@@ -666,6 +686,11 @@ pub enum Response {
     Plan(Plan),
     /// A measured link (answer to `ProbePeer`).
     Measured(LinkQuality),
+    /// A check listener's address (answer to `OpenCheck`).
+    Listening {
+        /// The address it listens on, inside its cluster.
+        addr: SocketAddr,
+    },
     /// Bytes received (answer to `Echo`).
     Echoed {
         /// Length of the payload.

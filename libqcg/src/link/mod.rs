@@ -78,12 +78,14 @@ impl Comm {
         }
         let plan = self.lookup(dest)?;
         let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
-        let outcome = |technique, ok| Request::Report {
-            from: me.clone(),
-            target: plan.target.clone(),
-            technique,
-            ok,
-        };
+        let outcome =
+            |technique, r: &std::result::Result<Option<Duration>, String>| Request::Report {
+                from: me.clone(),
+                target: plan.target.clone(),
+                technique,
+                ok: r.is_ok(),
+                rtt_us: r.as_ref().ok().copied().flatten().map(micros),
+            };
         let mut failures = vec![String::new(); plan.attempts.len()];
         let mut race = race::Race::new(plan.attempts.iter().map(|a| a.technique).collect());
         // The common case (inside a cluster, an open one) costs no thread: a plan
@@ -98,16 +100,18 @@ impl Comm {
         }) {
             match TcpStream::connect_timeout(&a.addr, race::STAGGER) {
                 Ok(stream) => {
-                    let r =
-                        handshake_as(stream, &self.inner, dest, Role::Initiator).and_then(|s| {
+                    let r = handshake_as(stream, &self.inner, dest, Role::Initiator).and_then(
+                        |(s, rtt)| {
                             self.inner
                                 .engine
                                 .add_link(dest, s, false)
+                                .map(|()| rtt)
                                 .map_err(|e| format!("cannot add the link to the engine: {e}"))
-                        });
-                    self.report(outcome(a.technique, r.is_ok()));
+                        },
+                    );
+                    self.report(outcome(a.technique, &r));
                     match r {
-                        Ok(()) => {
+                        Ok(_) => {
                             lock(&self.inner.techniques).insert(dest, a.technique);
                             return Ok(());
                         }
@@ -119,7 +123,7 @@ impl Comm {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => race.first_had_its_stagger(),
                 Err(e) => {
-                    self.report(outcome(a.technique, false));
+                    self.report(outcome(a.technique, &Err(String::new())));
                     failures[0] = format!(
                         "{} to {}: {}",
                         a.technique,
@@ -157,6 +161,7 @@ impl Comm {
                                         target,
                                         technique,
                                         ok,
+                                        rtt_us: None,
                                     };
                                     report(&inner, req);
                                 }
@@ -186,9 +191,9 @@ impl Comm {
                 race.failed(i);
                 continue;
             }
-            self.report(outcome(a.technique, r.is_ok()));
+            self.report(outcome(a.technique, &r));
             match r {
-                Ok(()) => {
+                Ok(_) => {
                     tracing::debug!(dest, technique = %a.technique, addr = %a.addr, "link made");
                     lock(&self.inner.techniques).insert(dest, a.technique);
                     return Ok(());
@@ -266,15 +271,16 @@ fn claim(
     won: &AtomicU8,
     dest: u32,
     technique: qcg_proto::Technique,
-) -> std::result::Result<(), String> {
+    rtt: Option<Duration>,
+) -> std::result::Result<Option<Duration>, String> {
     if technique == qcg_proto::Technique::Relayed {
         return match won.compare_exchange(OPEN, RELAYED, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(rtt),
             Err(_) => Err(OVERTAKEN.into()),
         };
     }
     match won.swap(DECIDED, Ordering::SeqCst) {
-        OPEN => Ok(()),
+        OPEN => Ok(rtt),
         RELAYED => {
             tracing::debug!(dest, %technique, "link moved off the relay");
             lock(&inner.techniques).insert(dest, technique);
@@ -283,6 +289,7 @@ fn claim(
                 target: ProcName::new(&inner.env.job, dest),
                 technique,
                 ok: true,
+                rtt_us: rtt.map(micros),
             };
             report(inner, req);
             Err(UPGRADED.into())
@@ -299,7 +306,7 @@ fn attempt(
     attempt: &qcg_proto::Attempt,
     dest: u32,
     won: &AtomicU8,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<Option<Duration>, String> {
     use qcg_proto::Technique::*;
     let me = ProcName::new(&inner.env.job, inner.env.rank);
     let target = ProcName::new(&inner.env.job, dest);
@@ -332,7 +339,7 @@ fn attempt(
                 if inner.engine.core().has_direct_link(dest) {
                     // The link may be another attempt's: the first to claim the race
                     // names the technique.
-                    return claim(inner, won, dest, Reversed);
+                    return claim(inner, won, dest, Reversed, None);
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -371,7 +378,7 @@ fn attempt(
         // Dropped before the handshake: the target never takes it for a link.
         return Err(OVERTAKEN.into());
     }
-    let s = handshake_as(stream, inner, dest, Role::Initiator)?;
+    let (s, rtt) = handshake_as(stream, inner, dest, Role::Initiator)?;
     // Handshaken: the target may already read it as a link, so it is kept (closing
     // it could look like our end to a target that has no other link to us yet). The
     // first attempt to get here claims the race and names the technique.
@@ -379,7 +386,11 @@ fn attempt(
         .engine
         .add_link(dest, s, attempt.technique == Relayed)
         .map_err(|e| format!("cannot add the link to the engine: {e}"))?;
-    claim(inner, won, dest, attempt.technique)
+    claim(inner, won, dest, attempt.technique, rtt)
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// A thread with its own line to the helper that sends link reports, so that a new
@@ -426,14 +437,19 @@ fn handshake_as(
     inner: &Inner,
     peer: u32,
     role: Role,
-) -> std::result::Result<TcpStream, String> {
+) -> std::result::Result<(TcpStream, Option<Duration>), String> {
     let env = &inner.env;
     s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
         .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
         .map_err(|e| e.to_string())?;
+    let mut rtt = None;
     match role {
-        Role::Initiator => handshake::initiate(&mut s, &env.job, &env.secret, env.rank, peer)
-            .map_err(handshake_error)?,
+        Role::Initiator => {
+            rtt = Some(
+                handshake::initiate(&mut s, &env.job, &env.secret, env.rank, peer)
+                    .map_err(handshake_error)?,
+            )
+        }
         Role::Acceptor => {
             let from = handshake::accept(&mut s, &env.job, &env.secret, env.rank, env.size)
                 .map_err(handshake_error)?;
@@ -446,7 +462,7 @@ fn handshake_as(
         .and_then(|_| s.set_write_timeout(None))
         .and_then(|_| s.set_nodelay(true))
         .map_err(|e| e.to_string())?;
-    Ok(s)
+    Ok((s, rtt))
 }
 
 /// Acts on a notice from the grid: our part of a link another rank is making.
@@ -458,18 +474,23 @@ fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
             from.clone(),
             TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
                 .map_err(|e| e.to_string())
-                .and_then(|s| handshake_as(s, inner, from.rank, Role::Initiator)),
+                .and_then(|s| handshake_as(s, inner, from.rank, Role::Initiator))
+                .map(|(s, _)| s),
         ),
         Notice::Punch { from, addr } => (from.clone(), {
             // Let the initiator's SYN leave first: behind real firewalls either order
             // works, but where nothing blocks (one host), our SYN reaching its listener
             // first would take the 4-tuple its own dial needs.
             std::thread::sleep(PUNCH_LAG);
-            punch(inner.local, addr).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor))
+            punch(inner.local, addr)
+                .and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor))
+                .map(|(s, _)| s)
         }),
         Notice::Relay { from, proxy, token } => (
             from.clone(),
-            meet(proxy, &token).and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor)),
+            meet(proxy, &token)
+                .and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor))
+                .map(|(s, _)| s),
         ),
         Notice::Inject { .. } => return,
     };
