@@ -28,6 +28,8 @@ pub struct Book {
     pub topo: TopoBook,
     /// Submitted jobs.
     pub jobs: Jobs,
+    /// When each cluster's reachability was last checked.
+    pub checks: crate::reach::Checks,
 }
 
 /// Everything the broker's tasks and handlers share. Locks are taken registry first,
@@ -296,6 +298,7 @@ impl Ctx {
                 ctx.execute(more);
             });
         }
+        self.start_checks(&conns, now);
         let topo = self.topology();
         let actions = self.book().jobs.tick(&topo, now);
         if !actions.is_empty() {
@@ -304,6 +307,102 @@ impl Ctx {
         }
         // Output offsets and whatever else changed without an action.
         self.persist();
+    }
+}
+
+impl Ctx {
+    /// Starts the reachability checks that are due ([`crate::reach`]).
+    fn start_checks(&self, frontals: &HashMap<String, quinn::Connection>, now: Instant) {
+        let (configs, live) = {
+            let r = lock(&self.registry);
+            let live: Vec<std::net::SocketAddr> = r
+                .proxies()
+                .into_iter()
+                .filter(|p| p.alive)
+                .map(|p| p.addr)
+                .collect();
+            (r.clusters(), live)
+        };
+        let proxy = {
+            let p = lock(&self.proxies);
+            live.iter().find_map(|a| p.get(a).cloned())
+        };
+        let due = {
+            let mut book = self.book();
+            let clusters: Vec<_> = configs
+                .into_iter()
+                .filter(|c| frontals.contains_key(&c.name))
+                .map(|c| {
+                    let node = book.topo.first_node(&c.name);
+                    (c, node)
+                })
+                .collect();
+            book.checks.due(&clusters, proxy.is_some(), now)
+        };
+        for (config, node) in due {
+            let (Some(frontal), Some(proxy)) = (frontals.get(&config.name).cloned(), proxy.clone())
+            else {
+                continue;
+            };
+            let ctx = self.clone();
+            tokio::spawn(async move {
+                let verdict = check_reach(&frontal, &proxy, &config, &node).await;
+                let ran = verdict.is_some();
+                if let Some(v) = verdict {
+                    match &v {
+                        Ok(()) => {
+                            tracing::debug!(cluster = %config.name, %node, "reachable from outside, as announced")
+                        }
+                        Err(e) => {
+                            tracing::debug!(cluster = %config.name, %node, error = %e, "not reachable from outside")
+                        }
+                    }
+                    lock(&ctx.registry).checked(&config.name, &config, v);
+                }
+                ctx.book().checks.done(&config, ran, Instant::now());
+            });
+        }
+    }
+}
+
+/// One reachability check of `config`'s cluster: a helper of `node` listens, a
+/// relay proxy dials it from outside. `None` when the check could not run.
+async fn check_reach(
+    frontal: &quinn::Connection,
+    proxy: &quinn::Connection,
+    config: &qcg_proto::ClusterConfig,
+    node: &str,
+) -> Option<Result<(), String>> {
+    let ports = match config.policy {
+        qcg_proto::Policy::PortRange { lo, hi } => Some((lo, hi)),
+        _ => None,
+    };
+    let req = Request::OpenCheck {
+        node: node.to_string(),
+        ports,
+    };
+    let addr = match tokio::time::timeout(Duration::from_secs(5), quic::request(frontal, &req))
+        .await
+    {
+        Ok(Ok(Response::Listening { addr })) => addr,
+        other => {
+            tracing::debug!(cluster = %config.name, %node, outcome = ?other, "reachability check could not start");
+            return None;
+        }
+    };
+    // From outside, a NAT's gateway forwards an open range at its public address.
+    let public = std::net::SocketAddr::new(config.public_address.unwrap_or(addr.ip()), addr.port());
+    let dial = Request::DialCheck { addr: public };
+    match tokio::time::timeout(Duration::from_secs(10), quic::request(proxy, &dial)).await {
+        Ok(Ok(Response::Ok)) => Some(Ok(())),
+        Ok(Ok(Response::Error(e))) => Some(Err(format!(
+            "a relay proxy dialled node {node} at {public}: {}",
+            e.message
+        ))),
+        other => {
+            tracing::debug!(cluster = %config.name, %node, outcome = ?other, "reachability check: no answer from the proxy");
+            None
+        }
     }
 }
 

@@ -170,6 +170,9 @@ pub struct ClusterSummary {
     pub inbound_ok: u64,
     /// See `inbound_ok`.
     pub inbound_failed: u64,
+    /// The last active check of what the cluster lets in from outside.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checked: Option<String>,
     /// What was observed that the announced config does not say (then links into
     /// the cluster are planned as for a closed one).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -181,19 +184,42 @@ pub struct ClusterSummary {
 pub const MISMATCH_AFTER: u64 = 3;
 
 /// Outcomes of the connections other clusters dialled into one cluster.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Inbound {
     /// Made.
     pub ok: u64,
     /// Failed.
     pub failed: u64,
+    /// The last active check ([`crate::reach`]): a relay proxy's dial into a node's
+    /// check listener, and why it failed.
+    pub check: Option<Result<(), String>>,
 }
 
 impl Inbound {
     /// Whether what was seen contradicts a config saying the cluster accepts
-    /// inbound connections.
+    /// inbound connections: no dial into it was ever made, and the active check
+    /// failed or dials from other clusters kept failing.
     pub fn contradicts(&self, c: &ClusterConfig) -> bool {
-        plan::accepts_inbound(c) && self.ok == 0 && self.failed >= MISMATCH_AFTER
+        plan::accepts_inbound(c)
+            && self.ok == 0
+            && (matches!(self.check, Some(Err(_))) || self.failed >= MISMATCH_AFTER)
+    }
+
+    /// What contradicts the config, said for an admin.
+    fn mismatch(&self, c: &ClusterConfig) -> Option<String> {
+        if !self.contradicts(c) {
+            return None;
+        }
+        Some(match &self.check {
+            Some(Err(e)) => format!(
+                "announced {} but a check from outside could not connect to a node: {e}: planned as closed",
+                c.policy
+            ),
+            _ => format!(
+                "announced {} but {} connection(s) dialled into it from other clusters failed and none was made: planned as closed",
+                c.policy, self.failed
+            ),
+        })
     }
 }
 
@@ -645,6 +671,26 @@ impl Registry {
         )
     }
 
+    /// The outcome of an active check of `cluster` made under `config` ([`crate::reach`]);
+    /// ignored if the cluster announced another config since. Says so, once, when it
+    /// comes to contradict the config.
+    pub fn checked(&mut self, cluster: &str, config: &ClusterConfig, outcome: Result<(), String>) {
+        let Some(cfg) = self.clusters.get(cluster).filter(|c| *c == config) else {
+            return;
+        };
+        let o = self.inbound.entry(cluster.to_string()).or_default();
+        let before = o.contradicts(cfg);
+        o.check = Some(outcome);
+        if o.contradicts(cfg) && !before {
+            tracing::warn!(
+                cluster,
+                announced = %cfg.policy,
+                mismatch = o.mismatch(cfg).unwrap_or_default(),
+                "the cluster's config does not match what it lets in: check its firewall and NAT settings; links into it are now planned as for a closed cluster"
+            );
+        }
+    }
+
     /// Notes a dial from `from` into the cluster of `target`; says so, once, when the
     /// outcomes come to contradict what that cluster announced.
     fn observe(&mut self, from: &str, target: &ProcName, technique: Technique, ok: bool) {
@@ -781,16 +827,15 @@ impl Registry {
                     .count(),
                 inbound_ok: self.inbound.get(&c.name).map_or(0, |o| o.ok),
                 inbound_failed: self.inbound.get(&c.name).map_or(0, |o| o.failed),
-                mismatch: self
+                checked: self
                     .inbound
                     .get(&c.name)
-                    .filter(|o| o.contradicts(c))
-                    .map(|o| {
-                        format!(
-                            "announced {} but {} connection(s) dialled into it from other clusters failed and none was made: planned as closed",
-                            c.policy, o.failed
-                        )
+                    .and_then(|o| o.check.clone())
+                    .map(|r| match r {
+                        Ok(()) => "a relay proxy connected to a node from outside".to_string(),
+                        Err(e) => e,
                     }),
+                mismatch: self.inbound.get(&c.name).and_then(|o| o.mismatch(c)),
             })
             .collect()
     }
@@ -1075,6 +1120,59 @@ mod tests {
         }
         assert_eq!(summary(&r, "b").mismatch, None);
         assert_eq!(first(&mut r), Technique::Direct);
+    }
+
+    /// Issue 12, item 6: the active check (a relay proxy dialling a node's check
+    /// listener) decides at once, before any job; a dial that a process of another
+    /// cluster made outweighs it; a check made under an old config is ignored.
+    #[test]
+    fn a_failed_reachability_check_makes_a_cluster_announced_open_planned_closed() {
+        let mut r = Registry::default();
+        for c in ["a", "b"] {
+            r.handle(None, Request::RegisterCluster(cluster(c, Policy::Open)));
+        }
+        let summary = |r: &Registry| {
+            r.cluster_summaries()
+                .into_iter()
+                .find(|s| s.name == "b")
+                .unwrap()
+        };
+        let open = cluster("b", Policy::Open);
+        r.checked("b", &cluster("b", Policy::Closed), Err("stale".into()));
+        assert_eq!(summary(&r).checked, None);
+        r.checked("b", &open, Ok(()));
+        assert_eq!(summary(&r).mismatch, None);
+        let why = "a relay proxy dialled node b1 at 10.0.0.1:4000: connect timed out after 3 s";
+        r.checked("b", &open, Err(why.into()));
+        let s = summary(&r);
+        assert_eq!(s.checked.as_deref(), Some(why));
+        let m = s.mismatch.unwrap();
+        assert!(m.contains("announced open") && m.contains(why), "{m}");
+        r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
+        r.handle(Some("b"), Request::Register(ap("j", 1, "b")));
+        let (resp, _) = r.handle(
+            Some("a"),
+            Request::Lookup {
+                from: ProcName::new("j", 0),
+                target: ProcName::new("j", 1),
+            },
+        );
+        match resp {
+            Response::Plan(p) => assert_ne!(p.attempts[0].technique, Technique::Direct),
+            other => panic!("{other:?}"),
+        }
+        // A process of another cluster got in after all: the config holds.
+        r.handle(
+            Some("a"),
+            Request::Report {
+                from: ProcName::new("j", 0),
+                target: ProcName::new("j", 1),
+                technique: Technique::Direct,
+                ok: true,
+                rtt_us: None,
+            },
+        );
+        assert_eq!(summary(&r).mismatch, None);
     }
 
     /// A frontal may only report links its own processes tried: a report in the

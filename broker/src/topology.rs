@@ -138,6 +138,13 @@ impl TopoBook {
         true
     }
 
+    /// A node of `cluster` (the first by name), if it reported any.
+    pub fn first_node(&self, cluster: &str) -> Option<String> {
+        self.nodes
+            .get(cluster)
+            .and_then(|(nodes, _)| nodes.iter().map(|n| n.name.clone()).min())
+    }
+
     /// Whether the link `a`–`b` is an estimate rather than a measurement.
     pub fn is_estimated(&self, a: &str, b: &str) -> bool {
         self.estimated.contains(&pair(a, b))

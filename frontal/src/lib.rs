@@ -161,6 +161,23 @@ impl Inner {
                     ),
                 ),
             },
+            req @ Request::OpenCheck { .. } => {
+                let Request::OpenCheck { node, .. } = &req else {
+                    unreachable!()
+                };
+                match self.helper(node) {
+                    Some(conn) => quic::request(&conn, &req).await.unwrap_or_else(|e| {
+                        Response::error(
+                            ErrorKind::Unavailable,
+                            format!("the helper of node {node} is unreachable: {e}"),
+                        )
+                    }),
+                    None => Response::error(
+                        ErrorKind::Unavailable,
+                        format!("node {node} has no helper connected"),
+                    ),
+                }
+            }
             Request::Kill { job } => {
                 let conns: Vec<_> = lock(&self.helpers)
                     .values()

@@ -38,6 +38,7 @@ use qcg_proto::{ErrorKind, NodeSpec, Request, Response};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -109,6 +110,24 @@ async fn answer_frontal(inner: &Inner, req: Request) -> Response {
         Request::Echo { payload } => Response::Echoed {
             len: payload.len() as u64,
         },
+        Request::OpenCheck { node, ports } => {
+            if node != inner.node {
+                return Response::error(
+                    ErrorKind::Forbidden,
+                    format!("this helper serves node {}, not {node}", inner.node),
+                );
+            }
+            match check_listener(inner.bind_addr, ports).await {
+                Ok(addr) => Response::Listening { addr },
+                Err(e) => Response::error(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "cannot listen for a reachability check on {}: {e}",
+                        inner.bind_addr
+                    ),
+                ),
+            }
+        }
         req @ Request::Notify { .. } => notice(inner, req).await,
         other => Response::error(
             ErrorKind::Forbidden,
@@ -118,6 +137,52 @@ async fn answer_frontal(inner: &Inner, req: Request) -> Response {
             ),
         ),
     }
+}
+
+/// How long a check listener stays open.
+const CHECK_OPEN: Duration = Duration::from_secs(10);
+/// Connections a check listener takes before it closes.
+const CHECK_ACCEPTS: usize = 8;
+
+/// Listens on `ip` (on a port of `ports`, when the cluster opens only those) for
+/// [`CHECK_OPEN`], as a process would, so that a dial from outside the cluster shows
+/// what its firewall lets in. What connects is closed at once.
+async fn check_listener(ip: IpAddr, ports: Option<(u16, u16)>) -> std::io::Result<SocketAddr> {
+    let listener = match ports {
+        None => tokio::net::TcpListener::bind((ip, 0)).await?,
+        Some((lo, hi)) => {
+            let mut found = None;
+            let span = u32::from(hi.saturating_sub(lo)) + 1;
+            let start = std::process::id() % span;
+            for k in 0..span.min(200) {
+                let port = lo + ((start + k) % span) as u16;
+                if let Ok(l) = tokio::net::TcpListener::bind((ip, port)).await {
+                    found = Some(l);
+                    break;
+                }
+            }
+            found.ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    format!("no free port in {lo}-{hi}"),
+                )
+            })?
+        }
+    };
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move {
+        let until = tokio::time::Instant::now() + CHECK_OPEN;
+        for _ in 0..CHECK_ACCEPTS {
+            match tokio::time::timeout_at(until, listener.accept()).await {
+                Ok(Ok((s, from))) => {
+                    tracing::debug!(%from, "reachability check connected");
+                    drop(s);
+                }
+                _ => break,
+            }
+        }
+    });
+    Ok(addr)
 }
 
 impl Helper {

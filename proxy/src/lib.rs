@@ -39,6 +39,25 @@ pub struct Proxy {
     stopped: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// How long a reachability check's connect may take.
+const DIAL_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A reachability check: a plain TCP connect to `addr`, from outside every
+/// cluster, as a process of another cluster would dial (the broker asks).
+async fn dial_check(addr: SocketAddr) -> Response {
+    match tokio::time::timeout(DIAL_CHECK_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
+        Ok(Ok(_)) => Response::Ok,
+        Ok(Err(e)) => Response::error(ErrorKind::Unavailable, format!("connect to {addr}: {e}")),
+        Err(_) => Response::error(
+            ErrorKind::Unavailable,
+            format!(
+                "connect to {addr} timed out after {} s (dropped)",
+                DIAL_CHECK_TIMEOUT.as_secs()
+            ),
+        ),
+    }
+}
+
 impl Proxy {
     /// Listens for relayed connections on `listen` and registers with the broker at
     /// `broker`, announcing `public` (default: the bound address).
@@ -68,6 +87,7 @@ impl Proxy {
                             t.expect(token, Duration::from_millis(valid_ms));
                             Response::Ok
                         }
+                        Request::DialCheck { addr } => dial_check(addr).await,
                         other => Response::error(
                             ErrorKind::Forbidden,
                             format!("a proxy does not answer `{}`", other.kind()),
