@@ -325,7 +325,7 @@ impl Ctx {
         };
         let proxy = {
             let p = lock(&self.proxies);
-            live.iter().find_map(|a| p.get(a).cloned())
+            live.iter().find_map(|a| p.get(a).cloned().map(|c| (*a, c)))
         };
         let due = {
             let mut book = self.book();
@@ -340,27 +340,51 @@ impl Ctx {
             book.checks.due(&clusters, proxy.is_some(), now)
         };
         for (config, node) in due {
-            let (Some(frontal), Some(proxy)) = (frontals.get(&config.name).cloned(), proxy.clone())
+            let (Some(frontal), Some((proxy_addr, proxy))) =
+                (frontals.get(&config.name).cloned(), proxy.clone())
             else {
                 continue;
             };
             let ctx = self.clone();
             tokio::spawn(async move {
-                let verdict = check_reach(&frontal, &proxy, &config, &node).await;
-                let ran = verdict.is_some();
-                if let Some(v) = verdict {
-                    match &v {
-                        Ok(()) => {
-                            tracing::debug!(cluster = %config.name, %node, "reachable from outside, as announced")
-                        }
-                        Err(e) => {
-                            tracing::debug!(cluster = %config.name, %node, error = %e, "not reachable from outside")
-                        }
-                    }
-                    lock(&ctx.registry).checked(&config.name, &config, v);
-                }
+                let nat = check_nat(&frontal, &proxy_addr, &config, &node).await;
+                let inbound = if crate::plan::accepts_inbound(&config) {
+                    check_reach(&frontal, &proxy, &config, &node).await
+                } else {
+                    None
+                };
+                let ran = nat.is_some() || inbound.is_some();
+                tracing::debug!(cluster = %config.name, %node, ?inbound, ?nat, "cluster checked");
+                lock(&ctx.registry).checked(&config.name, &config, inbound, nat);
                 ctx.book().checks.done(&config, ran, Instant::now());
             });
+        }
+    }
+}
+
+/// The NAT check of `config`'s cluster: a helper of `node` connects to the relay
+/// proxy at `proxy` and learns where it is seen from. `None` if it could not run.
+async fn check_nat(
+    frontal: &quinn::Connection,
+    proxy: &std::net::SocketAddr,
+    config: &qcg_proto::ClusterConfig,
+    node: &str,
+) -> Option<crate::registry::NatSeen> {
+    let req = Request::NatCheck {
+        node: node.to_string(),
+        proxy: *proxy,
+    };
+    match tokio::time::timeout(Duration::from_secs(15), quic::request(frontal, &req)).await {
+        Ok(Ok(Response::Seen { local, seen })) => Some(crate::registry::NatSeen {
+            nat: crate::reach::nat_seen(local, seen),
+            public: seen.ip(),
+            how: format!(
+                "a connection from node {node} at {local} reached a relay proxy from {seen}"
+            ),
+        }),
+        other => {
+            tracing::debug!(cluster = %config.name, %node, outcome = ?other, "NAT check could not run");
+            None
         }
     }
 }

@@ -1,19 +1,22 @@
-//! Active reachability checks: what a cluster announced as reachable from outside
-//! (open, or an open port range) is tried, not only believed. A helper of the
-//! cluster listens on a fresh port as a process would (`OpenCheck`, within the
-//! cluster's range when it has one) and a relay proxy, outside every cluster, dials
-//! it (`DialCheck`). A dial that fails while no process of another cluster ever got
-//! in makes the cluster planned as closed, with the reason in `/v1/clusters`
-//! ([`crate::registry::Registry::checked`]).
+//! Active reachability checks: what a cluster announced is tried, not only
+//! believed. Where it is announced reachable from outside (open, or an open port
+//! range), a helper of the cluster listens on a fresh port as a process would
+//! (`OpenCheck`, within the cluster's range when it has one) and a relay proxy,
+//! outside every cluster, dials it (`DialCheck`). A dial that fails while no process
+//! of another cluster ever got in makes the cluster planned as closed. For every
+//! cluster, a helper connects to the proxy and asks from which address it is seen
+//! (`NatCheck`): the NAT its processes' connections really go through
+//! ([`nat_seen`]), which the broker plans with when it is not the announced one. The
+//! reasons show in `/v1/clusters` ([`crate::registry::Registry::checked`]).
 //!
 //! This module only decides when: a cluster is checked as soon as it can be (a
 //! helper and a live proxy), again every [`CHECK_INTERVAL`], and at once when its
 //! config changes; a check that could not run (no answer from the frontal, the
 //! helper or the proxy) is tried again after [`RETRY`]. Pure: time is an input.
 
-use crate::plan::accepts_inbound;
-use qcg_proto::ClusterConfig;
+use qcg_proto::{ClusterConfig, Nat};
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 /// Between two checks of a cluster.
@@ -37,8 +40,8 @@ pub struct Checks {
 
 impl Checks {
     /// The checks to start now, among `clusters` (each with a node whose helper can
-    /// listen, if any), when a relay proxy is alive (`proxy`): (config, node). They
-    /// are marked in flight.
+    /// take part, if any), when a relay proxy is alive (`proxy`): (config, node).
+    /// They are marked in flight.
     pub fn due(
         &mut self,
         clusters: &[(ClusterConfig, Option<String>)],
@@ -51,9 +54,6 @@ impl Checks {
         let mut out = Vec::new();
         for (config, node) in clusters {
             let Some(node) = node else { continue };
-            if !accepts_inbound(config) {
-                continue;
-            }
             let due = match self.last.get(&config.name) {
                 None => true,
                 Some(l) if l.config != *config => true,
@@ -93,6 +93,19 @@ impl Checks {
     }
 }
 
+/// The address translation between a connection's address on its node (`local`)
+/// and the one a host outside saw (`seen`): none when the address is kept; a NAT
+/// that keeps the port (what simultaneous open needs); or one that changes it.
+pub fn nat_seen(local: SocketAddr, seen: SocketAddr) -> Nat {
+    if local.ip() == seen.ip() {
+        Nat::None
+    } else if local.port() == seen.port() {
+        Nat::PortPreserving
+    } else {
+        Nat::RandomPort
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,7 +121,24 @@ mod tests {
     }
 
     #[test]
-    fn clusters_announced_reachable_are_checked_once_they_can_be_then_every_interval() {
+    fn the_nat_seen_is_what_the_addresses_show() {
+        let at = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(
+            nat_seen(at("10.0.0.2:4000"), at("10.0.0.2:4000")),
+            Nat::None
+        );
+        assert_eq!(
+            nat_seen(at("10.0.0.2:4000"), at("198.51.100.1:4000")),
+            Nat::PortPreserving
+        );
+        assert_eq!(
+            nat_seen(at("10.0.0.2:4000"), at("198.51.100.1:61234")),
+            Nat::RandomPort
+        );
+    }
+
+    #[test]
+    fn clusters_are_checked_once_they_can_be_then_every_interval() {
         let mut c = Checks::default();
         let t0 = Instant::now();
         let open = cfg("a", Policy::Open);
@@ -121,8 +151,13 @@ mod tests {
         ];
         // No proxy to dial from: nothing.
         assert!(c.due(&all, false, t0).is_empty());
-        // A closed cluster claims nothing to check; one without a helper cannot be.
-        assert_eq!(c.due(&all, true, t0), vec![(open.clone(), "a1".into())]);
+        // A cluster without a helper cannot be checked.
+        assert_eq!(
+            c.due(&all, true, t0),
+            vec![(open.clone(), "a1".into()), (closed.clone(), "b1".into())]
+        );
+        c.done(&closed, true, t0);
+        let all = vec![(open.clone(), Some("a1".to_string()))];
         // In flight: not again.
         assert!(c.due(&all, true, t0 + CHECK_INTERVAL * 2).is_empty());
         c.done(&open, true, t0 + Duration::from_secs(1));

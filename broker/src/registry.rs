@@ -7,7 +7,8 @@
 
 use crate::plan;
 use qcg_proto::{
-    AccessPoint, ClusterConfig, ErrorKind, Notice, Policy, ProcName, Request, Response, Technique,
+    AccessPoint, ClusterConfig, ErrorKind, Nat, Notice, Policy, ProcName, Request, Response,
+    Technique,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -193,6 +194,38 @@ pub struct Inbound {
     /// The last active check ([`crate::reach`]): a relay proxy's dial into a node's
     /// check listener, and why it failed.
     pub check: Option<Result<(), String>>,
+    /// The address translation a node's connection to a relay proxy went through.
+    pub nat: Option<NatSeen>,
+}
+
+/// The address translation observed on a connection out of a cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatSeen {
+    /// Its kind ([`crate::reach::nat_seen`]).
+    pub nat: Nat,
+    /// The source address the proxy saw.
+    pub public: std::net::IpAddr,
+    /// What was seen, for an admin.
+    pub how: String,
+}
+
+impl NatSeen {
+    /// What in `c` this contradicts, said for an admin.
+    fn mismatch(&self, c: &ClusterConfig) -> Option<String> {
+        if self.nat != c.nat {
+            return Some(format!(
+                "announced NAT {} but it behaves as {} ({}): planned as {}",
+                c.nat, self.nat, self.how, self.nat
+            ));
+        }
+        match c.public_address {
+            Some(p) if self.nat.is_nat() && p != self.public => Some(format!(
+                "announced public_address {p} but its connections leave from {} ({}): planned with {}",
+                self.public, self.how, self.public
+            )),
+            _ => None,
+        }
+    }
 }
 
 impl Inbound {
@@ -207,6 +240,15 @@ impl Inbound {
 
     /// What contradicts the config, said for an admin.
     fn mismatch(&self, c: &ClusterConfig) -> Option<String> {
+        let nat = self.nat.as_ref().and_then(|n| n.mismatch(c));
+        let inbound = self.inbound_mismatch(c);
+        match (inbound, nat) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn inbound_mismatch(&self, c: &ClusterConfig) -> Option<String> {
         if !self.contradicts(c) {
             return None;
         }
@@ -549,7 +591,9 @@ impl Registry {
     /// Whether the plan from `a`'s cluster to `b`'s offers `t`.
     fn offers(&self, a: &AccessPoint, b: &AccessPoint, t: Technique) -> bool {
         match (self.clusters.get(&a.cluster), self.clusters.get(&b.cluster)) {
-            (Some(src), Some(dst)) => plan::choose(src, dst).contains(&t),
+            (Some(src), Some(dst)) => {
+                plan::choose(&self.as_observed(src), &self.as_observed(dst)).contains(&t)
+            }
             _ => false,
         }
     }
@@ -571,7 +615,7 @@ impl Registry {
                 format!("the plan from {from} to {target} does not offer {technique}"),
             );
         }
-        let (a_public, b_cluster) = (a.public(), b.cluster.clone());
+        let (a_public, b_cluster) = (self.public_of(a), b.cluster.clone());
         match technique {
             Technique::Reversed | Technique::Punched => {
                 let notice = if technique == Technique::Reversed {
@@ -644,7 +688,7 @@ impl Registry {
         let Some(syn) = qcg_proto::packet::parse_syn(&packet) else {
             return err(ErrorKind::Malformed, "not an IPv4 TCP SYN packet");
         };
-        let (want_src, want_dst) = (a.public(), b.public());
+        let (want_src, want_dst) = (self.public_of(a), self.public_of(b));
         // The initiator's NAT (if any) keeps ports; its address becomes the public one.
         if syn.src.port() != want_src.port() || syn.dst != want_dst {
             return err(
@@ -671,17 +715,29 @@ impl Registry {
         )
     }
 
-    /// The outcome of an active check of `cluster` made under `config` ([`crate::reach`]);
-    /// ignored if the cluster announced another config since. Says so, once, when it
-    /// comes to contradict the config.
-    pub fn checked(&mut self, cluster: &str, config: &ClusterConfig, outcome: Result<(), String>) {
+    /// The outcome of an active check of `cluster` made under `config` ([`crate::reach`]):
+    /// the dial into it (`inbound`), the NAT its connections go through (`nat`), each
+    /// if it ran. Ignored if the cluster announced another config since. Says so,
+    /// once, when it comes to contradict the config.
+    pub fn checked(
+        &mut self,
+        cluster: &str,
+        config: &ClusterConfig,
+        inbound: Option<Result<(), String>>,
+        nat: Option<NatSeen>,
+    ) {
         let Some(cfg) = self.clusters.get(cluster).filter(|c| *c == config) else {
             return;
         };
         let o = self.inbound.entry(cluster.to_string()).or_default();
-        let before = o.contradicts(cfg);
-        o.check = Some(outcome);
-        if o.contradicts(cfg) && !before {
+        let before = o.mismatch(cfg).is_some();
+        if inbound.is_some() {
+            o.check = inbound;
+        }
+        if nat.is_some() {
+            o.nat = nat;
+        }
+        if o.mismatch(cfg).is_some() && !before {
             tracing::warn!(
                 cluster,
                 announced = %cfg.policy,
@@ -726,12 +782,39 @@ impl Registry {
     /// The config links into `c` are planned with: the announced one, or a closed
     /// cluster when what was observed contradicts it.
     fn as_observed(&self, c: &ClusterConfig) -> ClusterConfig {
-        match self.inbound.get(&c.name) {
-            Some(o) if o.contradicts(c) => ClusterConfig {
-                policy: Policy::Closed,
-                ..c.clone()
-            },
-            _ => c.clone(),
+        let mut c = c.clone();
+        let Some(o) = self.inbound.get(&c.name) else {
+            return c;
+        };
+        if let Some(seen) = o.nat.as_ref().filter(|n| n.mismatch(&c).is_some()) {
+            c.nat = seen.nat;
+            if seen.nat.is_nat() {
+                c.public_address = Some(seen.public);
+            }
+        }
+        if o.contradicts(&c) {
+            c.policy = Policy::Closed;
+        }
+        c
+    }
+
+    /// Where a process is reached from outside its cluster: its access point's public
+    /// address, or the one its connections were seen leaving from when the cluster's
+    /// announced NAT was found wrong.
+    fn public_of(&self, ap: &AccessPoint) -> SocketAddr {
+        let observed = self.clusters.get(&ap.cluster).map(|c| self.as_observed(c));
+        match observed {
+            Some(c) if c.nat.is_nat() && c.public_address.is_some() => {
+                let announced = self
+                    .clusters
+                    .get(&ap.cluster)
+                    .and_then(|a| a.public_address);
+                if c.public_address != announced {
+                    return SocketAddr::new(c.public_address.unwrap_or(ap.private_addr), ap.port);
+                }
+                ap.public()
+            }
+            _ => ap.public(),
         }
     }
 
@@ -749,7 +832,9 @@ impl Registry {
                 format!("cluster `{}` of process {target} is unknown", ap.cluster),
             );
         };
-        let plan = plan::plan(src, &self.as_observed(dst), ap);
+        let mut target = ap.clone();
+        target.public_addr = Some(self.public_of(ap).ip());
+        let plan = plan::plan(&self.as_observed(src), &self.as_observed(dst), &target);
         let relay_only = plan
             .attempts
             .iter()
@@ -830,11 +915,19 @@ impl Registry {
                 checked: self
                     .inbound
                     .get(&c.name)
-                    .and_then(|o| o.check.clone())
-                    .map(|r| match r {
-                        Ok(()) => "a relay proxy connected to a node from outside".to_string(),
-                        Err(e) => e,
-                    }),
+                    .map(|o| {
+                        let dial = o.check.clone().map(|r| match r {
+                            Ok(()) => "a relay proxy connected to a node from outside".to_string(),
+                            Err(e) => e,
+                        });
+                        let nat = o.nat.as_ref().map(|n| n.how.clone());
+                        [dial, nat]
+                            .into_iter()
+                            .flatten()
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                    .filter(|t| !t.is_empty()),
                 mismatch: self.inbound.get(&c.name).and_then(|o| o.mismatch(c)),
             })
             .collect()
@@ -1138,12 +1231,17 @@ mod tests {
                 .unwrap()
         };
         let open = cluster("b", Policy::Open);
-        r.checked("b", &cluster("b", Policy::Closed), Err("stale".into()));
+        r.checked(
+            "b",
+            &cluster("b", Policy::Closed),
+            Some(Err("stale".into())),
+            None,
+        );
         assert_eq!(summary(&r).checked, None);
-        r.checked("b", &open, Ok(()));
+        r.checked("b", &open, Some(Ok(())), None);
         assert_eq!(summary(&r).mismatch, None);
         let why = "a relay proxy dialled node b1 at 10.0.0.1:4000: connect timed out after 3 s";
-        r.checked("b", &open, Err(why.into()));
+        r.checked("b", &open, Some(Err(why.into())), None);
         let s = summary(&r);
         assert_eq!(s.checked.as_deref(), Some(why));
         let m = s.mismatch.unwrap();
@@ -1173,6 +1271,91 @@ mod tests {
             },
         );
         assert_eq!(summary(&r).mismatch, None);
+    }
+
+    /// Issue 12, item 6: the NAT a cluster's connections really go through is the
+    /// one links are planned with: a random-port NAT announced port-preserving is
+    /// offered no punch (it would fail), a port-preserving one announced random-port
+    /// is offered one, at the address its connections were seen from.
+    #[test]
+    fn the_nat_seen_is_the_one_planned_with() {
+        let mut r = Registry::default();
+        let nat = |name: &str, n: Nat| ClusterConfig {
+            name: name.into(),
+            policy: Policy::Closed,
+            nat: n,
+            public_address: Some([192, 0, 2, 1].into()),
+        };
+        let a = cluster("a", Policy::Closed);
+        let b = nat("b", Nat::PortPreserving);
+        r.handle(None, Request::RegisterCluster(a));
+        r.handle(None, Request::RegisterCluster(b.clone()));
+        r.add_proxy("192.0.2.50:9000".parse().unwrap());
+        r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
+        r.handle(Some("b"), Request::Register(ap("j", 1, "b")));
+        let plan = |r: &mut Registry| match r
+            .handle(
+                Some("a"),
+                Request::Lookup {
+                    from: ProcName::new("j", 0),
+                    target: ProcName::new("j", 1),
+                },
+            )
+            .0
+        {
+            Response::Plan(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let techniques =
+            |p: &qcg_proto::Plan| p.attempts.iter().map(|a| a.technique).collect::<Vec<_>>();
+        assert_eq!(
+            techniques(&plan(&mut r)),
+            vec![Technique::Punched, Technique::Relayed]
+        );
+        let seen = NatSeen {
+            nat: Nat::RandomPort,
+            public: [192, 0, 2, 7].into(),
+            how: "a connection from node b1 at 10.0.0.2:40000 reached a relay proxy from 192.0.2.7:61000".into(),
+        };
+        r.checked("b", &b, None, Some(seen));
+        assert_eq!(techniques(&plan(&mut r)), vec![Technique::Relayed]);
+        let s = r
+            .cluster_summaries()
+            .into_iter()
+            .find(|s| s.name == "b")
+            .unwrap();
+        let m = s.mismatch.unwrap();
+        assert!(
+            m.contains("announced NAT port-preserving but it behaves as random-port"),
+            "{m}"
+        );
+        // Rendezvous follow the same plan: a punch is refused now.
+        let (resp, _) = r.handle(
+            Some("a"),
+            Request::Rendezvous {
+                from: ProcName::new("j", 0),
+                target: ProcName::new("j", 1),
+                technique: Technique::Punched,
+            },
+        );
+        assert!(matches!(resp, Response::Error(_)), "{resp:?}");
+        // The other way: port-preserving, announced random-port, seen from another
+        // address than announced: punched, toward the address seen.
+        let b2 = nat("b", Nat::RandomPort);
+        r.handle(None, Request::RegisterCluster(b2.clone()));
+        assert_eq!(techniques(&plan(&mut r)), vec![Technique::Relayed]);
+        let seen = NatSeen {
+            nat: Nat::PortPreserving,
+            public: [192, 0, 2, 9].into(),
+            how: "seen".into(),
+        };
+        r.checked("b", &b2, None, Some(seen));
+        let p = plan(&mut r);
+        assert_eq!(techniques(&p), vec![Technique::Punched, Technique::Relayed]);
+        assert_eq!(
+            p.attempts[0].addr.ip(),
+            std::net::IpAddr::from([192, 0, 2, 9])
+        );
     }
 
     /// A frontal may only report links its own processes tried: a report in the

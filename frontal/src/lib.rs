@@ -161,9 +161,10 @@ impl Inner {
                     ),
                 ),
             },
-            req @ Request::OpenCheck { .. } => {
-                let Request::OpenCheck { node, .. } = &req else {
-                    unreachable!()
+            req @ (Request::OpenCheck { .. } | Request::NatCheck { .. }) => {
+                let (Request::OpenCheck { node, .. } | Request::NatCheck { node, .. }) = &req
+                else {
+                    return Response::error(ErrorKind::Forbidden, "not a check");
                 };
                 match self.helper(node) {
                     Some(conn) => quic::request(&conn, &req).await.unwrap_or_else(|e| {

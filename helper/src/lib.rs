@@ -128,6 +128,28 @@ async fn answer_frontal(inner: &Inner, req: Request) -> Response {
                 ),
             }
         }
+        Request::NatCheck { node, proxy } => {
+            if node != inner.node {
+                return Response::error(
+                    ErrorKind::Forbidden,
+                    format!("this helper serves node {}, not {node}", inner.node),
+                );
+            }
+            match tokio::time::timeout(CHECK_OPEN, whoami(inner.bind_addr, proxy)).await {
+                Ok(Ok((local, seen))) => Response::Seen { local, seen },
+                Ok(Err(e)) => Response::error(
+                    ErrorKind::Unavailable,
+                    format!("NAT check through the proxy at {proxy}: {e}"),
+                ),
+                Err(_) => Response::error(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "NAT check through the proxy at {proxy} timed out after {} s",
+                        CHECK_OPEN.as_secs()
+                    ),
+                ),
+            }
+        }
         req @ Request::Notify { .. } => notice(inner, req).await,
         other => Response::error(
             ErrorKind::Forbidden,
@@ -183,6 +205,30 @@ async fn check_listener(ip: IpAddr, ports: Option<(u16, u16)>) -> std::io::Resul
         }
     });
     Ok(addr)
+}
+
+/// Connects to the relay proxy at `proxy` from `ip`, as a process's dial would
+/// leave the node, and asks where it sees us from: (our address, the one it saw).
+async fn whoami(ip: IpAddr, proxy: SocketAddr) -> std::io::Result<(SocketAddr, SocketAddr)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = match ip {
+        IpAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        IpAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.bind(SocketAddr::new(ip, 0))?;
+    let mut s = socket.connect(proxy).await?;
+    let local = s.local_addr()?;
+    s.write_all(b"QCGW").await?;
+    let mut line = Vec::new();
+    (&mut s).take(64).read_to_end(&mut line).await?;
+    let text = String::from_utf8_lossy(&line);
+    let seen = text.trim().parse().map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("the proxy answered {:?}, not an address", text.trim()),
+        )
+    })?;
+    Ok((local, seen))
 }
 
 impl Helper {

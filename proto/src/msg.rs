@@ -144,6 +144,16 @@ impl Nat {
     }
 }
 
+impl fmt::Display for Nat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Nat::None => "none",
+            Nat::PortPreserving => "port-preserving",
+            Nat::RandomPort => "random-port",
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Nat {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -510,6 +520,15 @@ pub enum Request {
         /// The cluster's open port range, if it has one.
         ports: Option<(u16, u16)>,
     },
+    /// broker → frontal → helper of `node`: connect to the relay proxy at `proxy` and
+    /// ask from which address it sees us (the cluster's NAT, observed); answered
+    /// with [`Response::Seen`].
+    NatCheck {
+        /// The node whose helper connects.
+        node: String,
+        /// The proxy's relay address.
+        proxy: SocketAddr,
+    },
     /// broker → proxy: try a TCP connect to `addr` (a node's check listener), from
     /// outside every cluster; answered `Ok`, or with why not.
     DialCheck {
@@ -578,6 +597,7 @@ impl Request {
             Request::ProbePeer { .. } => "probe_peer",
             Request::OpenCheck { .. } => "open_check",
             Request::DialCheck { .. } => "dial_check",
+            Request::NatCheck { .. } => "nat_check",
             Request::Echo { .. } => "echo",
             Request::Launch(_) => "launch",
             Request::Kill { .. } => "kill",
@@ -686,6 +706,13 @@ pub enum Response {
     Plan(Plan),
     /// A measured link (answer to `ProbePeer`).
     Measured(LinkQuality),
+    /// What a connection's two ends saw (answer to `NatCheck`).
+    Seen {
+        /// The connection's address on the node.
+        local: SocketAddr,
+        /// Its address as the proxy saw it.
+        seen: SocketAddr,
+    },
     /// A check listener's address (answer to `OpenCheck`).
     Listening {
         /// The address it listens on, inside its cluster.

@@ -10,7 +10,7 @@
 //! line per stranger. A connection whose token pairs it is handed to
 //! [`Tokens::arrive_with_token`]; relaying itself is unchanged.
 
-use crate::relay::{Tokens, MAGIC, TOKEN_LEN};
+use crate::relay::{Tokens, MAGIC, TOKEN_LEN, WHOAMI};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -133,13 +133,28 @@ async fn handshake(mut s: TcpStream, tokens: Tokens, stats: &GateStats) {
     let mut head = [0u8; 4 + TOKEN_LEN];
     let read = async {
         s.read_exact(&mut head[..4]).await?;
+        if &head[..4] == WHOAMI {
+            return Ok(None);
+        }
         if &head[..4] != MAGIC {
             return Err(std::io::ErrorKind::InvalidData.into());
         }
-        s.read_exact(&mut head[4..]).await
+        s.read_exact(&mut head[4..]).await.map(Some)
     };
     match tokio::time::timeout(FIRST_BYTES_DEADLINE, read).await {
-        Ok(Ok(_)) => {}
+        Ok(Ok(Some(_))) => {}
+        Ok(Ok(None)) => {
+            // A NAT check: the source address we see, then the end.
+            if let Ok(peer) = s.peer_addr() {
+                let line = format!("{peer}\n");
+                let _ = tokio::time::timeout(
+                    FIRST_BYTES_DEADLINE,
+                    tokio::io::AsyncWriteExt::write_all(&mut s, line.as_bytes()),
+                )
+                .await;
+            }
+            return;
+        }
         Ok(Err(_)) => {
             stats.malformed.fetch_add(1, Ordering::Relaxed);
             return;

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 
 /// The first bytes a relayed connection sends.
 pub const MAGIC: &[u8; 4] = b"QCGR";
+/// First bytes of a "where do you see me from" request (a NAT check): the proxy
+/// answers with the connection's source address as text, then closes.
+pub const WHOAMI: &[u8; 4] = b"QCGW";
 /// Token length, hex digits.
 pub const TOKEN_LEN: usize = 64;
 

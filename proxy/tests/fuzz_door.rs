@@ -75,3 +75,27 @@ fn the_corpus_is_refused_by_a_running_proxy_which_keeps_pairing() -> Result<()> 
     proxy.kill();
     Ok(())
 }
+
+/// A NAT check (`QCGW`): the proxy says from which address it sees the connection,
+/// and nothing more; a stranger learns only its own address.
+#[test]
+fn the_door_tells_a_nat_check_where_it_comes_from() -> Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let ca = Ca::generate()?;
+    let proxy = rt.block_on(qcg_proxy::Proxy::start(
+        ca.identity(Role::Proxy, "p")?,
+        "127.0.0.1:0".parse()?,
+        None,
+        "127.0.0.1:9".parse()?,
+    ))?;
+    let mut s = TcpStream::connect(proxy.addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.write_all(qcg_proxy::relay::WHOAMI)?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    ensure!(
+        answer == format!("{}\n", s.local_addr()?),
+        "answered {answer:?}"
+    );
+    Ok(())
+}
