@@ -133,7 +133,7 @@ mod tree;
 
 pub use schedule::{
     pieces, schedule, schedule_for, tag, MAX_FLITS, PHASE_DOWN, PHASE_EXCHANGE, PHASE_PAIRWISE,
-    PHASE_UP,
+    PHASE_SPREAD, PHASE_UP,
 };
 pub use step::{Algorithm, Buf, Collective, Op, Order, RankSchedule, ScheduleError, Step};
 pub use topology::{LinkCost, Topology, TopologyError};

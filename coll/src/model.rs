@@ -219,18 +219,44 @@ fn exchange_time(
     reps: &[usize],
     (s, k): (usize, usize),
     shared: bool,
+    kind: Exchange,
 ) -> f64 {
     let up = up(topo, forest, |_| s);
+    let mut load = Load::default();
+    let clock = match kind {
+        Exchange::Full => exchange_round(topo, reps, &up.times, s, shared, &mut load),
+        Exchange::Split => {
+            // Each message is a 1/m block of the flit, and two rounds follow each other.
+            let sb = s.div_ceil(reps.len().max(1));
+            let c1 = exchange_round(topo, reps, &up.times, sb, shared, &mut load);
+            exchange_round(topo, reps, &c1, sb, shared, &mut load)
+        }
+    };
+    let down = down_from(topo, forest, |_| s, Some(&clock));
+    let more = k.saturating_sub(1) as f64;
+    down.first + more * (up.load.max() + load.max() + down.load.max())
+}
+
+/// One round in which every representative sends `s` bytes to every other, each
+/// starting at `start[rep]`: when each has received everything (per rank; 0 for
+/// ranks that are not representatives). Adds the round's port loads to `load`.
+fn exchange_round(
+    topo: &Topology,
+    reps: &[usize],
+    start: &[f64],
+    s: usize,
+    shared: bool,
+    load: &mut Load,
+) -> Vec<f64> {
     let c0 = topo.costs()[0];
     let out_port = |q: usize| if shared { 0 } else { topo.out_port(0, q, s) };
     let in_port = |r: usize| if shared { 0 } else { topo.port(0, r) };
     // Every representative sends to the others in site order, each on its port.
     let mut arrival: HashMap<(usize, usize), f64> = HashMap::new();
-    let mut load = Load::default();
     for &r in reps {
         let mut free: HashMap<usize, f64> = HashMap::new();
         for &q in reps.iter().filter(|&&q| q != r) {
-            let f = free.entry(out_port(q)).or_insert(up.times[r]);
+            let f = free.entry(out_port(q)).or_insert(start[r]);
             arrival.insert((r, q), *f + c0.time(s));
             *f += c0.busy(s);
             *load.out.entry((r, out_port(q))).or_default() += c0.busy(s);
@@ -240,7 +266,7 @@ fn exchange_time(
     let mut clock = vec![0.0f64; topo.size()];
     for &q in reps {
         let mut in_free: HashMap<usize, f64> = HashMap::new();
-        let mut c = up.times[q];
+        let mut c = start[q];
         for &r in reps.iter().filter(|&&r| r != q) {
             let f = in_free.entry(in_port(r)).or_insert(0.0);
             *f = arrival[&(r, q)].max(*f + c0.beta * s as f64);
@@ -248,9 +274,20 @@ fn exchange_time(
         }
         clock[q] = c;
     }
-    let down = down_from(topo, forest, |_| s, Some(&clock));
-    let more = k.saturating_sub(1) as f64;
-    down.first + more * (up.load.max() + load.max() + down.load.max())
+    clock
+}
+
+/// How site representatives combine their sites' partials.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Exchange {
+    /// Each sends its whole partial to every other and combines all: one top-level
+    /// latency, (sites − 1) partials out of every site.
+    Full,
+    /// Reduce-scatter then allgather, as Rabenseifner's allreduce: each sends block
+    /// j of its partial to representative j, which combines block j and sends it to
+    /// every other. Two top-level latencies, 2·(sites − 1)/sites of a partial out of
+    /// every site: what large vectors need.
+    Split,
 }
 
 /// Whether a hierarchical allreduce of `coll` exchanges partials between site
@@ -263,7 +300,7 @@ pub(crate) fn allreduce_exchange(
     topo: &Topology,
     alg: Algorithm,
     flits: usize,
-) -> Option<(Tree, Vec<usize>)> {
+) -> Option<(Tree, Vec<usize>, Exchange)> {
     if coll.op != Op::Allreduce || alg != Algorithm::Hierarchical {
         return None;
     }
@@ -280,7 +317,15 @@ pub(crate) fn allreduce_exchange(
         .then(|| t.runs().iter().map(Vec::len).collect());
     let seg = |c: usize| segs.as_ref().map_or(1, |v| v[c]);
     let tree_time = up(topo, &t, |c| seg(c) * s).total(k) + down(topo, &t, |_| s).total(k);
-    (exchange_time(topo, &forest, &reps, (s, k), true) < tree_time).then_some((forest, reps))
+    let full = exchange_time(topo, &forest, &reps, (s, k), true, Exchange::Full);
+    // A split needs an element per representative in every block.
+    let split = (n / coll.elem_size.max(1) >= reps.len())
+        .then(|| exchange_time(topo, &forest, &reps, (s, k), true, Exchange::Split));
+    let (kind, best) = match split {
+        Some(t) if t < full => (Exchange::Split, t),
+        _ => (Exchange::Full, full),
+    };
+    (best < tree_time).then_some((forest, reps, kind))
 }
 
 /// The modelled time of `coll` on `topo` with `alg` and `flits`, in seconds.
@@ -300,8 +345,8 @@ pub fn time(
             _ => pairwise(topo, &all, n, k),
         });
     }
-    if let Some((forest, reps)) = allreduce_exchange(coll, topo, alg, flits) {
-        return Ok(exchange_time(topo, &forest, &reps, (s, k), false));
+    if let Some((forest, reps, kind)) = allreduce_exchange(coll, topo, alg, flits) {
+        return Ok(exchange_time(topo, &forest, &reps, (s, k), false, kind));
     }
     let root = if coll.op.is_rooted() { coll.root } else { 0 };
     let t = tree::build(topo, alg, root, coll.ordered(), (s, k));

@@ -20,6 +20,10 @@ pub const PHASE_PAIRWISE: u32 = 2;
 /// Tag phase of the exchange between site representatives (hierarchical alltoall, and
 /// the hierarchical allreduce's exchange of site partials).
 pub const PHASE_EXCHANGE: u32 = 3;
+/// Tag phase of the second half of a split exchange (the combined blocks handed
+/// out). It shares alltoall's pairwise phase: no operation uses both, and a tag has
+/// room for four phases (libqcg puts a call's sequence number above bit 18).
+pub const PHASE_SPREAD: u32 = PHASE_PAIRWISE;
 
 /// The tag of flit `flit` in `phase`: `phase << 16 | flit`.
 pub fn tag(phase: u32, flit: usize) -> u32 {
@@ -120,9 +124,9 @@ struct Plan {
     /// Sites, for the hierarchical alltoall.
     sites: Option<alltoall::Sites>,
     /// Site representatives that exchange their sites' partials (hierarchical
-    /// allreduce, when the model finds it faster than a reduce and a bcast); `tree`
-    /// is then one tree per site.
-    exchange: Option<Vec<usize>>,
+    /// allreduce, when the model finds it faster than a reduce and a bcast), and how;
+    /// `tree` is then one tree per site.
+    exchange: Option<(Vec<usize>, crate::model::Exchange)>,
 }
 
 impl Plan {
@@ -136,11 +140,11 @@ impl Plan {
         let e = coll.elem_size;
         let mut sites = None;
         let mut exchange = None;
-        let (tree, runs) = if let Some((forest, reps)) =
+        let (tree, runs) = if let Some((forest, reps, kind)) =
             crate::model::allreduce_exchange(coll, topo, alg, flits)
         {
             let runs = coll.ordered().then(|| forest.runs());
-            exchange = Some(reps);
+            exchange = Some((reps, kind));
             (Some(forest), runs)
         } else if coll.op == Op::Alltoall {
             if alg == Algorithm::Hierarchical {
@@ -197,9 +201,12 @@ impl Plan {
             Op::Allreduce | Op::Barrier => {
                 (b.rs.input_len, b.rs.output_len) = (n, n);
                 self.up_reduce(&mut b, t);
-                if let Some(reps) = &self.exchange {
+                if let Some((reps, kind)) = &self.exchange {
                     if reps.contains(&r) {
-                        self.exchange_partials(&mut b, reps);
+                        match kind {
+                            crate::model::Exchange::Full => self.exchange_partials(&mut b, reps),
+                            crate::model::Exchange::Split => self.exchange_split(&mut b, reps),
+                        }
                     }
                 }
                 self.down(&mut b, t, &self.pieces, Buf::Output);
@@ -361,6 +368,64 @@ impl Plan {
                 b.reduce(acc, 0..plen, *buf, range.clone(), Order::DstFirst);
             }
             b.copy(Buf::Output, piece.clone(), acc, 0..plen);
+        }
+    }
+
+    /// The split exchange (Rabenseifner's reduce-scatter, then allgather), between
+    /// site representatives whose partials are in `Output`: the vector is cut into one
+    /// block per representative; representative j receives block j of every partial,
+    /// combines them in site order (`((p₀ ∘ p₁) ∘ p₂) ∘ …`, as the full exchange) and
+    /// sends the result to every other. Each block travels in flits.
+    fn exchange_split(&self, b: &mut Builder, reps: &[usize]) {
+        let r = b.rs.rank;
+        let e = self.coll.elem_size;
+        let blocks = pieces(self.n, e, reps.len());
+        let flits_of = |j: usize| -> Vec<Range<usize>> {
+            let base = blocks[j].start;
+            pieces(blocks[j].len(), e, self.flits)
+                .into_iter()
+                .map(|f| base + f.start..base + f.end)
+                .collect()
+        };
+        let me = reps.iter().position(|&q| q == r).unwrap_or(0);
+        let mine = flits_of(me);
+        let mp = mine.iter().map(|f| f.len()).max().unwrap_or(0);
+        let got = b.temp((reps.len() - 1) * mp);
+        let acc = b.temp(mp);
+        // Every block's flits go out before the first is awaited.
+        for (j, &q) in reps.iter().enumerate().filter(|&(_, &q)| q != r) {
+            for (i, f) in flits_of(j).into_iter().enumerate() {
+                b.send(q, tag(PHASE_EXCHANGE, i), Buf::Output, f);
+            }
+        }
+        for (i, f) in mine.iter().enumerate() {
+            let plen = f.len();
+            let mut parts = Vec::with_capacity(reps.len());
+            let mut j = 0;
+            for &q in reps {
+                if q == r {
+                    parts.push((Buf::Output, f.clone()));
+                } else {
+                    let slot = j * mp..j * mp + plen;
+                    b.recv(q, tag(PHASE_EXCHANGE, i), got, slot.clone());
+                    parts.push((got, slot));
+                    j += 1;
+                }
+            }
+            let (first_buf, first_range) = parts[0].clone();
+            b.copy(acc, 0..plen, first_buf, first_range);
+            for (buf, range) in &parts[1..] {
+                b.reduce(acc, 0..plen, *buf, range.clone(), Order::DstFirst);
+            }
+            b.copy(Buf::Output, f.clone(), acc, 0..plen);
+            for &q in reps.iter().filter(|&&q| q != r) {
+                b.send(q, tag(PHASE_SPREAD, i), Buf::Output, f.clone());
+            }
+        }
+        for (j, &q) in reps.iter().enumerate().filter(|&(_, &q)| q != r) {
+            for (i, f) in flits_of(j).into_iter().enumerate() {
+                b.recv(q, tag(PHASE_SPREAD, i), Buf::Output, f);
+            }
         }
     }
 

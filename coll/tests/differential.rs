@@ -219,3 +219,52 @@ fn every_op_and_algorithm_on_a_noncontiguous_grid() {
         }
     }
 }
+
+/// Large allreduces over a slow WAN split the site representatives' exchange
+/// (Rabenseifner: reduce-scatter, then allgather, the `PHASE_SPREAD` messages); the
+/// results are the sequential reference's for every reduction, commutative or not,
+/// on random site counts, ranks per site, sizes and flit counts.
+#[test]
+fn split_exchange_allreduces_match_reference() {
+    use qcg_coll::{LinkCost, Step, PHASE_SPREAD};
+    let wan = LinkCost::from_bandwidth(10e-3, 100e6);
+    let lan = LinkCost::from_bandwidth(50e-6, 10e9);
+    let mut rng = Rng(0x5B11_7000);
+    let mut split = 0;
+    for i in 0..30u64 {
+        let sites = rng.range(2, 6);
+        let topo = Topology::uniform(sites, rng.range(1, 4), 1)
+            .with_costs(vec![wan, lan, lan])
+            .unwrap();
+        let red = rng.range(0, REDS.len() - 1);
+        let elem = REDS[red].elem;
+        // Mostly large (where the split pays), some just above one element per site.
+        let elems = match rng.range(0, 3) {
+            0 => rng.range(sites, 4 * sites),
+            _ => rng.range(50_000 / elem, 400_000 / elem),
+        };
+        let coll = Collective::new(Op::Allreduce, 0, elems * elem)
+            .elem_size(elem)
+            .commutative(REDS[red].commutative);
+        let case = Case {
+            seed: 0x5B11_7000 + i,
+            topo,
+            coll,
+            alg: Algorithm::Hierarchical,
+            flits: rng.range(1, 12),
+            red,
+        };
+        assert!(check(&case));
+        let scheds = schedule(&case.coll, &case.topo, case.alg, case.flits).unwrap();
+        let spreads = scheds.iter().any(|s| {
+            s.steps
+                .iter()
+                .any(|st| matches!(st, Step::Send { tag, .. } if tag >> 16 == PHASE_SPREAD))
+        });
+        split += usize::from(spreads);
+    }
+    assert!(
+        split >= 10,
+        "the split exchange was chosen in {split} of 30 cases"
+    );
+}
