@@ -27,7 +27,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// What a run measures.
 #[derive(Clone, Debug, clap::Args)]
 pub struct CollArgs {
-    /// Operations: bcast, reduce, allreduce, gather, scatter, allgather, alltoall, barrier.
+    /// Operations: bcast, reduce, allreduce, gather, scatter, allgather, alltoall, barrier;
+    /// and fanout (not a collective: rank 0 isends to the first rank of every other site
+    /// at once).
     #[arg(
         long,
         value_delimiter = ',',
@@ -98,6 +100,9 @@ fn sizes(min: usize, max: usize) -> Vec<usize> {
     v
 }
 
+/// The tag of `fanout`'s messages.
+const FANOUT_TAG: u32 = 77;
+
 /// Runs `op` once with `size` bytes (rounded to whole u64 for reductions).
 fn call(comm: &Comm, op: &str, size: usize, buf: &mut [u8], words: &[u64]) -> anyhow::Result<()> {
     let p = comm.size() as usize;
@@ -123,6 +128,25 @@ fn call(comm: &Comm, op: &str, size: usize, buf: &mut [u8], words: &[u64]) -> an
             comm.alltoall(&vec![1u8; size * p])?;
         }
         "barrier" => comm.barrier()?,
+        "fanout" => {
+            // Not a collective: rank 0 isends `size` bytes to the first rank of every
+            // other site at once (issue 9: concurrent sends to several sites).
+            let t = comm.topology();
+            let site = |r: usize| t.group(0, r);
+            let firsts: Vec<u32> = (0..p)
+                .filter(|&r| site(r) != site(0) && (0..r).all(|q| site(q) != site(r)))
+                .map(|r| r as u32)
+                .collect();
+            if comm.rank() == 0 {
+                let reqs = firsts
+                    .iter()
+                    .map(|&d| comm.isend(d, FANOUT_TAG, buf[..size].to_vec()))
+                    .collect::<Result<Vec<_>, _>>()?;
+                qcg::wait_all(reqs)?;
+            } else if firsts.contains(&comm.rank()) {
+                comm.recv(Some(0), Some(FANOUT_TAG))?;
+            }
+        }
         other => anyhow::bail!("unknown operation `{other}`"),
     }
     Ok(())

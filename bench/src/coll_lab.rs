@@ -176,8 +176,10 @@ fn cell(v: Option<f64>, width: usize, prec: usize) -> String {
     v.map_or(format!("{:>width$}", "-"), |v| format!("{v:>width$.prec$}"))
 }
 
-/// Operations whose large-message time the report compares with the bandwidth bound.
-const BOUNDED: [&str; 3] = ["bcast", "reduce", "allreduce"];
+/// Operations whose large-message time the report compares with the bandwidth bound
+/// (`fanout`: rank 0's isends to every other site at once, each over its own WAN
+/// link; at the bound, each link carries the full bandwidth at the same time).
+const BOUNDED: [&str; 4] = ["bcast", "reduce", "allreduce", "fanout"];
 
 /// The side-by-side table of every operation and size, and the figures the targets
 /// are read from. Two views of each point: the mean over ranks of each rank's mean
@@ -498,6 +500,49 @@ pub fn mpirun(lab: &LabRun, dir: &Path, np: usize, extra: &[&str]) -> Command {
 /// How long one `mpirun` of the collectives harness may take by default.
 const MPIRUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1800);
 
+/// Runs the `mpirun` that `make` builds, its output into `file`, bounded: Open MPI's
+/// launch now and then hangs (a daemon that never reports, or mpirun waiting on after
+/// its ranks ended), so a run still going after `QCG_MPIRUN_TIMEOUT` seconds (default
+/// [`MPIRUN_TIMEOUT`]) is killed and tried once more.
+pub fn bounded_mpirun(
+    mut make: impl FnMut() -> Command,
+    file: &Path,
+    what: &str,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let limit = std::env::var("QCG_MPIRUN_TIMEOUT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(MPIRUN_TIMEOUT, std::time::Duration::from_secs);
+    for attempt in 1..=2 {
+        let mut child = make()
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(file)?)
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(s) = child.try_wait()? {
+                return Ok(s);
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                eprintln!(
+                    "# Open MPI ({what}): mpirun still running after {} s (try {attempt} of 2); killed",
+                    limit.as_secs()
+                );
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+    anyhow::bail!(
+        "mpirun hung twice (over {} s each, QCG_MPIRUN_TIMEOUT); its output is in {}",
+        limit.as_secs(),
+        file.display()
+    )
+}
+
 /// The harness `bin` (built with Open MPI's `mpicc`) under `mpirun` with `extra`
 /// arguments (e.g. `--mca coll_han_priority 100`), its points named `algo`.
 #[allow(clippy::too_many_arguments)]
@@ -526,53 +571,21 @@ pub fn run_mpi_with(
     let np = hosts * ppn;
     let file = dir.join(format!("{algo}.out"));
     eprintln!("# Open MPI ({algo}): {np} ranks, harness {}", bin.display());
-    // Open MPI's launch now and then hangs (a daemon that never reports, or mpirun
-    // waiting on after its ranks ended): bounded, and tried once more.
-    let limit = std::env::var("QCG_MPIRUN_TIMEOUT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(MPIRUN_TIMEOUT, std::time::Duration::from_secs);
-    let mut status = None;
-    for attempt in 1..=2 {
-        let mut c = mpirun(lab, dir, np, extra);
-        c.arg(bin)
-            .arg(ops.join(","))
-            .arg(a.min_size.to_string())
-            .arg(a.max_size.to_string())
-            .arg(a.iters.to_string())
-            .arg(a.skip.to_string())
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&file)?)
-            .stderr(Stdio::inherit());
-        let mut child = c.spawn()?;
-        let start = std::time::Instant::now();
-        status = loop {
-            if let Some(s) = child.try_wait()? {
-                break Some(s);
-            }
-            if start.elapsed() > limit {
-                let _ = child.kill();
-                let _ = child.wait();
-                eprintln!(
-                    "# Open MPI ({algo}): mpirun still running after {} s (try {attempt} of 2); killed",
-                    limit.as_secs()
-                );
-                break None;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        };
-        if status.is_some() {
-            break;
-        }
-    }
+    let status = bounded_mpirun(
+        || {
+            let mut c = mpirun(lab, dir, np, extra);
+            c.arg(bin)
+                .arg(ops.join(","))
+                .arg(a.min_size.to_string())
+                .arg(a.max_size.to_string())
+                .arg(a.iters.to_string())
+                .arg(a.skip.to_string());
+            c
+        },
+        &file,
+        algo,
+    )?;
     let text = std::fs::read_to_string(&file).unwrap_or_default();
-    let status = status.ok_or_else(|| {
-        anyhow::anyhow!(
-            "mpirun hung twice (over {} s each, QCG_MPIRUN_TIMEOUT); its output is in {}",
-            limit.as_secs(),
-            file.display()
-        )
-    })?;
     anyhow::ensure!(
         status.success(),
         "mpirun failed ({status}); its output is in {}",

@@ -319,14 +319,22 @@ pub fn run(
             &pp_args,
             &[],
         )?));
-        let o = coll_lab::mpirun(&lab, dir, np, &[])
-            .arg(&pp_ompi)
-            .args(&pp_args)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()?;
-        anyhow::ensure!(o.status.success(), "mpirun pingpong failed ({})", o.status);
-        o_runs.push(parse_pingpong(&String::from_utf8_lossy(&o.stdout)));
+        let file = dir.join(format!("ompi-pingpong-{k}.out"));
+        let status = coll_lab::bounded_mpirun(
+            || {
+                let mut c = coll_lab::mpirun(&lab, dir, np, &[]);
+                c.arg(&pp_ompi).args(&pp_args);
+                c
+            },
+            &file,
+            "ping-pong",
+        )?;
+        anyhow::ensure!(
+            status.success(),
+            "mpirun pingpong failed ({status}); its output is in {}",
+            file.display()
+        );
+        o_runs.push(parse_pingpong(&std::fs::read_to_string(&file)?));
     }
     let pp = pingpong_report(&best(c_runs), &best(r_runs), &best(o_runs));
 

@@ -418,6 +418,7 @@ impl Comm {
             name,
             sends: Vec::new(),
             recvs: std::collections::VecDeque::new(),
+            early: std::collections::VecDeque::new(),
         };
         let r = run.execute(&sched.steps, &mut b, seq, combine);
         // Whatever is still pending (after a failure) is detached: an unmatched
@@ -428,6 +429,9 @@ impl Comm {
         }
         for p in run.recvs.drain(..) {
             core.detach(p.id);
+        }
+        for id in run.early.drain(..) {
+            core.detach(id);
         }
         drop(core);
         r?;
@@ -763,11 +767,14 @@ struct PendingRecv {
     range: std::ops::Range<usize>,
 }
 
-/// Runs a schedule's steps on the engine in rounds, as libNBC does: receives are
-/// posted as soon as their step is reached, sends go out without waiting (several
-/// peers at once), and a step waits only for the receives whose bytes it needs. No
-/// step relies on a send being buffered, so a bounded unexpected buffer on the peer
-/// cannot deadlock a schedule.
+/// Runs a schedule's steps on the engine in rounds, as libNBC does: every receive is
+/// posted before the first step runs (a schedule's (source, tag) pairs are unique),
+/// sends go out without waiting (several peers at once), and a step waits only for
+/// the receives whose bytes it needs, which land in the schedule's buffers in step
+/// order. No step relies on a send being buffered, so a bounded unexpected buffer on
+/// the peer cannot deadlock a schedule; and since every receive is posted early, a
+/// flit above the eager limit is cleared to send at once instead of a round trip
+/// after the flit before it (across a WAN, that round trip was paid per flit).
 struct Rounds<'a> {
     comm: &'a Comm,
     ctx: u32,
@@ -775,6 +782,8 @@ struct Rounds<'a> {
     name: &'static str,
     sends: Vec<(usize, usize)>,
     recvs: std::collections::VecDeque<PendingRecv>,
+    /// Receives posted ahead, in step order, whose steps are not reached yet.
+    early: std::collections::VecDeque<usize>,
 }
 
 fn overlaps(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
@@ -797,6 +806,20 @@ impl Rounds<'_> {
         combine: Option<Combine>,
     ) -> Result<()> {
         let view = self.comm.view();
+        {
+            let mut core = self.comm.inner.engine.core();
+            for step in steps {
+                if let Step::Recv { from, tag, .. } = step {
+                    let pattern = Pattern {
+                        context: self.ctx,
+                        source: Some(view.global(*from as u32)),
+                        tag: Some((seq << SEQ_SHIFT) | tag),
+                    };
+                    let id = core.post_recv(pattern, RecvBuf::Alloc(Vec::new()));
+                    self.early.push_back(id);
+                }
+            }
+        }
         for step in steps {
             match step {
                 Step::Send {
@@ -821,24 +844,13 @@ impl Rounds<'_> {
                     self.sends.push((id, *to));
                 }
                 Step::Recv {
-                    from,
-                    tag,
-                    buf,
-                    range,
+                    from, buf, range, ..
                 } => {
                     // Two receives into the same bytes land in step order.
                     self.settle(b, *buf, range)?;
-                    let pattern = Pattern {
-                        context: self.ctx,
-                        source: Some(view.global(*from as u32)),
-                        tag: Some((seq << SEQ_SHIFT) | tag),
+                    let Some(id) = self.early.pop_front() else {
+                        return Err(self.err("a receive was not posted ahead".into()));
                     };
-                    let id = self
-                        .comm
-                        .inner
-                        .engine
-                        .core()
-                        .post_recv(pattern, RecvBuf::Alloc(Vec::new()));
                     self.recvs.push_back(PendingRecv {
                         id,
                         from: *from,
