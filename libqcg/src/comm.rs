@@ -7,7 +7,7 @@ use crate::engine::{Engine, Identity};
 use crate::env::JobEnv;
 use crate::error::{Error, Result};
 use crate::mailbox::Message;
-use qcg_proto::{AccessPoint, ClusterConfig, ProcName, Request, Response};
+use qcg_wire::{AccessPoint, ClusterConfig, ProcName, Request, Response};
 use std::collections::HashMap;
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,7 +43,7 @@ pub(crate) struct Inner {
     pub(crate) local: SocketAddr,
     pub(crate) engine: Arc<Engine>,
     /// How we made each link (absent: the peer made it and we accepted).
-    pub(crate) techniques: Mutex<HashMap<u32, qcg_proto::Technique>>,
+    pub(crate) techniques: Mutex<HashMap<u32, qcg_wire::Technique>>,
     pub(crate) sent: Mutex<HashMap<u32, LinkStats>>,
     pub(crate) reports: Mutex<Option<crate::link::Reporter>>,
     /// One lock per peer being dialled: making one link never waits for another.
@@ -342,7 +342,7 @@ impl Comm {
 
     /// How the link to `rank` (a rank of this communicator) was made: the technique,
     /// if this process made it; `None` if the peer made it, or there is no link yet.
-    pub fn link_technique(&self, rank: u32) -> Option<qcg_proto::Technique> {
+    pub fn link_technique(&self, rank: u32) -> Option<qcg_wire::Technique> {
         let g = self.view.ranks.get(rank as usize)?;
         lock(&self.inner.techniques).get(g).copied()
     }

@@ -1,8 +1,8 @@
 //! The process's line to its node's helper (unix socket, control-plane frames).
 
 use crate::error::{Error, Result};
-use qcg_proto::frame;
-use qcg_proto::{Request, Response};
+use qcg_wire::frame;
+use qcg_wire::{Request, Response};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

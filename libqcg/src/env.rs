@@ -16,8 +16,8 @@ pub const ENV_HELPER: &str = "QCG_HELPER";
 pub const ENV_SECRET: &str = "QCG_JOB_SECRET";
 
 /// The job's process groups in rank order, `NAME:COUNT,…` (see
-/// [`qcg_proto::groups`]). Absent: every rank is in one group, `all`.
-pub const ENV_GROUPS: &str = qcg_proto::groups::ENV_GROUPS;
+/// [`qcg_wire::groups`]). Absent: every rank is in one group, `all`.
+pub const ENV_GROUPS: &str = qcg_wire::groups::ENV_GROUPS;
 
 /// The job's groups (name, number of processes) in rank order, from
 /// [`ENV_GROUPS`]; one group `all` of `size` when it is not set. The counts must
@@ -35,7 +35,7 @@ pub fn parse_groups(v: &str, size: u32) -> Result<Vec<(String, u32)>> {
         var: ENV_GROUPS,
         message,
     };
-    let groups = qcg_proto::groups::decode(v).map_err(err)?;
+    let groups = qcg_wire::groups::decode(v).map_err(err)?;
     let total: u64 = groups.iter().map(|(_, c)| u64::from(*c)).sum();
     if total != u64::from(size) {
         return Err(err(format!(

@@ -28,7 +28,7 @@ pub enum Error {
         /// Which request.
         request: &'static str,
         /// Its answer.
-        reply: qcg_proto::ErrorReply,
+        reply: qcg_wire::ErrorReply,
     },
     /// No technique of the plan linked us to `rank`.
     #[error("cannot link to rank {rank}: {}", attempts.join("; "))]

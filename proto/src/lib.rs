@@ -1,5 +1,6 @@
-//! What every qcg service speaks: the control-plane messages, the frame codec that
-//! carries them, the grid CA, and the QUIC + mutual-TLS plumbing.
+//! What every qcg service speaks: the control-plane messages and the frame codec that
+//! carries them (from `qcg-wire`, re-exported here with its async frames), the grid
+//! CA, and the QUIC + mutual-TLS plumbing.
 //!
 //! The control plane runs process → helper (unix socket) → frontal → broker (QUIC with
 //! mutual TLS under the grid's own CA). Every hop carries the same [`msg::Request`] and
@@ -21,14 +22,13 @@
 
 pub mod config;
 pub mod der;
-pub mod frame;
-pub mod groups;
-pub mod msg;
 pub mod packet;
 pub mod quic;
 pub mod revocation;
 pub mod service;
 pub mod tls;
+
+pub use qcg_wire::{frame, groups, msg, topo};
 
 pub use msg::{
     AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, ExitReport, LaunchSpec,

@@ -3,7 +3,7 @@
 //! one.
 
 use crate::error::{Error, Result};
-use qcg_proto::Policy;
+use qcg_wire::Policy;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 

@@ -15,7 +15,7 @@ use crate::control::Control;
 use crate::error::{Error, Result};
 use crate::handshake;
 use punched::{dial_from, punch, PUNCH_LAG};
-use qcg_proto::{ErrorKind, ProcName, Request, Response};
+use qcg_wire::{ErrorKind, ProcName, Request, Response};
 use relayed::meet;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -40,7 +40,7 @@ const DECIDED: u8 = 2;
 /// For tests only: `QCG_TEST_LINK_DELAY=<technique>:<ms>` holds every attempt of
 /// that technique for that long before its handshake, so that a slower technique
 /// completes after a faster one (e.g. a direct link after the relay). Off when unset.
-fn test_delay(t: qcg_proto::Technique) -> Option<Duration> {
+fn test_delay(t: qcg_wire::Technique) -> Option<Duration> {
     let v = std::env::var("QCG_TEST_LINK_DELAY").ok()?;
     let (name, ms) = v.split_once(':')?;
     (name == t.to_string()).then_some(())?;
@@ -95,7 +95,7 @@ impl Comm {
         if let Some(a) = plan.attempts.first().filter(|a| {
             matches!(
                 a.technique,
-                qcg_proto::Technique::Direct | qcg_proto::Technique::PortRange
+                qcg_wire::Technique::Direct | qcg_wire::Technique::PortRange
             ) && test_delay(a.technique).is_none()
         }) {
             match TcpStream::connect_timeout(&a.addr, race::STAGGER) {
@@ -221,7 +221,7 @@ impl Comm {
         report(&self.inner, req);
     }
 
-    fn lookup(&self, dest: u32) -> Result<qcg_proto::Plan> {
+    fn lookup(&self, dest: u32) -> Result<qcg_wire::Plan> {
         let req = Request::Lookup {
             from: ProcName::new(&self.inner.env.job, self.inner.env.rank),
             target: ProcName::new(&self.inner.env.job, dest),
@@ -270,10 +270,10 @@ fn claim(
     inner: &Inner,
     won: &AtomicU8,
     dest: u32,
-    technique: qcg_proto::Technique,
+    technique: qcg_wire::Technique,
     rtt: Option<Duration>,
 ) -> std::result::Result<Option<Duration>, String> {
-    if technique == qcg_proto::Technique::Relayed {
+    if technique == qcg_wire::Technique::Relayed {
         return match won.compare_exchange(OPEN, RELAYED, Ordering::SeqCst, Ordering::SeqCst) {
             Ok(_) => Ok(rtt),
             Err(_) => Err(OVERTAKEN.into()),
@@ -303,11 +303,11 @@ fn claim(
 /// handshake; while only a relay holds the link, a direct attempt goes on.
 fn attempt(
     inner: &Arc<Inner>,
-    attempt: &qcg_proto::Attempt,
+    attempt: &qcg_wire::Attempt,
     dest: u32,
     won: &AtomicU8,
 ) -> std::result::Result<Option<Duration>, String> {
-    use qcg_proto::Technique::*;
+    use qcg_wire::Technique::*;
     let me = ProcName::new(&inner.env.job, inner.env.rank);
     let target = ProcName::new(&inner.env.job, dest);
     let over = || {
@@ -466,8 +466,8 @@ fn handshake_as(
 }
 
 /// Acts on a notice from the grid: our part of a link another rank is making.
-fn on_notice(inner: &Arc<Inner>, notice: qcg_proto::Notice) {
-    use qcg_proto::Notice;
+fn on_notice(inner: &Arc<Inner>, notice: qcg_wire::Notice) {
+    use qcg_wire::Notice;
     let relayed = matches!(notice, Notice::Relay { .. });
     let (from, result) = match notice {
         Notice::ConnectBack { from, addr } => (
@@ -514,7 +514,7 @@ pub(crate) fn notice_loop(
     mut stream: std::os::unix::net::UnixStream,
 ) {
     loop {
-        let n = match qcg_proto::frame::read_frame_sync::<Response, _>(&mut stream) {
+        let n = match qcg_wire::frame::read_frame_sync::<Response, _>(&mut stream) {
             Ok(Some(Response::Notice(n))) => n,
             Ok(Some(_)) => continue,
             _ => return,
@@ -536,9 +536,9 @@ pub(crate) fn subscribe(
 ) -> Result<std::os::unix::net::UnixStream> {
     std::os::unix::net::UnixStream::connect(helper)
         .and_then(|mut s| {
-            qcg_proto::frame::write_frame_sync(&mut s, &Request::Subscribe { process })
+            qcg_wire::frame::write_frame_sync(&mut s, &Request::Subscribe { process })
                 .map_err(std::io::Error::other)?;
-            match qcg_proto::frame::read_frame_sync::<Response, _>(&mut s) {
+            match qcg_wire::frame::read_frame_sync::<Response, _>(&mut s) {
                 Ok(Some(Response::Ok)) => Ok(s),
                 other => Err(std::io::Error::other(format!("subscribe: {other:?}"))),
             }

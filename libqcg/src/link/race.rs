@@ -10,7 +10,7 @@
 //!
 //! Pure: the caller runs the attempts and reports their ends.
 
-use qcg_proto::Technique;
+use qcg_wire::Technique;
 use std::time::{Duration, Instant};
 
 /// Delay between two starts (RFC 8305 recommends 250 ms).

@@ -4,7 +4,7 @@
 //! `%3A`.
 //!
 //! ```
-//! use qcg_proto::groups::{decode, encode};
+//! use qcg_wire::groups::{decode, encode};
 //! let g = vec![("central_master".to_string(), 1), ("a,b".to_string(), 3)];
 //! assert_eq!(encode(&g), "central_master:1,a%2Cb:3");
 //! assert_eq!(decode("central_master:1,a%2Cb:3").unwrap(), g);

@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
 
-pub use qcg_jobprofile::topology::{LinkQuality, Node as NodeSpec};
+pub use crate::topo::{LinkQuality, Node as NodeSpec};
 
 /// A process's grid-wide name: its job and its rank in the job.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

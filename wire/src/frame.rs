@@ -8,6 +8,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "async")]
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The protocol version this build speaks.
@@ -139,6 +140,7 @@ pub fn decode<T: DeserializeOwned>(buf: &[u8]) -> Result<Option<(T, usize)>, Fra
     Ok(Some((msg, 4 + len)))
 }
 
+#[cfg(feature = "async")]
 /// Reads one frame from an async stream. `Ok(None)` on a clean end of stream before
 /// the first byte of a frame.
 pub async fn read_frame<T: DeserializeOwned, R: AsyncRead + Unpin>(
@@ -169,6 +171,7 @@ pub async fn read_frame<T: DeserializeOwned, R: AsyncRead + Unpin>(
     decode_body(&body).map(Some)
 }
 
+#[cfg(feature = "async")]
 /// Writes one frame to an async stream.
 pub async fn write_frame<T: Serialize, W: AsyncWrite + Unpin>(
     w: &mut W,
