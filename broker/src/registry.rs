@@ -210,8 +210,13 @@ pub struct NatSeen {
 }
 
 impl NatSeen {
-    /// What in `c` this contradicts, said for an admin.
+    /// What in `c` this contradicts, said for an admin. A connection seen untranslated
+    /// proves nothing against an announced NAT (the proxy may sit inside the cluster,
+    /// or behind the same gateway).
     fn mismatch(&self, c: &ClusterConfig) -> Option<String> {
+        if self.nat == Nat::None && c.nat.is_nat() {
+            return None;
+        }
         if self.nat != c.nat {
             return Some(format!(
                 "announced NAT {} but it behaves as {} ({}): planned as {}",
@@ -1356,6 +1361,21 @@ mod tests {
             p.attempts[0].addr.ip(),
             std::net::IpAddr::from([192, 0, 2, 9])
         );
+        // Seen untranslated (a proxy inside the cluster, or behind its gateway): that
+        // proves nothing against the NAT announced.
+        let inside = NatSeen {
+            nat: Nat::None,
+            public: [10, 0, 0, 2].into(),
+            how: "inside".into(),
+        };
+        r.checked("b", &b2, None, Some(inside));
+        let s = r
+            .cluster_summaries()
+            .into_iter()
+            .find(|s| s.name == "b")
+            .unwrap();
+        assert_eq!(s.mismatch, None);
+        assert_eq!(techniques(&plan(&mut r)), vec![Technique::Relayed]);
     }
 
     /// A frontal may only report links its own processes tried: a report in the
