@@ -267,3 +267,57 @@ async fn mismatched_sizes_and_short_buffers_are_named_on_every_rank() {
     }
     grid.shutdown().await;
 }
+
+/// Issue 10: a root that one rank gets wrong. Every receive of a call is posted before
+/// it starts, so a message of the call that none of them takes is one the rank's
+/// schedule does not expect: the call fails at once naming its sender, instead of
+/// waiting out the collective time-out (60 s by default). No rank ends with bytes
+/// that are not the root's.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rank_with_another_root_is_named() {
+    let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
+    let comms = join(&grid, "roots", 4).await;
+    let outcomes = tokio::task::spawn_blocking(move || {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = comms
+                .iter()
+                .map(|c| {
+                    s.spawn(move || {
+                        // Rank 2 waits for rank 1 to send, which believes rank 0 does.
+                        let root = if c.rank() == 2 { 1 } else { 0 };
+                        let mut buf = vec![c.rank() as u8 + 10; 1000];
+                        let r = c.bcast(root, &mut buf).map(|()| buf);
+                        (c.rank(), r.map_err(|e| e.to_string()))
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        })
+    })
+    .await
+    .unwrap();
+    let summary: Vec<String> = outcomes
+        .iter()
+        .map(|(rank, r)| match r {
+            Ok(buf) => format!("rank {rank}: ok, bytes {:?}", buf.first()),
+            Err(e) => format!("rank {rank}: {e}"),
+        })
+        .collect();
+    for (rank, r) in &outcomes {
+        match r {
+            Ok(buf) => assert!(
+                buf.iter().all(|&b| b == 10),
+                "rank {rank} kept bytes that are not rank 0's: {summary:?}"
+            ),
+            Err(e) => assert!(e.contains("disagree"), "{summary:?}"),
+        }
+    }
+    let two = outcomes[2].1.as_ref().err().cloned().unwrap_or_default();
+    assert!(
+        two.contains("rank 0 sent this rank a message of this call"),
+        "{summary:?}"
+    );
+    grid.shutdown().await;
+}

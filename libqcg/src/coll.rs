@@ -419,6 +419,7 @@ impl Comm {
             sends: Vec::new(),
             recvs: std::collections::VecDeque::new(),
             early: std::collections::VecDeque::new(),
+            seq,
         };
         let r = run.execute(&sched.steps, &mut b, seq, combine);
         // Whatever is still pending (after a failure) is detached: an unmatched
@@ -784,6 +785,8 @@ struct Rounds<'a> {
     recvs: std::collections::VecDeque<PendingRecv>,
     /// Receives posted ahead, in step order, whose steps are not reached yet.
     early: std::collections::VecDeque<usize>,
+    /// This call's sequence number (in the tags' top bits).
+    seq: u32,
 }
 
 fn overlaps(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
@@ -981,12 +984,19 @@ impl Rounds<'_> {
         enum Woke {
             Done(Result<Outcome>),
             Abort,
+            Stray(u32),
         }
         let abort = Pattern {
             context: self.ctx,
             source: None,
             tag: Some(ABORT_TAG),
         };
+        let anything = Pattern {
+            context: self.ctx,
+            source: None,
+            tag: None,
+        };
+        let seq = self.seq;
         let engine = &self.comm.inner.engine;
         let deadline = std::time::Instant::now() + self.timeout;
         let woke = engine.wait(
@@ -994,7 +1004,17 @@ impl Rounds<'_> {
                 if let Some(r) = core.take(id) {
                     return Some(Woke::Done(r));
                 }
-                matches!(core.iprobe(&abort), Ok(Some(_))).then_some(Woke::Abort)
+                if matches!(core.iprobe(&abort), Ok(Some(_))) {
+                    return Some(Woke::Abort);
+                }
+                // Every receive of this call was posted first: a message of this call
+                // that none of them took is one this rank's schedule does not expect.
+                match core.iprobe(&anything) {
+                    Ok(Some(st)) if st.tag != ABORT_TAG && st.tag >> SEQ_SHIFT == seq => {
+                        Some(Woke::Stray(st.source))
+                    }
+                    _ => None,
+                }
             },
             Some(deadline),
         );
@@ -1003,6 +1023,13 @@ impl Rounds<'_> {
                 Outcome::Received(_, data) => Ok(data),
                 _ => Ok(None),
             },
+            Some(Woke::Stray(from)) => {
+                engine.core().detach(id);
+                let who = self.comm.view().local(from).unwrap_or(from);
+                Err(self.err(format!(
+                    "rank {who} sent this rank a message of this call that its schedule does not expect: the ranks disagree on the call (root, count or operation), rank {who} or this rank is at fault"
+                )))
+            }
             Some(Woke::Abort) => {
                 engine.core().detach(id);
                 let m = self.comm.recv_in(self.ctx, None, Some(ABORT_TAG), None)?;
