@@ -288,6 +288,8 @@ pub struct Core<C> {
     recv_seq: HashMap<u32, u64>,
     /// Connections waiting at their gate.
     gated: Vec<ConnId>,
+    /// Synchronous sends to ourselves not matched yet, by their unexpected message.
+    sync_local: HashMap<usize, ReqId>,
     acct: Accounting,
     /// Bumped whenever a request completes: what waiting callers watch.
     pub completions: u64,
@@ -319,6 +321,7 @@ impl<C: Read + Write> Core<C> {
             sent_seq: HashMap::new(),
             recv_seq: HashMap::new(),
             gated: Vec::new(),
+            sync_local: HashMap::new(),
             acct: Accounting::default(),
             completions: 0,
             draining: false,
@@ -591,9 +594,8 @@ impl<C: Read + Write> Core<C> {
 
     /// Posts a synchronous send (MPI's `MPI_Ssend`): announced first (`Rts`)
     /// whatever its size, so it completes only after the receiver matched it with
-    /// a receive and said so (`Cts`). A send to ourselves is delivered at once, as
-    /// `post_send` does (a program that synchronously sends to itself without a
-    /// receive posted would deadlock under MPI).
+    /// a receive and said so (`Cts`). To ourselves, it completes when a receive of
+    /// ours takes it (as under MPI, without one posted it never does).
     pub fn post_ssend(&mut self, dest: u32, tag: u32, context: u32, buf: SendBuf) -> ReqId {
         self.post_send_mode(dest, tag, context, buf, true)
     }
@@ -610,8 +612,12 @@ impl<C: Read + Write> Core<C> {
         if dest == self.me {
             let id = self.new_req(ReqState::Send { dest, held: None });
             let data = buf.as_slice().to_vec();
-            self.deliver_local(tag, context, data);
-            self.complete(id, Ok(Outcome::Sent));
+            match self.deliver_local(tag, context, data) {
+                Some(key) if sync => {
+                    self.sync_local.insert(key, id);
+                }
+                _ => self.complete(id, Ok(Outcome::Sent)),
+            }
             return id;
         }
         if let Some(_reason) = self.lost.get(&dest) {
@@ -666,7 +672,8 @@ impl<C: Read + Write> Core<C> {
     }
 
     /// A send to ourselves: matched here and now.
-    fn deliver_local(&mut self, tag: u32, context: u32, data: Vec<u8>) {
+    /// Returns the unexpected message's key when no receive took it.
+    fn deliver_local(&mut self, tag: u32, context: u32, data: Vec<u8>) -> Option<usize> {
         let env = Envelope {
             source: self.me,
             tag,
@@ -682,7 +689,7 @@ impl<C: Read + Write> Core<C> {
                 buf.fill(data);
             }
             self.complete_recv(rid);
-            return;
+            return None;
         }
         let key = self.unexp.insert(Unex {
             env,
@@ -693,6 +700,7 @@ impl<C: Read + Write> Core<C> {
             claimed: None,
         });
         self.queues.file(env, key);
+        Some(key)
     }
 
     /// Fails `rid` if its buffer cannot hold `env`'s message; true if it did.
@@ -784,6 +792,9 @@ impl<C: Read + Write> Core<C> {
             } => u.claimed = Some(rid),
             UnexBody::Eager { complete: true, .. } => {
                 let u = self.unexp.remove(key);
+                if let Some(sid) = self.sync_local.remove(&key) {
+                    self.complete(sid, Ok(Outcome::Sent));
+                }
                 if let UnexBody::Eager { data, .. } = u.body {
                     if env.source != self.me {
                         self.acct.unexpected_bytes -= data.len();
@@ -1774,6 +1785,23 @@ mod tests {
         }
         assert!(b.accounting().unexpected_peak <= 250);
         assert!(sends.iter().all(|&s| a.is_done(s)));
+    }
+
+    /// MPI_Ssend to oneself completes only once a receive takes the message.
+    #[test]
+    fn a_synchronous_send_to_ourselves_waits_for_our_receive() {
+        let (mut a, _b, _) = pair(limits(100, 1 << 20), 1 << 12);
+        let s = a.post_ssend(0, 3, 0, SendBuf::Owned(vec![5; 10]));
+        assert!(!a.is_done(s), "completed with no receive posted");
+        let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        let (st, d) = received(a.take(r));
+        assert_eq!((st.source, st.tag, d), (0, 3, vec![5; 10]));
+        assert!(matches!(a.take(s), Some(Ok(Outcome::Sent))));
+        // With the receive posted first, at once.
+        let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        let s = a.post_ssend(0, 4, 0, SendBuf::Owned(vec![6; 3]));
+        assert!(matches!(a.take(s), Some(Ok(Outcome::Sent))));
+        assert_eq!(received(a.take(r)).1, vec![6; 3]);
     }
 
     #[test]
