@@ -40,6 +40,39 @@ pub fn pieces(total: usize, elem: usize, k: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
+/// Flit `i` (`piece` of `Output`) of every site representative's partial combined
+/// into this representative's `Output`, in site order (`((p₀ ∘ p₁) ∘ p₂) ∘ …`, the
+/// same association everywhere): the others' flits arrive in `got` (slots of `mp`
+/// bytes, one per other representative), `acc` holds the running result.
+fn combine_flit(
+    b: &mut Builder,
+    reps: &[usize],
+    i: usize,
+    piece: &Range<usize>,
+    (got, mp): (Buf, usize),
+    acc: Buf,
+) {
+    let (r, plen) = (b.rs.rank, piece.len());
+    let mut parts = Vec::with_capacity(reps.len());
+    let mut j = 0;
+    for &q in reps {
+        if q == r {
+            parts.push((Buf::Output, piece.clone()));
+        } else {
+            let slot = j * mp..j * mp + plen;
+            b.recv(q, tag(PHASE_EXCHANGE, i), got, slot.clone());
+            parts.push((got, slot));
+            j += 1;
+        }
+    }
+    let (first_buf, first_range) = parts[0].clone();
+    b.copy(acc, 0..plen, first_buf, first_range);
+    for (buf, range) in &parts[1..] {
+        b.reduce(acc, 0..plen, *buf, range.clone(), Order::DstFirst);
+    }
+    b.copy(Buf::Output, piece.clone(), acc, 0..plen);
+}
+
 /// The schedules of every rank (index = rank).
 pub fn schedule(
     coll: &Collective,
@@ -349,25 +382,7 @@ impl Plan {
             }
         }
         for (i, piece) in self.pieces.iter().enumerate() {
-            let plen = piece.len();
-            let mut parts = Vec::with_capacity(reps.len());
-            let mut j = 0;
-            for &q in reps {
-                if q == r {
-                    parts.push((Buf::Output, piece.clone()));
-                } else {
-                    let slot = j * mp..j * mp + plen;
-                    b.recv(q, tag(PHASE_EXCHANGE, i), got, slot.clone());
-                    parts.push((got, slot));
-                    j += 1;
-                }
-            }
-            let (first_buf, first_range) = parts[0].clone();
-            b.copy(acc, 0..plen, first_buf, first_range);
-            for (buf, range) in &parts[1..] {
-                b.reduce(acc, 0..plen, *buf, range.clone(), Order::DstFirst);
-            }
-            b.copy(Buf::Output, piece.clone(), acc, 0..plen);
+            combine_flit(b, reps, i, piece, (got, mp), acc);
         }
     }
 
@@ -399,25 +414,7 @@ impl Plan {
             }
         }
         for (i, f) in mine.iter().enumerate() {
-            let plen = f.len();
-            let mut parts = Vec::with_capacity(reps.len());
-            let mut j = 0;
-            for &q in reps {
-                if q == r {
-                    parts.push((Buf::Output, f.clone()));
-                } else {
-                    let slot = j * mp..j * mp + plen;
-                    b.recv(q, tag(PHASE_EXCHANGE, i), got, slot.clone());
-                    parts.push((got, slot));
-                    j += 1;
-                }
-            }
-            let (first_buf, first_range) = parts[0].clone();
-            b.copy(acc, 0..plen, first_buf, first_range);
-            for (buf, range) in &parts[1..] {
-                b.reduce(acc, 0..plen, *buf, range.clone(), Order::DstFirst);
-            }
-            b.copy(Buf::Output, f.clone(), acc, 0..plen);
+            combine_flit(b, reps, i, f, (got, mp), acc);
             for &q in reps.iter().filter(|&&q| q != r) {
                 b.send(q, tag(PHASE_SPREAD, i), Buf::Output, f.clone());
             }

@@ -33,16 +33,21 @@ proptest! {
     }
 }
 
-#[test]
-fn the_corpus_is_refused_by_a_running_proxy_which_keeps_pairing() -> Result<()> {
-    let rt = tokio::runtime::Runtime::new()?;
+/// A proxy on loopback whose broker is not there (its door works without one).
+fn start_proxy(rt: &tokio::runtime::Runtime) -> Result<qcg_proxy::Proxy> {
     let ca = Ca::generate()?;
-    let proxy = rt.block_on(qcg_proxy::Proxy::start(
+    rt.block_on(qcg_proxy::Proxy::start(
         ca.identity(Role::Proxy, "p")?,
         "127.0.0.1:0".parse()?,
         None,
         "127.0.0.1:9".parse()?,
-    ))?;
+    ))
+}
+
+#[test]
+fn the_corpus_is_refused_by_a_running_proxy_which_keeps_pairing() -> Result<()> {
+    let rt = tokio::runtime::Runtime::new()?;
+    let proxy = start_proxy(&rt)?;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/proxy");
     let mut n = 0;
     for e in std::fs::read_dir(&dir)? {
@@ -81,13 +86,7 @@ fn the_corpus_is_refused_by_a_running_proxy_which_keeps_pairing() -> Result<()> 
 #[test]
 fn the_door_tells_a_nat_check_where_it_comes_from() -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
-    let ca = Ca::generate()?;
-    let proxy = rt.block_on(qcg_proxy::Proxy::start(
-        ca.identity(Role::Proxy, "p")?,
-        "127.0.0.1:0".parse()?,
-        None,
-        "127.0.0.1:9".parse()?,
-    ))?;
+    let proxy = start_proxy(&rt)?;
     let mut s = TcpStream::connect(proxy.addr)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     s.write_all(qcg_proxy::relay::WHOAMI)?;
