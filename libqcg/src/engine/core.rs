@@ -263,6 +263,8 @@ pub struct Accounting {
     pub conns: usize,
     /// Times our sends moved from a relayed link to a direct one.
     pub upgrades: u64,
+    /// Bytes written to and read from links so far.
+    pub moved: u64,
 }
 
 /// Every link and request of one process.
@@ -909,6 +911,7 @@ impl<C: Read + Write> Core<C> {
                 Ok(0) => break Err("the link accepts no more bytes".to_string()),
                 Ok(mut n) => {
                     conn.last_tx = Instant::now();
+                    self.acct.moved += n as u64;
                     while n > 0 {
                         let Some(front) = conn.out.front_mut() else {
                             break;
@@ -1081,6 +1084,7 @@ impl<C: Read + Write> Core<C> {
                 }
                 Ok((n, want)) => {
                     self.heard.insert(peer, Instant::now());
+                    self.acct.moved += n as u64;
                     if n < want {
                         // Drained for now (a short read on a stream socket); handle
                         // what came and wait for the next readiness.
@@ -1720,6 +1724,12 @@ mod tests {
             .iter()
             .all(|&s| matches!(a.take(s), Some(Ok(Outcome::Sent)))));
         assert_eq!(b.accounting().unexpected_bytes, 0);
+        // What one side wrote the other read: both count every byte, payloads and
+        // headers, once.
+        let payload: usize = msgs.iter().map(Vec::len).sum();
+        let (ma, mb) = (a.accounting().moved, b.accounting().moved);
+        assert_eq!(ma, mb);
+        assert!(ma as usize > payload && (ma as usize) < payload + 64 * HEADER);
     }
 
     #[test]

@@ -42,6 +42,9 @@ const LOG_INTERVAL: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_millis(500);
 /// How long a leaving process reads on, at most, for its peers to close their side.
 const LINGER: Duration = Duration::from_secs(10);
+/// Bytes moved that count as bulk data flowing: each such amount restarts a waiting
+/// caller's spin (see `wait`).
+const BULK: u64 = 64 * 1024;
 /// The background thread leaves the loop to callers that used it this recently.
 const CALLER_GRACE: Duration = Duration::from_millis(5);
 
@@ -222,12 +225,19 @@ impl Engine {
         }
         let start = Instant::now();
         let spin = Duration::from_micros(self.spin_now.load(Ordering::Relaxed));
+        // The spin runs from the last time bulk data moved, not from the start: a
+        // large message streaming in (or out) keeps the caller polling, since each
+        // readiness it slept for would cost a wake-up (30-55 µs here) per socket
+        // buffer's worth of bytes.
+        let mut spin_from = start;
+        let mut moved = self.core().accounting().moved;
+        let mut slept = false;
         let r = loop {
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
                 break None;
             }
-            let spinning = now.duration_since(start) < spin;
+            let spinning = now.duration_since(spin_from) < spin;
             if spinning {
                 // Poll without sleeping and without yielding: on a loaded machine a
                 // yield can cost a whole round of the run queue (milliseconds).
@@ -238,6 +248,7 @@ impl Engine {
             } else {
                 // Sleep in the kernel: in epoll if the loop is free, else on the lock
                 // until whoever drives the loop (woken above) lets go of it.
+                slept = true;
                 let mut lp = lock(&self.lp);
                 let mut t = Duration::from_millis(10);
                 if let Some(d) = deadline {
@@ -248,21 +259,27 @@ impl Engine {
                 }
                 self.turn(&mut lp, t);
             }
-            if let Some(r) = check(&mut self.core()) {
+            let mut core = self.core();
+            if let Some(r) = check(&mut core) {
                 break Some(r);
+            }
+            let m = core.accounting().moved;
+            if m - moved >= BULK {
+                moved = m;
+                spin_from = Instant::now();
             }
         };
         // Adaptive spinning: polling pays when answers come within the spin (a thread
         // woken from another core costs 30-55 µs here), and only hurts when they do
         // not (on a loaded machine the spinner holds the core the peer needs). So the
-        // spin doubles after a wait short enough for it and halves after a long one.
-        // Every 256th wait probes the full spin again, in case the machine got quiet.
-        let waited = start.elapsed();
+        // spin doubles after a wait that never had to sleep and halves after one that
+        // did. Every 256th wait probes the full spin again, in case the machine got
+        // quiet.
         let max = self.spin.as_micros() as u64;
         let waits = self.waits.fetch_add(1, Ordering::Relaxed);
         let next = if waits % 256 == 255 {
             max
-        } else if waited <= spin {
+        } else if !slept {
             (spin.as_micros() as u64 * 2).clamp(1, max.max(1)).min(max)
         } else {
             spin.as_micros() as u64 / 2
