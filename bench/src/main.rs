@@ -423,7 +423,7 @@ fn coll_job(
     a: &coll::CollArgs,
 ) -> anyhow::Result<()> {
     // The ranks inherit it from us.
-    std::env::set_var("QCG_TOPOLOGY_COSTS", costs);
+    std::env::set_var(qcg::env::vars::TOPOLOGY_COSTS, costs);
     run_ranks(clusters, nodes, n as usize, coll::rank_args(a))
 }
 

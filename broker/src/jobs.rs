@@ -973,7 +973,7 @@ fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
         .map(|g| (g.id.clone(), g.processes))
         .collect();
     let groups = qcg_proto::groups::encode(&groups);
-    let size = mapping.ranks.len().to_string();
+    let size = mapping.ranks.len() as u32;
     // Where every rank runs (cluster/node, `;` between ranks), for the collectives;
     // the same form `qcg run` gives (QCG_TOPOLOGY).
     let clean = |x: &str| x.replace(['/', ';'], "_");
@@ -992,17 +992,15 @@ fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
                 .iter()
                 .map(|v| (v.name.clone(), v.value.clone()))
                 .collect();
-            env.extend([
-                ("QCG_JOB".to_string(), job.id.clone()),
-                ("QCG_RANK".to_string(), r.rank.to_string()),
-                ("QCG_SIZE".to_string(), size.clone()),
-                (
-                    "QCG_JOB_SECRET".to_string(),
-                    job.submission.secret_hex.clone(),
-                ),
-                (qcg_proto::groups::ENV_GROUPS.to_string(), groups.clone()),
-                ("QCG_TOPOLOGY".to_string(), topology.clone()),
-            ]);
+            let vars = qcg_proto::env::JobVars {
+                job: job.id.clone(),
+                rank: r.rank as u32,
+                size,
+                secret_hex: job.submission.secret_hex.clone(),
+                groups: Some(groups.clone()),
+                topology: Some(topology.clone()),
+            };
+            env.extend(vars.pairs().into_iter().map(|(k, v)| (k.to_string(), v)));
             Action::Launch {
                 cluster: r.cluster.clone(),
                 spec: LaunchSpec {

@@ -125,18 +125,18 @@ pub async fn run_until(job: &Job, stop: impl Future<Output = Stop>) -> anyhow::R
     let mut printers = tokio::task::JoinSet::new();
     for (rank, socket) in job.sockets.iter().enumerate() {
         let mut cmd = Command::new(&job.program);
-        cmd.args(&job.args)
-            .env("QCG_JOB", &job.id)
-            .env("QCG_RANK", rank.to_string())
-            .env("QCG_SIZE", n.to_string())
-            .env("QCG_HELPER", socket)
-            .env("QCG_JOB_SECRET", hex::encode(job.secret))
+        let vars = qcg_proto::env::JobVars {
+            job: job.id.clone(),
+            rank: rank as u32,
+            size: n as u32,
+            secret_hex: hex::encode(job.secret),
             // Without a JobProfile every rank is in one group, `all`.
-            .env(
-                qcg_proto::groups::ENV_GROUPS,
-                qcg_proto::groups::encode(&[("all".to_string(), n as u32)]),
-            )
-            .env("QCG_TOPOLOGY", &topology)
+            groups: Some(qcg_proto::groups::encode(&[("all".to_string(), n as u32)])),
+            topology: Some(topology.clone()),
+        };
+        cmd.args(&job.args)
+            .envs(vars.pairs())
+            .env(qcg_proto::env::HELPER, socket)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -169,7 +169,7 @@ fn fail(code: i32, msg: impl std::fmt::Display) -> ! {
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("QCG_LOG")
+            tracing_subscriber::EnvFilter::try_from_env(qcg_proto::env::LOG)
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)

@@ -258,7 +258,7 @@ impl Procs {
         }
         cmd.args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .env("QCG_HELPER", socket)
+            .env(qcg_proto::env::HELPER, socket)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

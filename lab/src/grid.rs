@@ -201,11 +201,16 @@ impl LabGrid {
     /// `node`, with the job's environment.
     pub fn rank(&self, node: &str, job: &str, rank: u32, size: u32, program: &Path) -> Command {
         let mut c = self.command(node, program);
-        c.env("QCG_JOB", job)
-            .env("QCG_RANK", rank.to_string())
-            .env("QCG_SIZE", size.to_string())
-            .env("QCG_HELPER", self.socket(node))
-            .env("QCG_JOB_SECRET", "5a".repeat(32));
+        let vars = qcg_proto::env::JobVars {
+            job: job.to_string(),
+            rank,
+            size,
+            secret_hex: "5a".repeat(32),
+            groups: None,
+            topology: None,
+        };
+        c.envs(vars.pairs())
+            .env(qcg_proto::env::HELPER, self.socket(node));
         c
     }
 

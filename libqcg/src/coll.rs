@@ -96,19 +96,19 @@ impl CollOptions {
     /// Defaults, overridden by `QCG_COLL_ALGO`, `QCG_COLL_FLITS`, `QCG_COLL_TIMEOUT`.
     pub fn from_env() -> Self {
         let mut o = CollOptions::default();
-        if let Some(a) = std::env::var("QCG_COLL_ALGO")
+        if let Some(a) = std::env::var(qcg_wire::env::COLL_ALGO)
             .ok()
             .and_then(|s| s.parse().ok())
         {
             o.algo = a;
         }
-        if let Some(k) = std::env::var("QCG_COLL_FLITS")
+        if let Some(k) = std::env::var(qcg_wire::env::COLL_FLITS)
             .ok()
             .and_then(|s| s.parse().ok())
         {
             o.flits = Some(k);
         }
-        if let Some(t) = std::env::var("QCG_COLL_TIMEOUT")
+        if let Some(t) = std::env::var(qcg_wire::env::COLL_TIMEOUT)
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
         {

@@ -532,16 +532,16 @@ fn env_number(var: &'static str) -> Result<Option<u64>> {
 /// `QCG_UNEXPECTED_LIMIT` (bytes, default 64 MiB), `QCG_LIVENESS` (seconds, default 30).
 pub fn limits_from_env() -> Result<Limits> {
     let mut l = Limits::default();
-    if let Some(v) = env_number("QCG_EAGER_LIMIT")? {
+    if let Some(v) = env_number(qcg_wire::env::EAGER_LIMIT)? {
         l.eager = v as usize;
     }
-    if let Some(v) = env_number("QCG_UNEXPECTED_LIMIT")? {
+    if let Some(v) = env_number(qcg_wire::env::UNEXPECTED_LIMIT)? {
         l.unexpected = v as usize;
     }
-    if let Some(v) = env_number("QCG_LIVENESS")? {
+    if let Some(v) = env_number(qcg_wire::env::LIVENESS)? {
         if v == 0 {
             return Err(Error::Env {
-                var: "QCG_LIVENESS",
+                var: qcg_wire::env::LIVENESS,
                 message: "must be at least 1 second".into(),
             });
         }
@@ -549,7 +549,7 @@ pub fn limits_from_env() -> Result<Limits> {
     }
     if l.eager > l.unexpected {
         return Err(Error::Env {
-            var: "QCG_EAGER_LIMIT",
+            var: qcg_wire::env::EAGER_LIMIT,
             message: format!(
                 "the eager limit ({}) is above the unexpected-message limit ({})",
                 l.eager, l.unexpected
@@ -560,5 +560,5 @@ pub fn limits_from_env() -> Result<Limits> {
 }
 
 fn spin_from_env() -> Result<Duration> {
-    Ok(env_number("QCG_SPIN_US")?.map_or(SPIN, Duration::from_micros))
+    Ok(env_number(qcg_wire::env::SPIN_US)?.map_or(SPIN, Duration::from_micros))
 }

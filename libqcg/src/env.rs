@@ -1,23 +1,25 @@
 //! The job's environment: what `qcg run` (or a frontal) tells each process.
 
 use crate::error::{Error, Result};
+/// Every variable of the job environment, and the settings read from it.
+pub use qcg_wire::env as vars;
 use std::path::PathBuf;
 
 /// Job identifier.
-pub const ENV_JOB: &str = "QCG_JOB";
+pub const ENV_JOB: &str = qcg_wire::env::JOB;
 /// This process's rank.
-pub const ENV_RANK: &str = "QCG_RANK";
+pub const ENV_RANK: &str = qcg_wire::env::RANK;
 /// Number of processes in the job.
-pub const ENV_SIZE: &str = "QCG_SIZE";
+pub const ENV_SIZE: &str = qcg_wire::env::SIZE;
 /// The node helper's unix socket.
-pub const ENV_HELPER: &str = "QCG_HELPER";
+pub const ENV_HELPER: &str = qcg_wire::env::HELPER;
 /// The job's secret, 64 hex digits. Proves on every link that both ends belong to
 /// the job; never sent over the network.
-pub const ENV_SECRET: &str = "QCG_JOB_SECRET";
+pub const ENV_SECRET: &str = qcg_wire::env::SECRET;
 
 /// The job's process groups in rank order, `NAME:COUNT,…` (see
 /// [`qcg_wire::groups`]). Absent: every rank is in one group, `all`.
-pub const ENV_GROUPS: &str = qcg_wire::groups::ENV_GROUPS;
+pub const ENV_GROUPS: &str = qcg_wire::env::GROUPS;
 
 /// The job's groups (name, number of processes) in rank order, from
 /// [`ENV_GROUPS`]; one group `all` of `size` when it is not set. The counts must

@@ -49,7 +49,7 @@ pub use request::{test_all, wait_all, wait_any, Completion, Request, Status};
 /// unless the program installed its own, so that dropped strangers and broken links
 /// are reported.
 pub fn init() -> Result<Comm> {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("QCG_LOG")
+    let filter = tracing_subscriber::EnvFilter::try_from_env(qcg_wire::env::LOG)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

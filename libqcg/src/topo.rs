@@ -11,9 +11,9 @@
 use qcg_coll::{LinkCost, Topology};
 
 /// Topology paths, one per rank.
-pub const ENV_TOPOLOGY: &str = "QCG_TOPOLOGY";
+pub const ENV_TOPOLOGY: &str = qcg_wire::env::TOPOLOGY;
 /// Level costs.
-pub const ENV_COSTS: &str = "QCG_TOPOLOGY_COSTS";
+pub const ENV_COSTS: &str = qcg_wire::env::TOPOLOGY_COSTS;
 
 /// Writes paths in the `QCG_TOPOLOGY` form.
 pub fn encode(paths: &[Vec<String>]) -> String {

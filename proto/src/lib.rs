@@ -28,7 +28,7 @@ pub mod revocation;
 pub mod service;
 pub mod tls;
 
-pub use qcg_wire::{frame, groups, msg, topo};
+pub use qcg_wire::{env, frame, groups, msg, topo};
 
 pub use msg::{
     AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, ExitReport, LaunchSpec,

@@ -1,7 +1,8 @@
 //! What qcg processes and services say to one another: the control-plane messages
 //! ([`msg`]), the length-prefixed, versioned frames that carry them ([`frame`]), the
-//! resource types they share with the scheduler ([`topo`]) and the rank-group
-//! encoding of the job environment ([`groups`]).
+//! resource types they share with the scheduler ([`topo`]), and the job environment
+//! every launcher sets and libqcg reads ([`env`], with the rank groups' encoding in
+//! [`groups`]).
 //!
 //! Pure data and codecs: no runtime, no TLS, no XML. libqcg, which every user
 //! program links, depends on this crate alone; the services reach it through
@@ -18,6 +19,7 @@
 //! assert_eq!(used, bytes.len());
 //! ```
 
+pub mod env;
 pub mod frame;
 pub mod groups;
 pub mod msg;

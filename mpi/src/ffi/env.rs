@@ -19,8 +19,11 @@ fn init(level: c_int) -> Result<c_int, MpiError> {
     // The reductions' trailers make a 64 KiB flit of data 66,240 bytes: above
     // libqcg's default eager limit, every flit of a large reduction would wait a
     // rendezvous round trip (measured 3.5x slower at 512 KiB over a 10 ms WAN).
-    if std::env::var_os("QCG_EAGER_LIMIT").is_none() {
-        std::env::set_var("QCG_EAGER_LIMIT", crate::agree::EAGER_LIMIT.to_string());
+    if std::env::var_os(qcg::env::vars::EAGER_LIMIT).is_none() {
+        std::env::set_var(
+            qcg::env::vars::EAGER_LIMIT,
+            crate::agree::EAGER_LIMIT.to_string(),
+        );
     }
     let world = qcg::init()?;
     let st = State::new(world, provided)?;

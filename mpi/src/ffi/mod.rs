@@ -82,7 +82,7 @@ static LEAVING: AtomicBool = AtomicBool::new(false);
 fn rank_text() -> String {
     match state::lock().as_ref() {
         Some(s) => format!("rank {}", s.rank),
-        None => match std::env::var("QCG_RANK") {
+        None => match std::env::var(qcg::env::vars::RANK) {
             Ok(r) => format!("rank {r}"),
             Err(_) => "a process outside a qcg job".into(),
         },
