@@ -167,8 +167,12 @@ pub fn run(t: &Topology) -> std::io::Result<()> {
     cfg.tun_name(super::plan::TUN)
         .layer(tun::Layer::L3)
         .mtu(1500)
+        .platform_config(|p| {
+            p.vnet_hdr(true);
+        })
         .up();
     let dev = Arc::new(tun::create(&cfg).map_err(std::io::Error::other)?);
+    offload(&dev)?;
     let shared = Arc::new((Mutex::new(Line::default()), Condvar::new()));
 
     let reader = {
@@ -247,9 +251,43 @@ pub fn run(t: &Topology) -> std::io::Result<()> {
     }
 }
 
+/// Bytes of the `virtio_net_hdr` before every packet read from or written to the TUN.
+const VNET_HDR: usize = 10;
+
+/// Lets the kernel hand the line whole TCP super-packets (up to 64 KiB, cut into
+/// segments of the path's MSS only after the line) with their checksums still to be
+/// done, as a virtual NIC with segmentation offload does. At 1,500 bytes a packet the
+/// kernel's forwarding and the receivers' TCP, run in the line's thread as each packet
+/// is written back, held the whole lab's WAN to about one core's worth of packets
+/// (~35 MB/s here); the bytes, delays and shaping are unchanged.
+fn offload(dev: &tun::Device) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+    const TUN_F_CSUM: libc::c_ulong = 0x01;
+    const TUN_F_TSO4: libc::c_ulong = 0x02;
+    const TUN_F_TSO6: libc::c_ulong = 0x04;
+    // SAFETY: TUNSETOFFLOAD takes its flags by value on a TUN descriptor we own.
+    #[allow(unsafe_code)]
+    let r = unsafe {
+        libc::ioctl(
+            dev.as_raw_fd(),
+            TUNSETOFFLOAD as _,
+            TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::other(format!(
+            "cannot turn on the TUN's segmentation offload: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
 fn read_loop(dev: &tun::Device, table: &DelayTable, shared: &(Mutex<Line>, Condvar)) {
     let (lock, cv) = shared;
-    let mut buf = vec![0u8; 65536];
+    // A header and the largest super-packet.
+    let mut buf = vec![0u8; VNET_HDR + 65536];
     let mut dropped: HashMap<&'static str, u64> = HashMap::new();
     loop {
         let n = match dev.recv(&mut buf) {
@@ -261,13 +299,21 @@ fn read_loop(dev: &tun::Device, table: &DelayTable, shared: &(Mutex<Line>, Condv
             }
         };
         let now = Instant::now();
+        // Kept with its header, which goes back out with it.
         let pkt = &buf[..n];
-        let reason = match table.verdict(pkt) {
+        let reason = match table.verdict(pkt.get(VNET_HDR..).unwrap_or_default()) {
             Verdict::Hold(d) => {
                 let Ok(mut line) = lock.lock() else { return };
-                if line.push(now + d, pkt.to_vec()) {
+                let due = now + d;
+                // The writer sleeps until the earliest packet is due: wake it only
+                // when this one is due sooner. Waking it for every packet cost two
+                // context switches a packet and held the line to ~32 MB/s in all.
+                let sooner = line.next_due().is_none_or(|first| due < first);
+                if line.push(due, pkt.to_vec()) {
                     drop(line);
-                    cv.notify_one();
+                    if sooner {
+                        cv.notify_one();
+                    }
                     continue;
                 }
                 "queue full"

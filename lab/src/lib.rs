@@ -44,7 +44,7 @@
 //! runs them and tears down, [`delay`] is the delay line, [`probe`] the traffic tools,
 //! [`check`] the measurement of every WAN link.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod check;
 pub mod delay;
