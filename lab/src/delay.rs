@@ -50,7 +50,16 @@ impl DelayTable {
         DelayTable { delays }
     }
 
-    /// The verdict on an IP packet as read from the TUN.
+    /// The verdict on a frame as read from the TUN: a `virtio_net_hdr`, then the IP
+    /// packet (a super-packet of several segments, with offload).
+    pub fn verdict_framed(&self, frame: &[u8]) -> Verdict {
+        match frame.get(VNET_HDR..) {
+            Some(pkt) => self.verdict(pkt),
+            None => Verdict::Drop("shorter than its virtio header"),
+        }
+    }
+
+    /// The verdict on an IP packet.
     pub fn verdict(&self, pkt: &[u8]) -> Verdict {
         if pkt.len() < 20 || pkt[0] >> 4 != 4 {
             return Verdict::Drop("not IPv4");
@@ -301,7 +310,7 @@ fn read_loop(dev: &tun::Device, table: &DelayTable, shared: &(Mutex<Line>, Condv
         let now = Instant::now();
         // Kept with its header, which goes back out with it.
         let pkt = &buf[..n];
-        let reason = match table.verdict(pkt.get(VNET_HDR..).unwrap_or_default()) {
+        let reason = match table.verdict_framed(pkt) {
             Verdict::Hold(d) => {
                 let Ok(mut line) = lock.lock() else { return };
                 let due = now + d;
@@ -387,6 +396,15 @@ bandwidth_mbit = 10
             Verdict::Drop(_)
         ));
         assert!(matches!(d.verdict(&[0x60; 40]), Verdict::Drop(_)));
+        // As read from the TUN: the virtio header comes first and is skipped.
+        let mut framed = vec![0u8; VNET_HDR];
+        framed.extend(packet([10, 1, 0, 2], [198, 18, 2, 2]));
+        assert_eq!(d.verdict_framed(&framed), Verdict::Hold(ms));
+        assert!(matches!(
+            d.verdict_framed(&packet([10, 1, 0, 2], [198, 18, 2, 2])),
+            Verdict::Drop(_)
+        ));
+        assert!(matches!(d.verdict_framed(&[0; 4]), Verdict::Drop(_)));
     }
 
     #[test]
