@@ -237,6 +237,45 @@ fn exchange_time(
     down.first + more * (up.load.max() + load.max() + down.load.max())
 }
 
+/// One round in which representative `reps[i]` sends messages of `messages[i]` bytes,
+/// each to every other representative (message-major), starting at `start[rep]`: when
+/// each has received everything, in the order it posts its receives (sender by
+/// sender, in site order).
+fn block_round(
+    topo: &Topology,
+    reps: &[usize],
+    messages: &[Vec<usize>],
+    start: &[f64],
+) -> Vec<f64> {
+    let c0 = topo.costs()[0];
+    let mut arrival: HashMap<(usize, usize, usize), f64> = HashMap::new();
+    for (i, &r) in reps.iter().enumerate() {
+        let mut free: HashMap<usize, f64> = HashMap::new();
+        for (j, &b) in messages[i].iter().enumerate() {
+            for &q in reps.iter().filter(|&&q| q != r) {
+                let f = free.entry(topo.out_port(0, q, b)).or_insert(0.0);
+                let begin = f.max(start[r]);
+                arrival.insert((r, j, q), begin + c0.time(b));
+                *f = begin + c0.busy(b);
+            }
+        }
+    }
+    let mut clock = vec![0.0f64; topo.size()];
+    for &q in reps {
+        let mut in_free: HashMap<usize, f64> = HashMap::new();
+        let mut c = start[q];
+        for (i, &r) in reps.iter().enumerate().filter(|&(_, &r)| r != q) {
+            for (j, &b) in messages[i].iter().enumerate() {
+                let f = in_free.entry(topo.port(0, r)).or_insert(0.0);
+                *f = arrival[&(r, j, q)].max(*f + c0.beta * b as f64);
+                c = c.max(*f);
+            }
+        }
+        clock[q] = c;
+    }
+    clock
+}
+
 /// One round in which every representative sends `s` bytes to every other, each
 /// starting at `start[rep]`: when each has received everything (per rank; 0 for
 /// ranks that are not representatives). Adds the round's port loads to `load`.
@@ -328,6 +367,79 @@ pub(crate) fn allreduce_exchange(
     (best < tree_time).then_some((forest, reps, kind))
 }
 
+/// Allgather over tree `t`: gather to its root, then broadcast the `P·n` result cut
+/// into its own flits.
+fn allgather_tree_time(
+    topo: &Topology,
+    t: &Tree,
+    n: usize,
+    (s, k): (usize, usize),
+    coll: &Collective,
+    flits: usize,
+) -> f64 {
+    let cut2 = pieces(topo.size() * n, coll.elem_size, flits);
+    let s2 = cut2.iter().map(|r| r.len()).max().unwrap_or(0);
+    up(topo, t, |c| t.size[c] * s).total(k) + down(topo, t, |_| s2).total(cut2.len())
+}
+
+/// Allgather by exchange at the top: every site gathers to its representative (one
+/// tree per site), the representatives send their site's blocks to one another (one
+/// top-level latency where gathering to one root and broadcasting takes two, and each
+/// site's blocks cross to each other site once instead of the whole result), then
+/// every site broadcasts the result. A representative sends its site's blocks once it
+/// has them all, one message per run of consecutive ranks.
+fn allgather_exchange_time(
+    topo: &Topology,
+    forest: &Tree,
+    reps: &[usize],
+    n: usize,
+    (s, k): (usize, usize),
+    coll: &Collective,
+    flits: usize,
+) -> f64 {
+    let up = up(topo, forest, |c| forest.size[c] * s);
+    let more = k.saturating_sub(1) as f64 * up.load.max();
+    let start: Vec<f64> = up.times.iter().map(|t| t + more).collect();
+    let runs = forest.runs();
+    let messages: Vec<Vec<usize>> = reps
+        .iter()
+        .map(|&r| runs[r].iter().map(|&(lo, hi)| (hi - lo) * n).collect())
+        .collect();
+    let clock = block_round(topo, reps, &messages, &start);
+    let cut2 = pieces(topo.size() * n, coll.elem_size, flits);
+    let s2 = cut2.iter().map(|r| r.len()).max().unwrap_or(0);
+    let down = down_from(topo, forest, |_| s2, Some(&clock));
+    down.first + cut2.len().saturating_sub(1) as f64 * down.load.max()
+}
+
+/// Whether a hierarchical allgather exchanges site blocks between representatives
+/// (see [`allgather_exchange_time`]): when the topology has several sites and the
+/// model finds it faster than gathering to rank 0 and broadcasting. Returns the
+/// per-site forest and the representatives in site order.
+pub(crate) fn allgather_exchange(
+    coll: &Collective,
+    topo: &Topology,
+    alg: Algorithm,
+    flits: usize,
+) -> Option<(Tree, Vec<usize>)> {
+    if coll.op != Op::Allgather || alg != Algorithm::Hierarchical {
+        return None;
+    }
+    let n = validate(coll, topo, alg, flits).ok()?;
+    let cut = pieces(n, coll.elem_size, flits);
+    let (k, s) = (cut.len(), cut.iter().map(|r| r.len()).max().unwrap_or(0));
+    let (forest, reps) = tree::site_forest(topo, 0, (s, k))?;
+    // One message per run of consecutive ranks of a site, each with its own tag.
+    let runs = forest.runs();
+    if reps.iter().any(|&r| runs[r].len() >= 1 << 16) {
+        return None;
+    }
+    let t = tree::build(topo, alg, 0, coll.ordered(), (s, k));
+    let tree_time = allgather_tree_time(topo, &t, n, (s, k), coll, flits);
+    let ex = allgather_exchange_time(topo, &forest, &reps, n, (s, k), coll, flits);
+    (ex < tree_time).then_some((forest, reps))
+}
+
 /// The modelled time of `coll` on `topo` with `alg` and `flits`, in seconds.
 pub fn time(
     coll: &Collective,
@@ -348,6 +460,17 @@ pub fn time(
     if let Some((forest, reps, kind)) = allreduce_exchange(coll, topo, alg, flits) {
         return Ok(exchange_time(topo, &forest, &reps, (s, k), false, kind));
     }
+    if let Some((forest, reps)) = allgather_exchange(coll, topo, alg, flits) {
+        return Ok(allgather_exchange_time(
+            topo,
+            &forest,
+            &reps,
+            n,
+            (s, k),
+            coll,
+            flits,
+        ));
+    }
     let root = if coll.op.is_rooted() { coll.root } else { 0 };
     let t = tree::build(topo, alg, root, coll.ordered(), (s, k));
     let segs: Option<Vec<usize>> = coll
@@ -360,11 +483,7 @@ pub fn time(
         Op::Allreduce => up(topo, &t, |c| seg(c) * s).total(k) + down(topo, &t, |_| s).total(k),
         Op::Gather => up(topo, &t, |c| t.size[c] * s).total(k),
         Op::Scatter => down(topo, &t, |c| t.size[c] * s).total(k),
-        Op::Allgather => {
-            let cut2 = pieces(topo.size() * n, coll.elem_size, flits);
-            let s2 = cut2.iter().map(|r| r.len()).max().unwrap_or(0);
-            up(topo, &t, |c| t.size[c] * s).total(k) + down(topo, &t, |_| s2).total(cut2.len())
-        }
+        Op::Allgather => allgather_tree_time(topo, &t, n, (s, k), coll, flits),
         Op::Barrier => up(topo, &t, |_| 0).total(1) + down(topo, &t, |_| 0).total(1),
         Op::Alltoall => unreachable!("priced above"),
     })

@@ -160,6 +160,10 @@ struct Plan {
     /// allreduce, when the model finds it faster than a reduce and a bcast), and how;
     /// `tree` is then one tree per site.
     exchange: Option<(Vec<usize>, crate::model::Exchange)>,
+    /// Site representatives that exchange their sites' blocks (hierarchical
+    /// allgather, when the model finds it faster than a gather and a bcast); `tree`
+    /// is then one tree per site.
+    block_exchange: Option<Vec<usize>>,
 }
 
 impl Plan {
@@ -173,12 +177,18 @@ impl Plan {
         let e = coll.elem_size;
         let mut sites = None;
         let mut exchange = None;
+        let mut block_exchange = None;
         let (tree, runs) = if let Some((forest, reps, kind)) =
             crate::model::allreduce_exchange(coll, topo, alg, flits)
         {
             let runs = coll.ordered().then(|| forest.runs());
             exchange = Some((reps, kind));
             (Some(forest), runs)
+        } else if let Some((forest, reps)) =
+            crate::model::allgather_exchange(coll, topo, alg, flits)
+        {
+            block_exchange = Some(reps);
+            (Some(forest), None)
         } else if coll.op == Op::Alltoall {
             if alg == Algorithm::Hierarchical {
                 sites = Some(alltoall::Sites::new(topo));
@@ -202,6 +212,7 @@ impl Plan {
             runs,
             sites,
             exchange,
+            block_exchange,
         })
     }
 
@@ -255,6 +266,11 @@ impl Plan {
             Op::Allgather => {
                 (b.rs.input_len, b.rs.output_len) = (n, pn);
                 self.up_gather(&mut b, t);
+                if let Some(reps) = &self.block_exchange {
+                    if reps.contains(&r) {
+                        self.exchange_blocks(&mut b, t, reps);
+                    }
+                }
                 let cut = pieces(pn, self.coll.elem_size, self.flits);
                 self.down(&mut b, t, &cut, Buf::Output);
             }
@@ -383,6 +399,37 @@ impl Plan {
         }
         for (i, piece) in self.pieces.iter().enumerate() {
             combine_flit(b, reps, i, piece, (got, mp), acc);
+        }
+    }
+
+    /// The exchange of a hierarchical allgather between site representatives, each
+    /// with its site's blocks gathered in `Output`: each sends every run of
+    /// consecutive ranks of its site, in one message, to every other representative,
+    /// and receives theirs in place.
+    fn exchange_blocks(&self, b: &mut Builder, t: &Tree, reps: &[usize]) {
+        let (r, n) = (b.rs.rank, self.n);
+        let runs_of = |q: usize| -> Vec<(usize, usize)> {
+            let mut site = t.subtree(q).to_vec();
+            site.sort_unstable();
+            let mut runs: Vec<(usize, usize)> = Vec::new();
+            for v in site {
+                match runs.last_mut() {
+                    Some(last) if last.1 == v => last.1 = v + 1,
+                    _ => runs.push((v, v + 1)),
+                }
+            }
+            runs
+        };
+        // Every run goes out before the first is awaited: one latency in all.
+        for (j, &(lo, hi)) in runs_of(r).iter().enumerate() {
+            for &q in reps.iter().filter(|&&q| q != r) {
+                b.send(q, tag(PHASE_EXCHANGE, j), Buf::Output, lo * n..hi * n);
+            }
+        }
+        for &q in reps.iter().filter(|&&q| q != r) {
+            for (j, &(lo, hi)) in runs_of(q).iter().enumerate() {
+                b.recv(q, tag(PHASE_EXCHANGE, j), Buf::Output, lo * n..hi * n);
+            }
         }
     }
 

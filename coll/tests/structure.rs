@@ -125,6 +125,24 @@ fn hierarchical_collectives_send_one_message_per_flit_per_site_across_sites() {
                 .all(|&n| n == (c - 1) * k));
             continue;
         }
+        if op == Op::Allgather {
+            // The representatives exchanged their sites' blocks (one WAN latency): each
+            // site sends one message per run of its consecutive ranks to each other
+            // site, and nothing else crosses.
+            let site = sites(&topo);
+            let mut runs = vec![0usize; c];
+            for (r, &g) in site.iter().enumerate() {
+                if r == 0 || site[r - 1] != g {
+                    runs[g as usize] += 1;
+                }
+            }
+            let sent = wan_sent_per_site(&topo, &rep);
+            assert!(
+                (0..c).all(|g| sent[g] == (c - 1) * runs[g]),
+                "{ctx}: sent {sent:?}, runs {runs:?}"
+            );
+            continue;
+        }
         assert_eq!(wan, (c - 1) * (up * k + down * k_down), "{ctx}");
         let tree_root = if op.is_rooted() { root } else { 0 };
         let root_site = topo.group(0, tree_root);
