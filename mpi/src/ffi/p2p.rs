@@ -83,30 +83,26 @@ unsafe fn recv_into(
     // SAFETY: `n` elements of `ty` at `buf`.
     let out = unsafe { out_span(buf, n, ty)? };
     if ty.is_contiguous() {
-        // libqcg's receive into a buffer it makes measured faster here at 1 MiB
-        // than its receive into a lent buffer (`recv_into`), copy included (see
-        // mpi/bench/pingpong.c); a longer message is consumed, as in Open MPI.
-        let m = c.recv(src, tag)?;
-        let st = St {
-            source: m.source as i32,
-            tag: m.tag as i32,
-            bytes: m.data.len(),
-            ..St::default()
-        };
-        if m.data.len() > out.len() {
-            return Err(MpiError::new(
-                Class::Truncate,
-                format!(
-                    "a message of {} bytes from rank {} (tag {}) does not fit a buffer of {} bytes",
-                    m.data.len(),
-                    m.source,
-                    m.tag,
-                    out.len()
-                ),
-            ));
+        // Straight into the caller's buffer (a large message lands there with no copy).
+        match c.recv_into(src, tag, out) {
+            Ok(st) => Ok(St::of(st)),
+            Err(qcg::Error::Truncated { .. }) => {
+                // Too long for the buffer: libqcg leaves it queued, MPI consumes it
+                // (MPI 3.1 §3.2.4) and says so.
+                let m = c.recv(src, tag)?;
+                Err(MpiError::new(
+                    Class::Truncate,
+                    format!(
+                        "a message of {} bytes from rank {} (tag {}) does not fit a buffer of {} bytes",
+                        m.data.len(),
+                        m.source,
+                        m.tag,
+                        n * ty.size
+                    ),
+                ))
+            }
+            Err(e) => Err(e.into()),
         }
-        out[..m.data.len()].copy_from_slice(&m.data);
-        Ok(st)
     } else {
         let mut tmp = vec![0u8; n * ty.size];
         let st = c.recv_into(src, tag, &mut tmp)?;
