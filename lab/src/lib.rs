@@ -50,6 +50,7 @@ pub mod check;
 pub mod delay;
 pub mod error;
 pub mod grid;
+pub mod harness;
 pub mod ops;
 pub mod plan;
 pub mod probe;
