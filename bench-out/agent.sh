@@ -20,4 +20,4 @@ case "$host" in
   10.4.0.5) name=delta-4 ;;
   *) echo "coll_osu agent: no lab host has address $host" >&2; exit 1 ;;
 esac
-exec '/work/main/target/release/qcg-lab' exec --prefix mp5644 "$name" -- sh -c "$*"
+exec '/work/main/target/release/qcg-lab' exec --prefix mp7559 "$name" -- sh -c "$*"
