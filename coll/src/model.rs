@@ -329,6 +329,41 @@ pub(crate) enum Exchange {
     Split,
 }
 
+/// What an exchange between site representatives starts from: bytes per rank, flits
+/// and the largest flit, the per-site forest and the representatives in site order.
+struct SiteExchange {
+    n: usize,
+    k: usize,
+    s: usize,
+    forest: Tree,
+    reps: Vec<usize>,
+}
+
+/// The [`SiteExchange`] of a hierarchical `op`; `None` for another operation or
+/// algorithm, bad arguments, or a single site.
+fn site_exchange(
+    op: Op,
+    coll: &Collective,
+    topo: &Topology,
+    alg: Algorithm,
+    flits: usize,
+) -> Option<SiteExchange> {
+    if coll.op != op || alg != Algorithm::Hierarchical {
+        return None;
+    }
+    let n = validate(coll, topo, alg, flits).ok()?;
+    let cut = pieces(n, coll.elem_size, flits);
+    let (k, s) = (cut.len(), cut.iter().map(|r| r.len()).max().unwrap_or(0));
+    let (forest, reps) = tree::site_forest(topo, 0, (s, k))?;
+    Some(SiteExchange {
+        n,
+        k,
+        s,
+        forest,
+        reps,
+    })
+}
+
 /// Whether a hierarchical allreduce of `coll` exchanges partials between site
 /// representatives (see [`exchange_time`]): when the topology has several sites, the
 /// result can be combined in rank order (a commutative operation, or sites that are
@@ -340,13 +375,13 @@ pub(crate) fn allreduce_exchange(
     alg: Algorithm,
     flits: usize,
 ) -> Option<(Tree, Vec<usize>, Exchange)> {
-    if coll.op != Op::Allreduce || alg != Algorithm::Hierarchical {
-        return None;
-    }
-    let n = validate(coll, topo, alg, flits).ok()?;
-    let cut = pieces(n, coll.elem_size, flits);
-    let (k, s) = (cut.len(), cut.iter().map(|r| r.len()).max().unwrap_or(0));
-    let (forest, reps) = tree::site_forest(topo, 0, (s, k))?;
+    let SiteExchange {
+        n,
+        k,
+        s,
+        forest,
+        reps,
+    } = site_exchange(Op::Allreduce, coll, topo, alg, flits)?;
     if coll.ordered() && forest.runs().iter().any(|r| r.len() > 1) {
         return None;
     }
@@ -422,13 +457,13 @@ pub(crate) fn allgather_exchange(
     alg: Algorithm,
     flits: usize,
 ) -> Option<(Tree, Vec<usize>)> {
-    if coll.op != Op::Allgather || alg != Algorithm::Hierarchical {
-        return None;
-    }
-    let n = validate(coll, topo, alg, flits).ok()?;
-    let cut = pieces(n, coll.elem_size, flits);
-    let (k, s) = (cut.len(), cut.iter().map(|r| r.len()).max().unwrap_or(0));
-    let (forest, reps) = tree::site_forest(topo, 0, (s, k))?;
+    let SiteExchange {
+        n,
+        k,
+        s,
+        forest,
+        reps,
+    } = site_exchange(Op::Allgather, coll, topo, alg, flits)?;
     // One message per run of consecutive ranks of a site, each with its own tag.
     let runs = forest.runs();
     if reps.iter().any(|&r| runs[r].len() >= 1 << 16) {

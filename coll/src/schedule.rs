@@ -408,26 +408,15 @@ impl Plan {
     /// and receives theirs in place.
     fn exchange_blocks(&self, b: &mut Builder, t: &Tree, reps: &[usize]) {
         let (r, n) = (b.rs.rank, self.n);
-        let runs_of = |q: usize| -> Vec<(usize, usize)> {
-            let mut site = t.subtree(q).to_vec();
-            site.sort_unstable();
-            let mut runs: Vec<(usize, usize)> = Vec::new();
-            for v in site {
-                match runs.last_mut() {
-                    Some(last) if last.1 == v => last.1 = v + 1,
-                    _ => runs.push((v, v + 1)),
-                }
-            }
-            runs
-        };
+        let runs = t.runs();
         // Every run goes out before the first is awaited: one latency in all.
-        for (j, &(lo, hi)) in runs_of(r).iter().enumerate() {
+        for (j, &(lo, hi)) in runs[r].iter().enumerate() {
             for &q in reps.iter().filter(|&&q| q != r) {
                 b.send(q, tag(PHASE_EXCHANGE, j), Buf::Output, lo * n..hi * n);
             }
         }
         for &q in reps.iter().filter(|&&q| q != r) {
-            for (j, &(lo, hi)) in runs_of(q).iter().enumerate() {
+            for (j, &(lo, hi)) in runs[q].iter().enumerate() {
                 b.recv(q, tag(PHASE_EXCHANGE, j), Buf::Output, lo * n..hi * n);
             }
         }
