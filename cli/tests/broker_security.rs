@@ -341,8 +341,16 @@ fn a_job_output_flood_is_capped_and_the_reader_told() {
 fn jobs_survive_a_broker_killed_with_sigkill() {
     let mut g = grid("");
     let id = g.submit("alice", 2, "echo started; exec sleep 3031");
-    wait_until("alice's job running", || g.state("alice", &id) == "running");
-    let before = g.call("alice", "GET", &format!("/v1/jobs/{id}"), "").json();
+    // The job is running as soon as its first rank is; wait for every rank too, so
+    // that nothing changes between the snapshot and the kill.
+    let mut before = serde_json::Value::Null;
+    wait_until("alice's job and both ranks running", || {
+        before = g.call("alice", "GET", &format!("/v1/jobs/{id}"), "").json();
+        before["status"]["state"] == "running"
+            && before["ranks"]
+                .as_array()
+                .is_some_and(|r| r.iter().all(|r| r["state"] == "running"))
+    });
 
     // SIGKILL: no chance to save anything on the way out.
     let mut broker = g.services.0.remove(0);
