@@ -255,7 +255,9 @@ async fn mismatched_sizes_and_short_buffers_are_named_on_every_rank() {
         assert!(e.contains("disagree") || e.contains("failed"), "{e}");
     }
     assert!(
-        sizes.iter().any(|e| e.contains("disagree on sizes")),
+        sizes
+            .iter()
+            .any(|e| e.contains("bytes per rank where this rank") && e.contains("disagree")),
         "{sizes:?}"
     );
     assert!(scatter[0].contains("not 3 blocks of 4"), "{scatter:?}");
@@ -316,8 +318,80 @@ async fn a_rank_with_another_root_is_named() {
     }
     let two = outcomes[2].1.as_ref().err().cloned().unwrap_or_default();
     assert!(
-        two.contains("rank 0 sent this rank a message of this call"),
+        two.contains(
+            "rank 0 called bcast with root 0 where this rank (rank 2) called bcast with root 1"
+        ),
         "{summary:?}"
     );
+    grid.shutdown().await;
+}
+
+/// Issue 10: a rank that names itself root of a broadcast. It waits for nothing, so
+/// it cannot learn in the call that the others named another root; but its
+/// messages say what it called, so the ranks that get them fail naming it instead of
+/// taking its bytes for the root's, and its next collective fails (the root's
+/// bytes meant for it are still unreceived).
+/// With two ranks that each name themselves root, neither receives anything in the
+/// call: the messages they leave behind make both their next collectives fail.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rank_that_names_itself_root_is_caught() {
+    let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
+    for (size, dissenter, root) in [(4u32, 3u32, 0u32), (2, 1, 0)] {
+        let comms = join(&grid, &format!("self-root-{size}"), size).await;
+        let outcomes = tokio::task::spawn_blocking(move || {
+            std::thread::scope(|s| {
+                let hs: Vec<_> = comms
+                    .iter()
+                    .map(|c| {
+                        s.spawn(move || {
+                            let me = c.rank();
+                            let r = if me == dissenter { me } else { root };
+                            let mut buf = vec![me as u8 + 10; 100];
+                            let first = c.bcast(r, &mut buf).map(|()| buf);
+                            let next = c.barrier();
+                            (
+                                first.map_err(|e| e.to_string()),
+                                next.map_err(|e| e.to_string()),
+                            )
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| h.join().unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await
+        .unwrap();
+        let summary = format!("{size} ranks: {outcomes:?}");
+        let root_byte = root as u8 + 10;
+        for (rank, (first, next)) in outcomes.iter().enumerate() {
+            let rank = rank as u32;
+            match first {
+                // Only the dissenter, which sent its own, or a rank holding the root's.
+                Ok(buf) => assert!(
+                    rank == dissenter || buf.iter().all(|&b| b == root_byte),
+                    "rank {rank} holds bytes that are not the root's: {summary}"
+                ),
+                Err(e) => assert!(
+                    e.contains(&format!("rank {dissenter}")) && e.contains("root"),
+                    "{summary}"
+                ),
+            }
+            // The dissenter does not go on as if all were well.
+            assert!(
+                rank != dissenter || first.is_err() || next.is_err(),
+                "rank {rank} never learnt: {summary}"
+            );
+        }
+        assert!(
+            outcomes
+                .iter()
+                .flat_map(|(f, n)| [f.as_ref().err(), n.as_ref().err()])
+                .flatten()
+                .any(|e| e.contains(&format!("root {dissenter}"))),
+            "no error says what rank {dissenter} called: {summary}"
+        );
+    }
     grid.shutdown().await;
 }

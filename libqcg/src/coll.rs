@@ -10,10 +10,14 @@
 //! ([`qcg_coll::auto`]) once per call shape.
 //!
 //! Every rank must make the same calls in the same order with the same root and
-//! sizes. When they do not, or a rank dies, the call fails on the surviving ranks with
-//! an error naming the rank they were waiting for, after at most the collective
-//! timeout (`QCG_COLL_TIMEOUT` seconds, 60 by default).
+//! sizes. Each message starts with what its sender called ([`crate::callsig`]): a
+//! rank that receives one of another call, or one that none of its receives takes,
+//! fails naming the sender and both calls ([`Error::Disagreement`]); a message an
+//! earlier call left unreceived fails the next call. A rank that dies, or one that
+//! sends nothing, is named after at most the collective timeout (`QCG_COLL_TIMEOUT`
+//! seconds, 60 by default).
 
+use crate::callsig::{op_name, CallSig, HEADER};
 use crate::comm::{Comm, View};
 use crate::engine::core::{Outcome, RecvBuf, SendBuf};
 use crate::engine::matching::Pattern;
@@ -23,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Context bit of collective traffic.
-const COLL_CONTEXT: u32 = 1 << 31;
+pub(crate) const COLL_CONTEXT: u32 = 1 << 31;
 /// Successive calls are kept apart by a sequence number above the schedule's tags.
 const SEQ_SHIFT: u32 = 18;
 const SEQ_MASK: u32 = (1 << 13) - 1;
@@ -66,7 +70,13 @@ impl std::str::FromStr for Algo {
 /// Schedules a communicator keeps: (call, algorithm and flits asked for) → this rank's
 /// schedule (choosing and building one costs up to a millisecond at 1024 ranks).
 pub(crate) type Schedules =
-    std::collections::HashMap<(Collective, Algo, Option<usize>), Arc<RankSchedule>>;
+    std::collections::HashMap<(Collective, Algo, Option<usize>), Arc<Planned>>;
+
+/// A call shape's schedule on this rank, and the signature its messages carry.
+pub(crate) struct Planned {
+    sched: RankSchedule,
+    sig: CallSig,
+}
 
 /// Most schedules a communicator keeps before starting afresh.
 const MAX_SCHEDULES: usize = 1024;
@@ -225,19 +235,6 @@ fn from_bytes<T: Number>(b: &[u8]) -> Vec<T> {
 /// Combines `d = d ∘ s` (or `s ∘ d`) elementwise over byte slices.
 type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8], Order);
 
-fn op_name(op: Op) -> &'static str {
-    match op {
-        Op::Bcast => "bcast",
-        Op::Reduce => "reduce",
-        Op::Allreduce => "allreduce",
-        Op::Gather => "gather",
-        Op::Scatter => "scatter",
-        Op::Allgather => "allgather",
-        Op::Barrier => "barrier",
-        Op::Alltoall => "alltoall",
-    }
-}
-
 struct Buffers<'a> {
     input: &'a [u8],
     output: Vec<u8>,
@@ -293,7 +290,7 @@ impl Comm {
 
     /// This rank's schedule of `coll` under the current options: built once per call
     /// shape (algorithm and flits from the cost model when asked), then kept.
-    fn schedule(&self, coll: &Collective) -> Result<Arc<RankSchedule>> {
+    fn schedule(&self, coll: &Collective) -> Result<Arc<Planned>> {
         let o = self.coll_options();
         let key = (*coll, o.algo, o.flits);
         let lock = || {
@@ -308,7 +305,12 @@ impl Comm {
         let (algo, flits) = self.choose_now(coll, o)?;
         let me = self.rank() as usize;
         let sched = qcg_coll::schedule_for(me, coll, self.topology(), algo, flits)
-            .map(Arc::new)
+            .map(|sched| {
+                Arc::new(Planned {
+                    sched,
+                    sig: CallSig::new(coll, algo, flits),
+                })
+            })
             .map_err(|e| Error::Collective {
                 op: op_name(coll.op),
                 message: e.to_string(),
@@ -364,7 +366,11 @@ impl Comm {
         combine: Option<Combine>,
     ) -> Result<Vec<u8>> {
         self.run_collective(coll, input, combine).map_err(|e| {
-            let aborted_by_peer = matches!(&e, Error::Collective { message, .. } if message.starts_with("rank ") && message.contains(" failed: "));
+            // What this call leaves unreceived is no sign of a later disagreement.
+            self.view()
+                .coll_failed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            let aborted_by_peer = matches!(&e, Error::Collective { message, .. } | Error::Disagreement { message, .. } if message.starts_with("rank ") && message.contains(" failed: "));
             if aborted_by_peer {
                 e
             } else {
@@ -373,12 +379,17 @@ impl Comm {
         })
     }
 
-    /// Tells every other rank that this rank's collective failed, and why.
+    /// Tells every other rank that this rank's collective failed, and why: a byte
+    /// for what the ranks disagree on (0: something else), then the error's text.
     fn abort(&self, e: Error) -> Error {
         let ctx = self.view().context | COLL_CONTEXT;
-        let text = e.to_string();
+        let mut why = vec![match &e {
+            Error::Disagreement { on, .. } => on.code(),
+            _ => 0,
+        }];
+        why.extend_from_slice(e.to_string().as_bytes());
         for r in (0..self.size()).filter(|&r| r != self.rank()) {
-            let _ = self.send_in(ctx, self.view().global(r), ABORT_TAG, text.as_bytes());
+            let _ = self.send_in(ctx, self.view().global(r), ABORT_TAG, &why);
         }
         e
     }
@@ -391,7 +402,8 @@ impl Comm {
     ) -> Result<Vec<u8>> {
         let name = op_name(coll.op);
         let err = |message: String| Error::Collective { op: name, message };
-        let sched = self.schedule(&coll)?;
+        let planned = self.schedule(&coll)?;
+        let sched = &planned.sched;
         if input.len() != sched.input_len {
             return Err(err(format!(
                 "this rank passed {} bytes where {} were expected",
@@ -404,6 +416,13 @@ impl Comm {
             .calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             & SEQ_MASK;
+        {
+            let mut recent = view.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if recent.len() > STALE_WINDOW as usize {
+                recent.pop_front();
+            }
+            recent.push_back((seq, planned.sig));
+        }
         let ctx = view.context | COLL_CONTEXT;
         let timeout = self.coll_options().timeout;
         let mut b = Buffers {
@@ -420,6 +439,9 @@ impl Comm {
             recvs: std::collections::VecDeque::new(),
             early: std::collections::VecDeque::new(),
             seq,
+            sig: planned.sig,
+            header: planned.sig.encode(),
+            check_stale: !view.coll_failed.load(std::sync::atomic::Ordering::Relaxed),
         };
         let r = run.execute(&sched.steps, &mut b, seq, combine);
         // Whatever is still pending (after a failure) is detached: an unmatched
@@ -681,6 +703,8 @@ impl Comm {
             rank,
             topology,
             calls: Default::default(),
+            coll_failed: Default::default(),
+            recent: Default::default(),
             splits: Default::default(),
             options: std::sync::Mutex::new(self.coll_options()),
             schedules: Default::default(),
@@ -736,6 +760,8 @@ impl Comm {
             rank: rank as u32,
             topology,
             calls: Default::default(),
+            coll_failed: Default::default(),
+            recent: Default::default(),
             splits: Default::default(),
             options: std::sync::Mutex::new(self.coll_options()),
             schedules: Default::default(),
@@ -787,6 +813,22 @@ struct Rounds<'a> {
     early: std::collections::VecDeque<usize>,
     /// This call's sequence number (in the tags' top bits).
     seq: u32,
+    /// What this rank called, as its messages carry it at their head.
+    sig: CallSig,
+    header: [u8; HEADER],
+    /// Whether a message of a recent earlier call still unreceived is an error
+    /// (not after a call failed here, which leaves its messages behind).
+    check_stale: bool,
+}
+
+/// How many calls back a message still unreceived is taken for one of an earlier
+/// call (the tags' sequence numbers wrap; one that far ahead is of a later call).
+const STALE_WINDOW: u32 = 64;
+
+/// Whether a message of call `theirs` is of a call before `current`, and recent.
+fn stale(current: u32, theirs: u32) -> bool {
+    let back = current.wrapping_sub(theirs) & SEQ_MASK;
+    (1..=STALE_WINDOW).contains(&back)
 }
 
 fn overlaps(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
@@ -809,6 +851,8 @@ impl Rounds<'_> {
         combine: Option<Combine>,
     ) -> Result<()> {
         let view = self.comm.view();
+        // Not this call's messages: they may come before their receives are posted.
+        self.leftovers(false)?;
         {
             let mut core = self.comm.inner.engine.core();
             for step in steps {
@@ -836,7 +880,10 @@ impl Rounds<'_> {
                     self.comm
                         .ensure_link(g)
                         .map_err(|e| self.err(format!("sending to rank {to}: {e}")))?;
-                    let data = b.get(*buf)[range.clone()].to_vec();
+                    let body = &b.get(*buf)[range.clone()];
+                    let mut data = Vec::with_capacity(HEADER + body.len());
+                    data.extend_from_slice(&self.header);
+                    data.extend_from_slice(body);
                     self.comm.count_sent(g, data.len());
                     let id = self.comm.inner.engine.core().post_send(
                         g,
@@ -915,12 +962,31 @@ impl Rounds<'_> {
             if let Err(e) = self.await_request(id, to) {
                 self.sends = sends[i + 1..].to_vec();
                 return Err(match e {
-                    Error::Collective { .. } => e,
+                    Error::Collective { .. } | Error::Disagreement { .. } => e,
                     other => self.err(format!("sending to rank {to}: {other}")),
                 });
             }
         }
-        Ok(())
+        // Messages on a link arrive in the order sent: an earlier call's message from a
+        // rank this call heard from is here by now, as is any of this call that no
+        // receive took.
+        self.leftovers(true)
+    }
+
+    /// Fails if the oldest message in the collective context that no receive took
+    /// is of a recent earlier call (or, with `this_call`, of this one).
+    fn leftovers(&self, this_call: bool) -> Result<()> {
+        let first = self.comm.inner.engine.core().iprobe(&Pattern {
+            context: self.ctx,
+            source: None,
+            tag: None,
+        });
+        match first {
+            Ok(Some(st)) if this_call || st.tag >> SEQ_SHIFT != self.seq => {
+                self.unexpected(st.source, st.tag).map_or(Ok(()), Err)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Completes, in posting order, the pending receives into bytes that overlap
@@ -941,6 +1007,93 @@ impl Rounds<'_> {
         self.complete_recvs(b, last + 1)
     }
 
+    /// Checks that the message `data` from rank `from` (of the communicator) belongs
+    /// to the call this rank makes.
+    fn check_header(&self, from: u32, data: &[u8]) -> Result<()> {
+        let Some(theirs) = CallSig::decode(data) else {
+            return Err(self.err(format!(
+                "rank {from} sent a message of {} bytes without a collective header: it is not running this library's collectives",
+                data.len()
+            )));
+        };
+        match theirs.disagreement(&self.sig) {
+            None => Ok(()),
+            Some(on) => Err(Error::Disagreement {
+                op: self.name,
+                on,
+                message: crate::callsig::mismatch_text(from, &theirs, self.comm.rank(), &self.sig),
+            }),
+        }
+    }
+
+    /// The error for a message (global source, tag) in the collective context that
+    /// none of this call's receives takes, if it is one: of this call, or left
+    /// unreceived by a recent earlier one. The message is received to read what its
+    /// sender called.
+    fn unexpected(&self, source: u32, tag: u32) -> Option<Error> {
+        let of = tag >> SEQ_SHIFT;
+        let earlier = stale(self.seq, of);
+        if tag == ABORT_TAG || !(of == self.seq || self.check_stale && earlier) {
+            return None;
+        }
+        let who = self.comm.view().local(source).unwrap_or(source);
+        let m = match self.comm.recv_in(self.ctx, Some(source), Some(tag), None) {
+            Ok(m) => m,
+            Err(e) => return Some(e),
+        };
+        let theirs = CallSig::decode(&m.data);
+        let mine = if earlier {
+            let recent = self
+                .comm
+                .view()
+                .recent
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            recent.iter().find(|(s, _)| *s == of).map(|&(_, sig)| sig)
+        } else {
+            Some(self.sig)
+        };
+        if let (Some(t), Some(mine)) = (theirs, mine) {
+            if let Some(on) = t.disagreement(&mine) {
+                let back = if earlier {
+                    format!(
+                        " ({} calls back, found by this rank's {} call)",
+                        self.seq.wrapping_sub(of) & SEQ_MASK,
+                        self.name
+                    )
+                } else {
+                    String::new()
+                };
+                return Some(Error::Disagreement {
+                    op: if earlier { op_name(mine.op) } else { self.name },
+                    on,
+                    message: format!(
+                        "{}{back}",
+                        crate::callsig::mismatch_text(who, &t, self.comm.rank(), &mine)
+                    ),
+                });
+            }
+        }
+        let when = if earlier {
+            format!(
+                "a message of a collective {} calls back that this rank never received",
+                self.seq.wrapping_sub(of) & SEQ_MASK
+            )
+        } else {
+            "a message of this call that its schedule does not expect".to_string()
+        };
+        Some(match theirs {
+            Some(t) => self.err(format!(
+                "rank {who} sent {when} ({}): the ranks disagreed on a call, rank {who} or this rank (rank {}) is at fault",
+                t.describe_against(&t),
+                self.comm.rank()
+            )),
+            None => self.err(format!(
+                "rank {who} sent {when}, without a collective header: the ranks disagree on the call"
+            )),
+        })
+    }
+
     /// Completes the first `n` pending receives, in posting order.
     fn complete_recvs(&mut self, b: &mut Buffers<'_>, n: usize) -> Result<()> {
         for _ in 0..n {
@@ -955,7 +1108,7 @@ impl Rounds<'_> {
                 }
                 Err(e) => {
                     return Err(match e {
-                        Error::Collective { .. } => e,
+                        Error::Collective { .. } | Error::Disagreement { .. } => e,
                         Error::PeerLost { reason, .. } => {
                             self.err(format!("rank {} is gone: {reason}", p.from))
                         }
@@ -963,16 +1116,18 @@ impl Rounds<'_> {
                     })
                 }
             };
-            if data.len() != p.range.len() {
+            self.check_header(p.from as u32, &data)?;
+            let body = &data[HEADER..];
+            if body.len() != p.range.len() {
                 return Err(self.err(format!(
                     "rank {} sent {} bytes where {} were expected: the ranks disagree on sizes or roots",
                     p.from,
-                    data.len(),
+                    body.len(),
                     p.range.len()
                 )));
             }
             let mut dst = b.take(p.buf);
-            dst[p.range.clone()].copy_from_slice(&data);
+            dst[p.range.clone()].copy_from_slice(body);
             b.put(p.buf, dst);
         }
         Ok(())
@@ -984,7 +1139,7 @@ impl Rounds<'_> {
         enum Woke {
             Done(Result<Outcome>),
             Abort,
-            Stray(u32),
+            Stray(u32, u32),
         }
         let abort = Pattern {
             context: self.ctx,
@@ -997,6 +1152,7 @@ impl Rounds<'_> {
             tag: None,
         };
         let seq = self.seq;
+        let check_stale = self.check_stale;
         let engine = &self.comm.inner.engine;
         let deadline = std::time::Instant::now() + self.timeout;
         let woke = engine.wait(
@@ -1010,8 +1166,12 @@ impl Rounds<'_> {
                 // Every receive of this call was posted first: a message of this call
                 // that none of them took is one this rank's schedule does not expect.
                 match core.iprobe(&anything) {
-                    Ok(Some(st)) if st.tag != ABORT_TAG && st.tag >> SEQ_SHIFT == seq => {
-                        Some(Woke::Stray(st.source))
+                    Ok(Some(st))
+                        if st.tag != ABORT_TAG
+                            && (st.tag >> SEQ_SHIFT == seq
+                                || (check_stale && stale(seq, st.tag >> SEQ_SHIFT))) =>
+                    {
+                        Some(Woke::Stray(st.source, st.tag))
                     }
                     _ => None,
                 }
@@ -1023,21 +1183,26 @@ impl Rounds<'_> {
                 Outcome::Received(_, data) => Ok(data),
                 _ => Ok(None),
             },
-            Some(Woke::Stray(from)) => {
+            Some(Woke::Stray(from, tag)) => {
                 engine.core().detach(id);
-                let who = self.comm.view().local(from).unwrap_or(from);
-                Err(self.err(format!(
-                    "rank {who} sent this rank a message of this call that its schedule does not expect: the ranks disagree on the call (root, count or operation), rank {who} or this rank is at fault"
-                )))
+                Err(self
+                    .unexpected(from, tag)
+                    .unwrap_or_else(|| self.err("a stray message went away".into())))
             }
             Some(Woke::Abort) => {
                 engine.core().detach(id);
                 let m = self.comm.recv_in(self.ctx, None, Some(ABORT_TAG), None)?;
                 let who = self.comm.view().local(m.source).unwrap_or(m.source);
-                Err(self.err(format!(
-                    "rank {who} failed: {}",
-                    String::from_utf8_lossy(&m.data)
-                )))
+                let (code, text) = m.data.split_first().unwrap_or((&0, &[]));
+                let message = format!("rank {who} failed: {}", String::from_utf8_lossy(text));
+                Err(match crate::callsig::Disagree::from_code(*code) {
+                    Some(on) => Error::Disagreement {
+                        op: self.name,
+                        on,
+                        message,
+                    },
+                    None => self.err(message),
+                })
             }
             None => {
                 engine.core().detach(id);

@@ -74,6 +74,10 @@ pub(crate) struct View {
     pub(crate) topology: qcg_coll::Topology,
     /// Collective calls made on this communicator (tags of successive calls differ).
     pub(crate) calls: std::sync::atomic::AtomicU32,
+    /// Whether a collective failed here (it may have left messages unreceived).
+    pub(crate) coll_failed: std::sync::atomic::AtomicBool,
+    /// The latest collective calls here: (sequence number, what this rank called).
+    pub(crate) recent: Mutex<std::collections::VecDeque<(u32, crate::callsig::CallSig)>>,
     /// Sub-communicators made from this one.
     pub(crate) splits: std::sync::atomic::AtomicU32,
     /// How collectives run.
@@ -197,6 +201,8 @@ impl Comm {
             rank: inner.env.rank,
             topology,
             calls: Default::default(),
+            coll_failed: Default::default(),
+            recent: Default::default(),
             splits: Default::default(),
             options: Mutex::new(crate::coll::CollOptions::from_env()),
             schedules: Mutex::default(),
@@ -370,6 +376,8 @@ impl Comm {
             rank: v.rank,
             topology,
             calls: std::sync::atomic::AtomicU32::new(v.calls.load(Ordering::Relaxed)),
+            coll_failed: std::sync::atomic::AtomicBool::new(v.coll_failed.load(Ordering::Relaxed)),
+            recent: Mutex::new(lock(&v.recent).clone()),
             splits: std::sync::atomic::AtomicU32::new(v.splits.load(Ordering::Relaxed)),
             options: Mutex::new(*lock(&v.options)),
             schedules: Mutex::default(),

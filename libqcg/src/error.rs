@@ -78,6 +78,18 @@ pub enum Error {
         /// What went wrong, naming the rank at fault where known.
         message: String,
     },
+    /// The ranks called a collective differently (another operation, root, size or
+    /// collective settings), found from the call's own messages: the call fails
+    /// rather than take another call's bytes for this one's.
+    #[error("{op}: {message}")]
+    Disagreement {
+        /// The operation.
+        op: &'static str,
+        /// What the ranks disagree on.
+        on: crate::callsig::Disagree,
+        /// Which rank called what.
+        message: String,
+    },
     /// A message is longer than the buffer posted for it. The message is not lost:
     /// a receive with a large enough buffer still gets it.
     #[error("a message of {len} bytes from rank {from} (tag {tag}) does not fit a buffer of {capacity} bytes")]

@@ -24,6 +24,7 @@
 //! }
 //! ```
 
+pub mod callsig;
 pub mod coll;
 pub mod comm;
 pub mod control;

@@ -111,6 +111,12 @@ impl From<qcg::Error> for MpiError {
             qcg::Error::InvalidRank { .. } => Class::Rank,
             qcg::Error::Truncated { .. } => Class::Truncate,
             qcg::Error::InvalidArgument(_) => Class::Arg,
+            qcg::Error::Disagreement { on, .. } => match on {
+                qcg::callsig::Disagree::Root => Class::Root,
+                qcg::callsig::Disagree::Size => Class::Count,
+                qcg::callsig::Disagree::Operation => Class::Op,
+                qcg::callsig::Disagree::Settings => Class::Other,
+            },
             _ => Class::Other,
         };
         MpiError::new(class, e.to_string())

@@ -321,7 +321,8 @@ fn a_reduction_with_another_root_on_one_rank_fails_naming_it() -> Result<()> {
     assert!(
         all.contains("MPI_Reduce failed on rank")
             && all.contains("MPI_ERR_ROOT")
-            && all.contains("rank 3 is at fault"),
+            && all.contains("rank 3 called reduce with root 1 where this rank")
+            && !all.contains("MPI_ERR_OTHER"),
         "{all}"
     );
     Ok(())
@@ -335,6 +336,22 @@ fn a_reduction_with_another_datatype_of_the_same_size_fails_naming_it() -> Resul
             && all.contains("MPI_ERR_TYPE")
             && all.contains("rank 1 is at fault")
             && !all.contains("allreduce gave"),
+        "{all}"
+    );
+    Ok(())
+}
+
+/// A rank that names itself root of a broadcast receives nothing, so it cannot tell
+/// in the call; the ranks its bytes reach fail naming it rather than take them for
+/// the root's, and its own next call (here `MPI_Finalize`) fails on what the root
+/// sent it.
+#[test]
+fn a_bcast_whose_rank_names_itself_root_fails_naming_it() -> Result<()> {
+    let all = failed_run("bcastroot")?;
+    assert!(
+        all.contains("MPI_ERR_ROOT")
+            && all.contains("called bcast with root 3")
+            && (0..3).all(|r| !all.contains(&format!("rank {r}: bcast gave 103"))),
         "{all}"
     );
     Ok(())

@@ -645,7 +645,14 @@ impl<C: Read + Write> Core<C> {
         h.context = context;
         h.id = id as u32;
         h.len = len as u64;
-        let out = if len <= self.limits.eager && !sync {
+        // A collective's message carries the call's signature at its head: a flit the
+        // cost model sized to the eager limit still goes at once.
+        let allowance = if context & crate::coll::COLL_CONTEXT != 0 {
+            crate::callsig::HEADER
+        } else {
+            0
+        };
+        let out = if len <= self.limits.eager + allowance && !sync {
             Out {
                 head: h.encode(),
                 body: Some(buf),

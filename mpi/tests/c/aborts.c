@@ -6,7 +6,9 @@
  *   aborts op          rank 2 calls MPI_Allreduce with MPI_MAX, the others MPI_SUM
  *   aborts root        rank 3 calls MPI_Reduce with root 1, the others root 0
  *   aborts ldtype      rank 1 reduces MPI_LONG, the others MPI_DOUBLE (same size)
- *   aborts a2av        rank 0 sends rank 1 one int where rank 1 expects two */
+ *   aborts a2av        rank 0 sends rank 1 one int where rank 1 expects two
+ *   aborts bcastroot   rank 3 calls MPI_Bcast with root 3 (itself), the others root 0,
+ *                      then every rank calls MPI_Finalize */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,8 +54,14 @@ int main(int argc, char **argv) {
         MPI_Alltoallv(sb, sc, sd, MPI_INT, rb, rc, rd, MPI_INT, MPI_COMM_WORLD);
         printf("rank %d: alltoallv gave %d %d\n", me, rb[0], rb[1]);
     }
+    if (strcmp(mode, "bcastroot") == 0) {
+        int root = me == 3 ? 3 : 0, v = me == root ? 100 + me : -1;
+        MPI_Bcast(&v, 1, MPI_INT, root, MPI_COMM_WORLD);
+        printf("rank %d: bcast gave %d\n", me, v);
+        fflush(stdout);
+    }
     /* The others wait for a message that never comes: the job must be stopped. */
-    if (strcmp(mode, "ok") != 0) MPI_Recv(&x, 1, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (strcmp(mode, "ok") != 0 && strcmp(mode, "bcastroot") != 0) MPI_Recv(&x, 1, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Finalize();
     return 0;
 }

@@ -1,0 +1,313 @@
+//! What a rank passed to a collective, written at the head of every message of the
+//! call, so that a receiver learns at no extra message whether its sender called the
+//! same collective: the same operation, root, sizes and settings. Without it, a rank
+//! that named another root could hand its peers its own bytes, which they would take
+//! for the root's. Pure code over bytes.
+
+use qcg_coll::{Algorithm, Collective, Op};
+
+/// Bytes at the head of every collective message.
+pub const HEADER: usize = 24;
+
+/// Version of the header's layout (its first byte).
+const VERSION: u8 = 1;
+
+/// One rank's view of a collective call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallSig {
+    /// The operation.
+    pub op: Op,
+    /// The root (0 for the unrooted operations).
+    pub root: u32,
+    /// Bytes per rank (0 for a barrier).
+    pub bytes: u64,
+    /// Element size of a reduction (1 otherwise).
+    pub elem_size: u32,
+    /// Whether the reduction may combine in any order.
+    pub commutative: bool,
+    /// The schedule's shape.
+    pub algorithm: Algorithm,
+    /// Flits per message.
+    pub flits: u32,
+}
+
+/// Which part of a call the ranks disagree on, the most telling first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disagree {
+    /// The operation (or whether it commutes).
+    Operation,
+    /// The root.
+    Root,
+    /// The sizes.
+    Size,
+    /// Only how the collective runs (`QCG_COLL_ALGO`, `QCG_COLL_FLITS`).
+    Settings,
+}
+
+impl Disagree {
+    const ALL: [Disagree; 4] = [
+        Disagree::Operation,
+        Disagree::Root,
+        Disagree::Size,
+        Disagree::Settings,
+    ];
+
+    /// A byte for it (never 0, which stands for no disagreement).
+    pub fn code(self) -> u8 {
+        Disagree::ALL.iter().position(|&d| d == self).unwrap_or(0) as u8 + 1
+    }
+
+    /// The disagreement a byte stands for, if any.
+    pub fn from_code(c: u8) -> Option<Disagree> {
+        Disagree::ALL.get((c as usize).checked_sub(1)?).copied()
+    }
+}
+
+const OPS: [Op; 8] = [
+    Op::Bcast,
+    Op::Reduce,
+    Op::Allreduce,
+    Op::Gather,
+    Op::Scatter,
+    Op::Allgather,
+    Op::Barrier,
+    Op::Alltoall,
+];
+
+fn rooted(op: Op) -> bool {
+    matches!(op, Op::Bcast | Op::Reduce | Op::Gather | Op::Scatter)
+}
+
+fn reduction(op: Op) -> bool {
+    matches!(op, Op::Reduce | Op::Allreduce)
+}
+
+/// The name of an operation, as errors print it.
+pub fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Bcast => "bcast",
+        Op::Reduce => "reduce",
+        Op::Allreduce => "allreduce",
+        Op::Gather => "gather",
+        Op::Scatter => "scatter",
+        Op::Allgather => "allgather",
+        Op::Barrier => "barrier",
+        Op::Alltoall => "alltoall",
+    }
+}
+
+fn algorithm_name(a: Algorithm) -> &'static str {
+    match a {
+        Algorithm::Hierarchical => "hierarchical",
+        Algorithm::FlatBinomial => "flat-binomial",
+        Algorithm::FlatLinear => "flat-linear",
+        Algorithm::Chain => "chain",
+    }
+}
+
+impl CallSig {
+    /// The signature of `coll` run as `algorithm` in `flits` flits. What the
+    /// operation ignores (the root of an unrooted one, a barrier's size, the
+    /// element size and order of what is not a reduction) is left out, so that ranks
+    /// that differ only there agree.
+    pub fn new(coll: &Collective, algorithm: Algorithm, flits: usize) -> CallSig {
+        let red = reduction(coll.op);
+        CallSig {
+            op: coll.op,
+            root: if rooted(coll.op) { coll.root as u32 } else { 0 },
+            bytes: if coll.op == Op::Barrier {
+                0
+            } else {
+                coll.bytes as u64
+            },
+            elem_size: if red { coll.elem_size as u32 } else { 1 },
+            commutative: !red || coll.commutative,
+            algorithm,
+            flits: u32::try_from(flits).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The header bytes.
+    pub fn encode(&self) -> [u8; HEADER] {
+        let mut h = [0u8; HEADER];
+        h[0] = VERSION;
+        h[1] = OPS.iter().position(|&o| o == self.op).unwrap_or(0) as u8;
+        h[2] = Algorithm::ALL
+            .iter()
+            .position(|&a| a == self.algorithm)
+            .unwrap_or(0) as u8;
+        h[3] = u8::from(self.commutative);
+        h[4..8].copy_from_slice(&self.root.to_le_bytes());
+        h[8..16].copy_from_slice(&self.bytes.to_le_bytes());
+        h[16..20].copy_from_slice(&self.elem_size.to_le_bytes());
+        h[20..24].copy_from_slice(&self.flits.to_le_bytes());
+        h
+    }
+
+    /// Reads a header; `None` if `b` is too short or not a header.
+    pub fn decode(b: &[u8]) -> Option<CallSig> {
+        let h = b.get(..HEADER)?;
+        if h[0] != VERSION || h[3] > 1 {
+            return None;
+        }
+        let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&h[8..16]);
+        Some(CallSig {
+            op: *OPS.get(h[1] as usize)?,
+            algorithm: *Algorithm::ALL.get(h[2] as usize)?,
+            commutative: h[3] == 1,
+            root: word(4),
+            bytes: u64::from_le_bytes(bytes),
+            elem_size: word(16),
+            flits: word(20),
+        })
+    }
+
+    /// What the two calls disagree on (the most telling part), if anything.
+    pub fn disagreement(&self, other: &CallSig) -> Option<Disagree> {
+        if self.op != other.op || self.commutative != other.commutative {
+            Some(Disagree::Operation)
+        } else if self.root != other.root {
+            Some(Disagree::Root)
+        } else if self.bytes != other.bytes || self.elem_size != other.elem_size {
+            Some(Disagree::Size)
+        } else if self.algorithm != other.algorithm || self.flits != other.flits {
+            Some(Disagree::Settings)
+        } else {
+            None
+        }
+    }
+
+    /// The parts of this call that differ from `other`, in words: "bcast with root
+    /// 3", "allreduce of 1024 bytes per rank in elements of 8 bytes".
+    pub fn describe_against(&self, other: &CallSig) -> String {
+        let mut parts = Vec::new();
+        if self.op != other.op || rooted(self.op) {
+            parts.push(if rooted(self.op) {
+                format!("{} with root {}", op_name(self.op), self.root)
+            } else {
+                op_name(self.op).to_string()
+            });
+        } else {
+            parts.push(op_name(self.op).to_string());
+        }
+        if self.op != Op::Barrier && (self.bytes != other.bytes || self.op != other.op) {
+            parts.push(format!("of {} bytes per rank", self.bytes));
+        }
+        if self.elem_size != other.elem_size {
+            parts.push(format!("in elements of {} bytes", self.elem_size));
+        }
+        if self.commutative != other.commutative {
+            parts.push(if self.commutative {
+                "with a commutative operation".to_string()
+            } else {
+                "with a non-commutative operation".to_string()
+            });
+        }
+        if self.algorithm != other.algorithm || self.flits != other.flits {
+            parts.push(format!(
+                "run as {} in {} flits",
+                algorithm_name(self.algorithm),
+                self.flits
+            ));
+        }
+        parts.join(" ")
+    }
+}
+
+/// The words of an error for a message from rank `from`, which called `theirs`,
+/// received by rank `me`, which called `mine`.
+pub fn mismatch_text(from: u32, theirs: &CallSig, me: u32, mine: &CallSig) -> String {
+    let hint = match theirs.disagreement(mine) {
+        Some(Disagree::Settings) => {
+            ": the ranks run collectives with other settings (QCG_COLL_ALGO, QCG_COLL_FLITS)"
+        }
+        _ => ": the ranks disagree on the call",
+    };
+    format!(
+        "rank {from} called {} where this rank (rank {me}) called {}{hint}",
+        theirs.describe_against(mine),
+        mine.describe_against(theirs)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(op: Op, root: usize, bytes: usize) -> CallSig {
+        CallSig::new(
+            &Collective::new(op, root, bytes),
+            Algorithm::Hierarchical,
+            1,
+        )
+    }
+
+    #[test]
+    fn a_header_reads_back_as_written_and_garbage_is_refused() {
+        for op in OPS {
+            for a in Algorithm::ALL {
+                let mut c = Collective::new(op, 7, 1 << 33);
+                c.elem_size = 8;
+                c.commutative = false;
+                let s = CallSig::new(&c, a, 12);
+                assert_eq!(CallSig::decode(&s.encode()), Some(s));
+            }
+        }
+        let good = sig(Op::Bcast, 1, 10).encode();
+        assert_eq!(CallSig::decode(&good[..HEADER - 1]), None);
+        for (i, v) in [(0, 2u8), (1, 8), (2, 4), (3, 2)] {
+            let mut bad = good;
+            bad[i] = v;
+            assert_eq!(CallSig::decode(&bad), None, "byte {i} = {v}");
+        }
+    }
+
+    #[test]
+    fn what_an_operation_ignores_is_left_out() {
+        assert_eq!(sig(Op::Allreduce, 0, 8), sig(Op::Allreduce, 3, 8));
+        assert_eq!(sig(Op::Barrier, 1, 0), sig(Op::Barrier, 0, 99));
+        let mut c = Collective::new(Op::Bcast, 2, 8);
+        c.elem_size = 4;
+        c.commutative = false;
+        assert_eq!(
+            CallSig::new(&c, Algorithm::Hierarchical, 1),
+            sig(Op::Bcast, 2, 8)
+        );
+        assert_ne!(sig(Op::Bcast, 0, 8), sig(Op::Bcast, 1, 8));
+    }
+
+    #[test]
+    fn the_error_says_what_each_side_called() {
+        let mine = sig(Op::Bcast, 0, 1000);
+        let theirs = sig(Op::Bcast, 3, 1000);
+        assert_eq!(theirs.disagreement(&mine), Some(Disagree::Root));
+        assert_eq!(
+            mismatch_text(3, &theirs, 1, &mine),
+            "rank 3 called bcast with root 3 where this rank (rank 1) called bcast with root 0: the ranks disagree on the call"
+        );
+        let t = mismatch_text(2, &sig(Op::Gather, 0, 8), 0, &sig(Op::Gather, 0, 16));
+        assert!(t.contains("gather with root 0 of 8 bytes per rank"), "{t}");
+        assert!(t.contains("gather with root 0 of 16 bytes per rank"), "{t}");
+        let t = mismatch_text(1, &sig(Op::Allreduce, 0, 8), 0, &sig(Op::Barrier, 0, 0));
+        assert!(t.contains("called allreduce of 8 bytes per rank"), "{t}");
+        let other = CallSig::new(&Collective::new(Op::Allgather, 0, 8), Algorithm::Chain, 4);
+        let t = mismatch_text(1, &other, 0, &sig(Op::Allgather, 0, 8));
+        assert!(t.contains("run as chain in 4 flits"), "{t}");
+        assert!(t.contains("QCG_COLL_ALGO"), "{t}");
+        assert_eq!(
+            sig(Op::Bcast, 0, 8).disagreement(&sig(Op::Bcast, 0, 8)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_disagreement_reads_back_from_its_byte() {
+        for d in Disagree::ALL {
+            assert_eq!(Disagree::from_code(d.code()), Some(d));
+        }
+        assert_eq!(Disagree::from_code(0), None);
+        assert_eq!(Disagree::from_code(5), None);
+    }
+}
