@@ -104,6 +104,15 @@ async fn join(grid: &LocalGrid, job: &str, size: u32) -> Vec<Comm> {
     .unwrap()
 }
 
+/// `f` on every rank at once, one thread each; the results in rank order.
+fn on_every_rank<T: Send>(comms: &[Comm], f: impl Fn(&Comm) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let hs: Vec<_> = comms.iter().map(|c| s.spawn(move || f(c))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 /// Messages each rank sent to ranks of other clusters, summed, during `f`.
 fn cross_site_messages(comms: &[Comm], f: impl Fn(&Comm) + Sync) -> u64 {
     let cluster = |c: &Comm, r: u32| c.topology().path(r as usize)[0].clone();
@@ -190,22 +199,12 @@ async fn a_rank_dying_mid_collective_fails_every_survivor_by_name() {
         });
         let dead = comms.remove(2);
         drop(dead);
-        std::thread::scope(|s| {
-            let hs: Vec<_> = comms
-                .iter()
-                .map(|c| {
-                    s.spawn(move || {
-                        c.set_coll_options(CollOptions {
-                            timeout: Duration::from_secs(5),
-                            ..c.coll_options()
-                        });
-                        c.allreduce(&[1u32], ReduceOp::Sum).unwrap_err().to_string()
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
+        on_every_rank(&comms, |c| {
+            c.set_coll_options(CollOptions {
+                timeout: Duration::from_secs(5),
+                ..c.coll_options()
+            });
+            c.allreduce(&[1u32], ReduceOp::Sum).unwrap_err().to_string()
         })
     })
     .await
@@ -222,30 +221,14 @@ async fn mismatched_sizes_and_short_buffers_are_named_on_every_rank() {
     let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
     let comms = join(&grid, "mismatch", 3).await;
     let (sizes, scatter) = tokio::task::spawn_blocking(move || {
-        let sizes: Vec<String> = std::thread::scope(|s| {
-            let hs: Vec<_> = comms
-                .iter()
-                .map(|c| {
-                    s.spawn(move || {
-                        c.allgather(&vec![1u8; 10 + c.rank() as usize])
-                            .unwrap_err()
-                            .to_string()
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        let sizes = on_every_rank(&comms, |c| {
+            c.allgather(&vec![1u8; 10 + c.rank() as usize])
+                .unwrap_err()
+                .to_string()
         });
-        let scatter: Vec<String> = std::thread::scope(|s| {
-            let hs: Vec<_> = comms
-                .iter()
-                .map(|c| {
-                    s.spawn(move || {
-                        let data = vec![0u8; 5]; // not 3 blocks of 4
-                        c.scatter(0, &data, 4).unwrap_err().to_string()
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        let scatter = on_every_rank(&comms, |c| {
+            let data = vec![0u8; 5]; // not 3 blocks of 4
+            c.scatter(0, &data, 4).unwrap_err().to_string()
         });
         (sizes, scatter)
     })
@@ -280,22 +263,12 @@ async fn a_rank_with_another_root_is_named() {
     let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
     let comms = join(&grid, "roots", 4).await;
     let outcomes = tokio::task::spawn_blocking(move || {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = comms
-                .iter()
-                .map(|c| {
-                    s.spawn(move || {
-                        // Rank 2 waits for rank 1 to send, which believes rank 0 does.
-                        let root = if c.rank() == 2 { 1 } else { 0 };
-                        let mut buf = vec![c.rank() as u8 + 10; 1000];
-                        let r = c.bcast(root, &mut buf).map(|()| buf);
-                        (c.rank(), r.map_err(|e| e.to_string()))
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().unwrap())
-                .collect::<Vec<_>>()
+        on_every_rank(&comms, |c| {
+            // Rank 2 waits for rank 1 to send, which believes rank 0 does.
+            let root = if c.rank() == 2 { 1 } else { 0 };
+            let mut buf = vec![c.rank() as u8 + 10; 1000];
+            let r = c.bcast(root, &mut buf).map(|()| buf);
+            (c.rank(), r.map_err(|e| e.to_string()))
         })
     })
     .await
@@ -339,26 +312,16 @@ async fn a_rank_that_names_itself_root_is_caught() {
     for (size, dissenter, root) in [(4u32, 3u32, 0u32), (2, 1, 0)] {
         let comms = join(&grid, &format!("self-root-{size}"), size).await;
         let outcomes = tokio::task::spawn_blocking(move || {
-            std::thread::scope(|s| {
-                let hs: Vec<_> = comms
-                    .iter()
-                    .map(|c| {
-                        s.spawn(move || {
-                            let me = c.rank();
-                            let r = if me == dissenter { me } else { root };
-                            let mut buf = vec![me as u8 + 10; 100];
-                            let first = c.bcast(r, &mut buf).map(|()| buf);
-                            let next = c.barrier();
-                            (
-                                first.map_err(|e| e.to_string()),
-                                next.map_err(|e| e.to_string()),
-                            )
-                        })
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|h| h.join().unwrap())
-                    .collect::<Vec<_>>()
+            on_every_rank(&comms, |c| {
+                let me = c.rank();
+                let r = if me == dissenter { me } else { root };
+                let mut buf = vec![me as u8 + 10; 100];
+                let first = c.bcast(r, &mut buf).map(|()| buf);
+                let next = c.barrier();
+                (
+                    first.map_err(|e| e.to_string()),
+                    next.map_err(|e| e.to_string()),
+                )
             })
         })
         .await

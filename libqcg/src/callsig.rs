@@ -63,25 +63,6 @@ impl Disagree {
     }
 }
 
-const OPS: [Op; 8] = [
-    Op::Bcast,
-    Op::Reduce,
-    Op::Allreduce,
-    Op::Gather,
-    Op::Scatter,
-    Op::Allgather,
-    Op::Barrier,
-    Op::Alltoall,
-];
-
-fn rooted(op: Op) -> bool {
-    matches!(op, Op::Bcast | Op::Reduce | Op::Gather | Op::Scatter)
-}
-
-fn reduction(op: Op) -> bool {
-    matches!(op, Op::Reduce | Op::Allreduce)
-}
-
 /// The name of an operation, as errors print it.
 pub fn op_name(op: Op) -> &'static str {
     match op {
@@ -111,10 +92,14 @@ impl CallSig {
     /// element size and order of what is not a reduction) is left out, so that ranks
     /// that differ only there agree.
     pub fn new(coll: &Collective, algorithm: Algorithm, flits: usize) -> CallSig {
-        let red = reduction(coll.op);
+        let red = coll.op.is_reduction();
         CallSig {
             op: coll.op,
-            root: if rooted(coll.op) { coll.root as u32 } else { 0 },
+            root: if coll.op.is_rooted() {
+                coll.root as u32
+            } else {
+                0
+            },
             bytes: if coll.op == Op::Barrier {
                 0
             } else {
@@ -131,7 +116,7 @@ impl CallSig {
     pub fn encode(&self) -> [u8; HEADER] {
         let mut h = [0u8; HEADER];
         h[0] = VERSION;
-        h[1] = OPS.iter().position(|&o| o == self.op).unwrap_or(0) as u8;
+        h[1] = Op::ALL.iter().position(|&o| o == self.op).unwrap_or(0) as u8;
         h[2] = Algorithm::ALL
             .iter()
             .position(|&a| a == self.algorithm)
@@ -154,7 +139,7 @@ impl CallSig {
         let mut bytes = [0u8; 8];
         bytes.copy_from_slice(&h[8..16]);
         Some(CallSig {
-            op: *OPS.get(h[1] as usize)?,
+            op: *Op::ALL.get(h[1] as usize)?,
             algorithm: *Algorithm::ALL.get(h[2] as usize)?,
             commutative: h[3] == 1,
             root: word(4),
@@ -182,16 +167,11 @@ impl CallSig {
     /// The parts of this call that differ from `other`, in words: "bcast with root
     /// 3", "allreduce of 1024 bytes per rank in elements of 8 bytes".
     pub fn describe_against(&self, other: &CallSig) -> String {
-        let mut parts = Vec::new();
-        if self.op != other.op || rooted(self.op) {
-            parts.push(if rooted(self.op) {
-                format!("{} with root {}", op_name(self.op), self.root)
-            } else {
-                op_name(self.op).to_string()
-            });
+        let mut parts = vec![if self.op.is_rooted() {
+            format!("{} with root {}", op_name(self.op), self.root)
         } else {
-            parts.push(op_name(self.op).to_string());
-        }
+            op_name(self.op).to_string()
+        }];
         if self.op != Op::Barrier && (self.bytes != other.bytes || self.op != other.op) {
             parts.push(format!("of {} bytes per rank", self.bytes));
         }
@@ -246,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_header_reads_back_as_written_and_garbage_is_refused() {
-        for op in OPS {
+        for op in Op::ALL {
             for a in Algorithm::ALL {
                 let mut c = Collective::new(op, 7, 1 << 33);
                 c.elem_size = 8;
