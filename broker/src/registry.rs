@@ -298,6 +298,10 @@ pub struct Registry {
     /// Attempts counted there, so that one attempt counts once however often it is
     /// reported (forgotten with its job; at most [`MAX_REPORTED`]).
     reported: std::collections::HashSet<(ProcName, ProcName, Technique)>,
+    /// Processes that unregistered while their job goes on: a lookup of one fails
+    /// at once instead of being told to wait for it (forgotten with its job, or when
+    /// it registers again; at most [`MAX_REPORTED`]).
+    left: std::collections::HashSet<ProcName>,
 }
 
 /// Attempts remembered at once for [`Registry`]'s observations; past it, reports
@@ -352,6 +356,7 @@ impl Registry {
             per_cluster: DEFAULT_PER_CLUSTER,
             inbound: BTreeMap::new(),
             reported: Default::default(),
+            left: Default::default(),
         }
     }
 
@@ -439,6 +444,7 @@ impl Registry {
                         return err(ErrorKind::Forbidden, why);
                     }
                 }
+                self.left.remove(&name);
                 let old = self.processes.insert(name.clone(), ap);
                 let effects = old
                     .map(|_| {
@@ -468,6 +474,9 @@ impl Registry {
                     }
                 }
                 self.processes.remove(&process);
+                if self.left.len() < MAX_REPORTED {
+                    self.left.insert(process.clone());
+                }
                 (
                     Response::Ok,
                     vec![Effect::Invalidate(Invalidation {
@@ -481,6 +490,7 @@ impl Registry {
                 let result = match &resp {
                     Response::Plan(_) => "plan",
                     Response::Error(e) if e.kind == ErrorKind::UnknownProcess => "unknown",
+                    Response::Error(e) if e.kind == ErrorKind::Left => "left",
                     _ => "no_route",
                 };
                 *self.lookups.entry(result).or_default() += 1;
@@ -532,6 +542,7 @@ impl Registry {
             Request::JobEnd { job } => {
                 self.processes.retain(|p, _| p.job != job);
                 self.reported.retain(|(p, _, _)| p.job != job);
+                self.left.retain(|p| p.job != job);
                 (
                     Response::Ok,
                     vec![Effect::Invalidate(Invalidation { job, rank: None })],
@@ -558,6 +569,7 @@ impl Registry {
     pub fn end_job(&mut self, job: &str) -> Invalidation {
         self.processes.retain(|p, _| p.job != job);
         self.reported.retain(|(p, _, _)| p.job != job);
+        self.left.retain(|p| p.job != job);
         Invalidation {
             job: job.to_string(),
             rank: None,
@@ -584,12 +596,10 @@ impl Registry {
                 format!("process {from} does not belong to cluster `{cluster}`"),
             ));
         }
-        let b = self.processes.get(target).ok_or_else(|| {
-            err(
-                ErrorKind::UnknownProcess,
-                format!("process {target} is not registered"),
-            )
-        })?;
+        let b = self
+            .processes
+            .get(target)
+            .ok_or_else(|| (self.not_registered(target), Vec::new()))?;
         Ok((a, b))
     }
 
@@ -823,12 +833,24 @@ impl Registry {
         }
     }
 
-    fn lookup(&self, cluster: &str, target: &ProcName) -> Response {
-        let Some(ap) = self.processes.get(target) else {
-            return Response::error(
+    /// The answer for a process that is not registered: it left, or may yet come.
+    fn not_registered(&self, target: &ProcName) -> Response {
+        if self.left.contains(target) {
+            Response::error(
+                ErrorKind::Left,
+                format!("process {target} has left its job (it unregistered)"),
+            )
+        } else {
+            Response::error(
                 ErrorKind::UnknownProcess,
                 format!("process {target} is not registered"),
-            );
+            )
+        }
+    }
+
+    fn lookup(&self, cluster: &str, target: &ProcName) -> Response {
+        let Some(ap) = self.processes.get(target) else {
+            return self.not_registered(target);
         };
         let (Some(src), Some(dst)) = (self.clusters.get(cluster), self.clusters.get(&ap.cluster))
         else {
@@ -1457,6 +1479,50 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A process that unregistered is not waited for: a lookup says it left, until
+    /// it registers again or its job ends.
+    #[test]
+    fn a_lookup_of_a_process_that_left_says_so() {
+        let mut r = setup();
+        r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
+        r.handle(Some("b"), Request::Register(ap("j", 1, "b")));
+        let look = |r: &mut Registry| {
+            r.handle(
+                Some("a"),
+                Request::Lookup {
+                    from: ProcName::new("j", 0),
+                    target: ProcName::new("j", 1),
+                },
+            )
+            .0
+        };
+        assert!(matches!(look(&mut r), Response::Plan(_)));
+        let (resp, _) = r.handle(
+            Some("b"),
+            Request::Unregister {
+                process: ProcName::new("j", 1),
+            },
+        );
+        assert_eq!(resp, Response::Ok);
+        match look(&mut r) {
+            Response::Error(e) => {
+                assert_eq!(e.kind, ErrorKind::Left);
+                assert!(e.message.contains("j/1 has left"), "{}", e.message);
+            }
+            other => panic!("{other:?}"),
+        }
+        r.handle(Some("b"), Request::Register(ap("j", 1, "b")));
+        assert!(matches!(look(&mut r), Response::Plan(_)));
+        r.handle(
+            Some("b"),
+            Request::Unregister {
+                process: ProcName::new("j", 1),
+            },
+        );
+        r.end_job("j");
+        assert_eq!(kind(&look(&mut r)), Some(ErrorKind::UnknownProcess));
     }
 
     #[test]

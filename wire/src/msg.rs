@@ -661,6 +661,9 @@ pub enum ErrorKind {
     Version,
     /// The named process is not registered.
     UnknownProcess,
+    /// The named process was registered and has left (unregistered); its job goes
+    /// on. Unlike [`ErrorKind::UnknownProcess`], waiting will not bring it.
+    Left,
     /// No technique can link the two clusters.
     NoRoute,
     /// The request is not allowed from this peer.

@@ -233,6 +233,9 @@ struct Conn<C> {
     moved_in: bool,
     /// We send nothing more here (our `Moved`).
     moved_out: bool,
+    /// The poller said the peer shut its side: read on to the end of the stream
+    /// even after a short read, since no further readiness comes for the end.
+    hup: bool,
 }
 
 enum UnexBody {
@@ -386,6 +389,7 @@ impl<C: Read + Write> Core<C> {
             gate: None,
             moved_in: false,
             moved_out: false,
+            hup: false,
         });
         let first = self.links.get(&peer).and_then(|v| v.first().copied());
         let first_relayed = first.and_then(|f| self.conns.get(f)).map(|f| f.relayed);
@@ -960,6 +964,15 @@ impl<C: Read + Write> Core<C> {
         self.pump(c);
     }
 
+    /// Readiness that says the peer shut its side of `c` (after what it sent
+    /// last, which may still wait to be read): reads on to the end.
+    pub fn on_read_closed(&mut self, c: ConnId) {
+        if let Some(conn) = self.conns.get_mut(c) {
+            conn.hup = true;
+        }
+        self.pump(c);
+    }
+
     /// The process is leaving (its own sends are out and its side of every link is
     /// shut): from now on what arrives is read and dropped, and a link is closed
     /// quietly when its peer closes its side. Reading on keeps the kernel from
@@ -1092,9 +1105,12 @@ impl<C: Read + Write> Core<C> {
                 Ok((n, want)) => {
                     self.heard.insert(peer, Instant::now());
                     self.acct.moved += n as u64;
-                    if n < want {
+                    let hup = self.conns.get(c).is_some_and(|x| x.hup);
+                    if n < want && !hup {
                         // Drained for now (a short read on a stream socket); handle
-                        // what came and wait for the next readiness.
+                        // what came and wait for the next readiness. Not when the
+                        // peer has shut its side: its last bytes and the end come in
+                        // one readiness, and the end must be read too.
                         if let Err(reason) = self.consume(c) {
                             self.fail_peer(peer, &reason);
                             return;
@@ -1894,6 +1910,32 @@ mod tests {
                 assert!(reason.contains("closed its link"), "{reason}")
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// A peer's last message and the end of its stream come in one readiness (its
+    /// data, then its close, before we read): both are handled in that one turn,
+    /// since the poller reports no further readiness for the end.
+    #[test]
+    fn a_last_message_and_the_close_in_one_readiness_are_both_read() {
+        let now = Instant::now();
+        let (p0, p1, _) = pipe(1 << 16);
+        let end = p0.eof.clone();
+        let mut a = Core::new(0, 2, limits(100, 1 << 20));
+        let mut b = Core::new(1, 2, limits(100, 1 << 20));
+        let c = a.add_conn(1, p0, now, false);
+        let d = b.add_conn(0, p1, now, false);
+        let s = b.post_send(0, 5, 0, SendBuf::Owned(vec![7; 50]));
+        b.on_writable(d);
+        assert!(matches!(b.take(s), Some(Ok(Outcome::Sent))));
+        end.set(true);
+        let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        a.on_read_closed(c);
+        let (st, data) = received(a.take(r));
+        assert_eq!((st.source, st.tag, data), (1, 5, vec![7; 50]));
+        match a.lost(1) {
+            Some(reason) => assert!(reason.contains("closed its link"), "{reason}"),
+            None => panic!("the end of the stream was left unread"),
         }
     }
 

@@ -315,22 +315,27 @@ impl Engine {
             }
         }
         let mut accept = false;
-        let mut ready: Vec<(Token, bool, bool)> = Vec::new();
+        // Per token: readable, read side closed (or failed), writable.
+        let mut ready: Vec<(Token, bool, bool, bool)> = Vec::new();
         for ev in lp.events.iter() {
+            let closed = ev.is_read_closed() || ev.is_error();
             ready.push((
                 ev.token(),
-                ev.is_readable() || ev.is_read_closed() || ev.is_error(),
+                ev.is_readable() || closed,
+                closed,
                 ev.is_writable() || ev.is_error(),
             ));
         }
         {
             let mut core = self.core();
-            for &(t, r, w) in &ready {
+            for &(t, r, closed, w) in &ready {
                 match t {
                     LISTENER => accept = true,
                     WAKER => {}
                     Token(c) if c < HANDSHAKE_BASE => {
-                        if r {
+                        if closed {
+                            core.on_read_closed(c);
+                        } else if r {
                             core.on_readable(c);
                         }
                         if w {
@@ -341,7 +346,7 @@ impl Engine {
                 }
             }
         }
-        for &(t, _, _) in &ready {
+        for &(t, ..) in &ready {
             if t.0 >= HANDSHAKE_BASE && t != WAKER && t != LISTENER {
                 self.handshake(lp, t.0 - HANDSHAKE_BASE);
             }
