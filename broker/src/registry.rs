@@ -994,7 +994,7 @@ impl Registry {
             "# HELP qcg_broker_lookups_total Lookups answered, by result."
         );
         let _ = writeln!(out, "# TYPE qcg_broker_lookups_total counter");
-        for r in ["plan", "unknown", "no_route"] {
+        for r in ["plan", "unknown", "left", "no_route"] {
             let v = self.lookups.get(r).copied().unwrap_or(0);
             let _ = writeln!(out, "qcg_broker_lookups_total{{result=\"{r}\"}} {v}");
         }
@@ -1523,6 +1523,11 @@ mod tests {
         );
         r.end_job("j");
         assert_eq!(kind(&look(&mut r)), Some(ErrorKind::UnknownProcess));
+        let m = r.metrics();
+        assert!(
+            m.contains("qcg_broker_lookups_total{result=\"left\"} 1"),
+            "{m}"
+        );
     }
 
     #[test]
