@@ -72,7 +72,9 @@ pub(crate) struct LabRun {
 
 impl Drop for LabRun {
     fn drop(&mut self) {
-        *current() = Current::None;
+        // Held while the lab goes down: a signal meanwhile waits for it, then exits.
+        let mut cur = current();
+        *cur = Current::None;
         let _ = ops::down(&self.prefix);
     }
 }
