@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 
 fn run(n: u32, scenario: &str, env: &[(&str, &str)]) -> (Output, String) {
     let o = Command::new(common::bin("qcg"))
+        .env_remove("QCG_LOCAL_TCP_CC")
         .args(["run", "-n", &n.to_string(), "--clusters", "2"])
         .args(["--nodes-per-cluster", "2", "--timeout", "240", "--"])
         .arg(common::example("engine_check"))
@@ -128,4 +129,31 @@ fn a_link_moves_off_the_relay_without_reordering() {
         text.contains("first Some(Relayed), now Some(Direct); upgrades 1"),
         "{text}"
     );
+}
+
+#[test]
+fn links_inside_the_machine_get_the_local_congestion_control() {
+    // Both ranks are on this machine: their link crosses loopback, where the system's
+    // congestion control (BBR here) only paces; libqcg gives it reno unless told.
+    let system = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_congestion_control")
+        .unwrap()
+        .trim()
+        .to_string();
+    for (setting, want) in [
+        (None, "reno"),
+        (Some("cubic"), "cubic"),
+        (Some("system"), system.as_str()),
+    ] {
+        let env: Vec<(&str, &str)> = setting
+            .map(|s| ("QCG_LOCAL_TCP_CC", s))
+            .into_iter()
+            .collect();
+        let text = passes(2, "congestion", &env);
+        for r in 0..2 {
+            assert!(
+                text.contains(&format!("[{r}] congestion {want}\n")),
+                "QCG_LOCAL_TCP_CC={setting:?}: rank {r}'s link should use {want}\n{text}"
+            );
+        }
+    }
 }

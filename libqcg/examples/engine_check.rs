@@ -14,6 +14,7 @@
 //! | frozen | 3 | a peer stops (SIGSTOP): a receive from it fails after the liveness time |
 //! | alltoall | any | every rank sends 1 KiB to every other; prints threads per rank |
 //! | upgrade | ≥ 2 | rank 0 and the last rank stream to each other while their link moves from the relay to a direct link (`QCG_TEST_LINK_DELAY=direct:1500`): order kept both ways |
+//! | congestion | 2 | after a 1 MiB ping-pong, prints the congestion control of the link to the other rank (`congestion NAME`) |
 //! | strangers | 2 | 2,000 idle connections to rank 1's listener: its threads and descriptors stay put, a 1 MiB ping-pong goes on |
 
 #![allow(clippy::unwrap_used)]
@@ -56,6 +57,7 @@ fn main() {
         "strangers" => strangers(&comm),
         "steady" => steady(&comm),
         "upgrade" => upgrade(&comm),
+        "congestion" => congestion(&comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ok {scenario} rank {rank} of {size}");
@@ -470,6 +472,34 @@ fn strangers(comm: &Comm) {
 /// (`QCG_TEST_LINK_DELAY=direct:1500`), the relay makes the link and the direct one
 /// replaces it about a second later, while rank 0 and the last rank stream numbered
 /// messages (eager and rendezvous, three tags) to each other for ~3 s.
+fn congestion(comm: &Comm) {
+    let peer = 1 - comm.rank();
+    let msg = pattern(7, 1 << 20);
+    let cc = || {
+        comm.link_congestion(peer)
+            .expect("the kernel names the link's congestion control")
+    };
+    // Each asks before it lets the other go (the last two messages), while the link
+    // is surely up.
+    let got = if comm.rank() == 0 {
+        comm.send(peer, 1, &msg).unwrap();
+        assert_eq!(comm.recv(Some(peer), Some(2)).unwrap().data, msg);
+        let got = cc();
+        comm.send(peer, 3, b"done").unwrap();
+        comm.recv(Some(peer), Some(4)).unwrap();
+        got
+    } else {
+        let m = comm.recv(Some(peer), Some(1)).unwrap().data;
+        assert_eq!(m, msg);
+        comm.send(peer, 2, &m).unwrap();
+        let got = cc();
+        comm.recv(Some(peer), Some(3)).unwrap();
+        comm.send(peer, 4, b"done").unwrap();
+        got
+    };
+    println!("congestion {got}");
+}
+
 fn upgrade(comm: &Comm) {
     let last = comm.size() - 1;
     let peer = match comm.rank() {

@@ -165,6 +165,7 @@ impl Comm {
             Some(listener),
             limits_from_env()?,
             spin_from_env()?,
+            local_cc_from_env()?,
         )
         .map_err(|e| Error::Bind {
             addr: local.to_string(),
@@ -351,6 +352,14 @@ impl Comm {
     pub fn link_technique(&self, rank: u32) -> Option<qcg_wire::Technique> {
         let g = self.view.ranks.get(rank as usize)?;
         lock(&self.inner.techniques).get(g).copied()
+    }
+
+    /// The TCP congestion control of the link to `rank` (a rank of this
+    /// communicator), as the kernel reports it; `None` if there is no link yet. Links
+    /// inside the machine get `QCG_LOCAL_TCP_CC`'s (`reno` by default).
+    pub fn link_congestion(&self, rank: u32) -> Option<String> {
+        let g = *self.view.ranks.get(rank as usize)?;
+        self.inner.engine.link_congestion(g)
     }
 
     /// Messages and bytes this process has sent to each peer (by job rank) over its
@@ -567,6 +576,58 @@ pub fn limits_from_env() -> Result<Limits> {
     Ok(l)
 }
 
+/// The congestion control for links inside the machine: `QCG_LOCAL_TCP_CC`, `reno`
+/// (in every Linux kernel, and allowed to every user) unless set; `system` keeps the
+/// system's default. `None`: the system's.
+pub fn local_cc_from_env() -> Result<Option<String>> {
+    let var = qcg_wire::env::LOCAL_TCP_CC;
+    match std::env::var(var) {
+        Err(_) => Ok(Some("reno".to_string())),
+        Ok(v) => parse_cc(&v).map_err(|message| Error::Env { var, message }),
+    }
+}
+
+fn parse_cc(v: &str) -> std::result::Result<Option<String>, String> {
+    let v = v.trim();
+    if v == "system" {
+        return Ok(None);
+    }
+    // The kernel's names: at most 15 bytes (TCP_CA_NAME_MAX is 16 with the NUL).
+    let ok = !v.is_empty()
+        && v.len() <= 15
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+    if !ok {
+        return Err(format!(
+            "`{v}` is not a congestion control's name (e.g. `reno`, `cubic`, `bbr`) nor `system`"
+        ));
+    }
+    Ok(Some(v.to_string()))
+}
+
 fn spin_from_env() -> Result<Duration> {
     Ok(env_number(qcg_wire::env::SPIN_US)?.map_or(SPIN, Duration::from_micros))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_cc;
+
+    #[test]
+    fn the_local_congestion_control_is_a_kernel_name_or_system() {
+        assert_eq!(parse_cc("reno"), Ok(Some("reno".to_string())));
+        assert_eq!(parse_cc(" cubic\n"), Ok(Some("cubic".to_string())));
+        assert_eq!(parse_cc("system"), Ok(None));
+        for bad in [
+            "",
+            "Reno",
+            "bbr; rm -rf /",
+            "a/b",
+            "averyveryverylongname",
+            "cc\0x",
+        ] {
+            let e = parse_cc(bad).unwrap_err();
+            assert!(e.contains("not a congestion control"), "{bad:?}: {e}");
+        }
+    }
 }

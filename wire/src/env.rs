@@ -49,6 +49,9 @@ pub const UNEXPECTED_LIMIT: &str = "QCG_UNEXPECTED_LIMIT";
 pub const LIVENESS: &str = "QCG_LIVENESS";
 /// The longest a waiting call polls before it sleeps, in µs (default 1000).
 pub const SPIN_US: &str = "QCG_SPIN_US";
+/// TCP congestion control for links whose two ends are on one machine (loopback, or
+/// the machine's own address): default `reno`; `system` keeps the system's default.
+pub const LOCAL_TCP_CC: &str = "QCG_LOCAL_TCP_CC";
 /// The collectives' algorithm: `auto` (default), `hier`, `flat`, `linear`, `chain`.
 pub const COLL_ALGO: &str = "QCG_COLL_ALGO";
 /// Flits a collective's message is cut into (default: chosen by the model).

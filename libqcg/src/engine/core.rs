@@ -481,6 +481,12 @@ impl<C: Read + Write> Core<C> {
         self.conns.get_mut(c).map(|c| &mut c.io)
     }
 
+    /// The connection we send to `peer` on (its first), if there is one.
+    pub fn link_io(&self, peer: u32) -> Option<&C> {
+        let c = *self.links.get(&peer)?.first()?;
+        self.conns.get(c).map(|c| &c.io)
+    }
+
     fn new_req(&mut self, state: ReqState) -> ReqId {
         self.reqs.insert(Req {
             state,
