@@ -100,8 +100,11 @@ fn lab_coll_runs_qcg_and_open_mpi_side_by_side() {
                 let f: Vec<f64> = row.split(',').skip(3).map(|x| x.parse().unwrap()).collect();
                 let (avg, min, max) = (f[0], f[1], f[2]);
                 // Half the ranks are a 5 ms WAN away from the data they need: the slowest
-                // rank waits at least that long, whoever runs the collective.
-                assert!(max >= 5000.0, "{row}: slowest rank under the WAN delay");
+                // rank waits that long, whoever runs the collective, less what the delay
+                // line may release a packet early (it keeps the mean at 5 ms by waking
+                // up to MAX_EARLY ahead of due times, as its timed waits overshoot).
+                let floor = 5000.0 - qcg_lab::delay::MAX_EARLY.as_secs_f64() * 1e6;
+                assert!(max >= floor, "{row}: slowest rank under the WAN delay");
                 assert!(min <= avg && avg <= max, "{row}");
             }
         }

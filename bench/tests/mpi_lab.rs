@@ -403,8 +403,12 @@ fn qcg_bench_mpi_runs_qcg_and_open_mpi_side_by_side() {
                     .take(3)
                     .map(|x| x.parse().unwrap())
                     .collect();
-                // Half the ranks are a 5 ms WAN away from the root's data.
-                assert!(f[2] >= 5000.0, "{row}: slowest rank under the WAN delay");
+                // Half the ranks are a 5 ms WAN away from the root's data. The lab's
+                // delay line keeps the mean delay at 5 ms by waking up to MAX_EARLY
+                // ahead of a packet's due time (its timed waits overshoot), so a
+                // packet may be that much early (CI saw Open MPI's bcast at 4,931 µs).
+                let floor = 5000.0 - qcg_lab::delay::MAX_EARLY.as_secs_f64() * 1e6;
+                assert!(f[2] >= floor, "{row}: slowest rank under the WAN delay");
                 assert!(f[1] <= f[0] && f[0] <= f[2], "{row}");
             }
         }
