@@ -157,3 +157,18 @@ fn links_inside_the_machine_get_the_local_congestion_control() {
         }
     }
 }
+
+#[test]
+fn a_job_that_passes_gets_no_warning_from_the_grid_going_down() {
+    // The embedded grid's services closing their own connections at the end once
+    // said "lost the connection; redialing" in about 4 jobs out of 10 this short.
+    for i in 0..8 {
+        let o = Command::new(common::bin("qcg"))
+            .args(["run", "-n", "2", "--clusters", "2", "--", "sleep", "0.1"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "job {i} failed:\n{err}");
+        assert!(!err.contains("WARN"), "job {i} passed but warned:\n{err}");
+    }
+}

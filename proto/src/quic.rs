@@ -338,7 +338,13 @@ impl Upstream {
                     }
                     attempt = 0;
                     let why = conn.closed().await;
-                    tracing::warn!(peer = %self.addr, role = %self.role, reason = %why, "lost the connection; redialing");
+                    if matches!(why, quinn::ConnectionError::LocallyClosed) {
+                        // We closed it ourselves (shutting down, or a request that
+                        // found it broken and said so): nothing to warn about.
+                        tracing::debug!(peer = %self.addr, role = %self.role, "closed the connection; redialing");
+                    } else {
+                        tracing::warn!(peer = %self.addr, role = %self.role, reason = %why, "lost the connection; redialing");
+                    }
                     down_since = Some(std::time::Instant::now());
                     last_warn = std::time::Instant::now();
                 }
