@@ -468,10 +468,8 @@ fn strangers(comm: &Comm) {
     drop(idle);
 }
 
-/// Relay first, then upgrade: run with the direct attempt held back
-/// (`QCG_TEST_LINK_DELAY=direct:1500`), the relay makes the link and the direct one
-/// replaces it about a second later, while rank 0 and the last rank stream numbered
-/// messages (eager and rendezvous, three tags) to each other for ~3 s.
+/// Links inside the machine get `QCG_LOCAL_TCP_CC`'s congestion control: a 1 MiB
+/// ping-pong, then each rank prints what the kernel says its link to the other uses.
 fn congestion(comm: &Comm) {
     let peer = 1 - comm.rank();
     let msg = pattern(7, 1 << 20);
@@ -500,6 +498,10 @@ fn congestion(comm: &Comm) {
     println!("congestion {got}");
 }
 
+/// Relay first, then upgrade: run with the direct attempt held back
+/// (`QCG_TEST_LINK_DELAY=direct:1500`), the relay makes the link and the direct one
+/// replaces it about a second later, while rank 0 and the last rank stream numbered
+/// messages (eager and rendezvous, three tags) to each other for ~3 s.
 fn upgrade(comm: &Comm) {
     let last = comm.size() - 1;
     let peer = match comm.rank() {
