@@ -457,6 +457,47 @@ fn bad_profiles_infeasible_jobs_and_strangers_are_refused() {
 }
 
 #[test]
+fn a_c_mpi_program_runs_from_a_jobprofile() {
+    // The MPI collectives check, in C, built with qcg-mpicc and submitted as a
+    // JobProfile's executable: the services start it as they start any program, and
+    // its ranks find each other and pass every check.
+    let g = grid();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let exe = g.dir.path().join("collectives");
+    let o = Command::new(bin("qcg-mpicc"))
+        .arg("-O1")
+        .arg(repo.join("mpi/tests/c/collectives.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "qcg-mpicc failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let path = write(
+        g.dir.path(),
+        "mpi.xml",
+        &profile(2, 2, exe.to_str().unwrap(), &[]),
+    );
+    let o = g.qcg_as("alice", &["submit", path.to_str().unwrap()]);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    for r in 0..4 {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("[{r}] rank {r}: collectives: ")))
+            .unwrap_or_else(|| panic!("no result from rank {r}:\n{out}\n{err}"));
+        assert!(line.ends_with(" checks, 0 failed"), "{line}");
+    }
+    assert!(!out.contains("FAIL"), "{out}");
+}
+
+#[test]
 fn without_a_broker_the_job_runs_on_an_embedded_grid() {
     let dir = tempfile::tempdir().unwrap();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
