@@ -173,7 +173,7 @@ pub unsafe extern "C" fn MPI_Error_string(
 ) -> c_int {
     call("MPI_Error_string", 1, || {
         // SAFETY: MPI_MAX_ERROR_STRING chars.
-        unsafe { put_text(string, resultlen, describe(code), 512) }
+        unsafe { put_text(string, resultlen, &describe(code), 512) }
     })
 }
 
