@@ -2,8 +2,9 @@
  * mpi.h: the subset of MPI 3.1 that libqcgmpi implements, over qcg's grid links.
  *
  * Build with `qcg-mpicc` (or `qcg-mpicxx`), run with `qcg run -n N -- ./a.out`.
- * A call outside this subset is not declared here and is absent from the library:
- * a program that uses one fails to build or link, never at run time.
+ * A call outside this subset fails to build with an error naming the function and
+ * saying qcg does not provide it (see mpi_functions.h), never at run time.
+ * Every MPI_X also exists as PMPI_X, for profiling libraries (MPI 3.1 ch. 14).
  *
  * Handles (MPI_Comm, MPI_Datatype, MPI_Op, MPI_Group, MPI_Request, MPI_Errhandler,
  * MPI_Info) are C ints, as in MPICH: predefined handles are compile-time constants,
@@ -210,121 +211,14 @@ typedef struct MPI_Status {
 
 typedef void MPI_User_function(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype);
 
-/* Environment */
-int MPI_Init(int *argc, char ***argv);
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided);
-int MPI_Query_thread(int *provided);
-int MPI_Initialized(int *flag);
-int MPI_Finalize(void);
-int MPI_Finalized(int *flag);
-int MPI_Abort(MPI_Comm comm, int errorcode);
-double MPI_Wtime(void);
-double MPI_Wtick(void);
-int MPI_Get_processor_name(char *name, int *resultlen);
-int MPI_Get_version(int *version, int *subversion);
-int MPI_Error_string(int errorcode, char *string, int *resultlen);
-int MPI_Error_class(int errorcode, int *errorclass);
-int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
-int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler);
+/* Types of what qcg does not provide (one-sided, I/O), so that a program using
+ * them reaches the message of mpi_functions.h that names the missing function. */
+typedef int MPI_Win;
+typedef int MPI_File;
 
-/* Point-to-point */
-int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
-int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
-int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-             MPI_Status *status);
-int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-              MPI_Request *request);
-int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-              MPI_Request *request);
-int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
-                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
-                 MPI_Comm comm, MPI_Status *status);
-int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype, int dest, int sendtag,
-                         int source, int recvtag, MPI_Comm comm, MPI_Status *status);
-int MPI_Wait(MPI_Request *request, MPI_Status *status);
-int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status *array_of_statuses);
-int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index, MPI_Status *status);
-int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
-                 int array_of_indices[], MPI_Status *array_of_statuses);
-int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status);
-int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
-                MPI_Status *array_of_statuses);
-int MPI_Testany(int count, MPI_Request array_of_requests[], int *index, int *flag,
-                MPI_Status *status);
-int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
-int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status);
-int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count);
-int MPI_Cancel(MPI_Request *request);
-int MPI_Test_cancelled(const MPI_Status *status, int *flag);
-int MPI_Request_free(MPI_Request *request);
-
-/* Datatypes */
-int MPI_Type_size(MPI_Datatype datatype, int *size);
-int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint *lb, MPI_Aint *extent);
-int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype *newtype);
-int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype,
-                    MPI_Datatype *newtype);
-int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
-                           const MPI_Aint array_of_displacements[],
-                           const MPI_Datatype array_of_types[], MPI_Datatype *newtype);
-int MPI_Type_commit(MPI_Datatype *datatype);
-int MPI_Type_free(MPI_Datatype *datatype);
-
-/* Collectives */
-int MPI_Barrier(MPI_Comm comm);
-int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
-int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-               int root, MPI_Comm comm);
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-                  MPI_Op op, MPI_Comm comm);
-int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
-int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
-                MPI_Comm comm);
-int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
-int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
-                 MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
-                 int root, MPI_Comm comm);
-int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
-int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                   MPI_Comm comm);
-int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
-int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm);
-int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
-                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
-int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount,
-                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
-int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-             MPI_Comm comm);
-int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-               MPI_Comm comm);
-int MPI_Op_create(MPI_User_function *user_fn, int commute, MPI_Op *op);
-int MPI_Op_free(MPI_Op *op);
-
-/* Communicators and groups */
-int MPI_Comm_rank(MPI_Comm comm, int *rank);
-int MPI_Comm_size(MPI_Comm comm, int *size);
-int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
-int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm);
-int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
-                        MPI_Comm *newcomm);
-int MPI_Comm_free(MPI_Comm *comm);
-int MPI_Comm_group(MPI_Comm comm, MPI_Group *group);
-int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm);
-int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm);
-int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int *result);
-int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
-int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group *newgroup);
-int MPI_Group_rank(MPI_Group group, int *rank);
-int MPI_Group_size(MPI_Group group, int *size);
-int MPI_Group_free(MPI_Group *group);
+/* Every function, from the table mpi/api/functions.txt: MPI_X and its profiling
+ * name PMPI_X. */
+#include "mpi_functions.h"
 
 /* qcg extension: see the top of this file. */
 int QCG_Comm_split_level(MPI_Comm comm, int level, MPI_Comm *newcomm);

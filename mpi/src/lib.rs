@@ -39,6 +39,7 @@
 //! ```
 
 pub mod agree;
+pub mod api;
 pub mod error;
 pub mod longdouble;
 pub mod state;

@@ -427,3 +427,85 @@ fn the_cxx_wrapper_builds_a_cxx_program() -> Result<()> {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     Ok(())
 }
+
+/// A profiling library (`profiler.c`, as mpiP would be) that defines `MPI_Send`,
+/// `MPI_Allreduce` and `MPI_Finalize` and calls their `PMPI_` names sits between
+/// the program and libqcgmpi: its counts are the program's calls, and the program
+/// still gets its results.
+#[test]
+fn a_profiling_library_wraps_the_calls_through_pmpi() -> Result<()> {
+    let dir = out_dir();
+    let lib = dir.join("libqcgprof.so");
+    let src = |n: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/c")
+            .join(n)
+    };
+    let o = Command::new(MPICC)
+        .args(["-shared", "-fPIC", "-Wall", "-Werror"])
+        .arg(src("profiler.c"))
+        .arg("-o")
+        .arg(&lib)
+        .output()?;
+    ensure!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let exe = dir.join("profiled");
+    let o = Command::new(MPICC)
+        .args(["-Wall", "-Werror"])
+        .arg(src("profiled.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", dir.display()))
+        .arg("-lqcgprof")
+        .arg(format!("-Wl,-rpath,{}", dir.display()))
+        .output()?;
+    ensure!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run_qcg(&exe, &[])?;
+    let got = lines(&o.stdout);
+    ensure!(
+        o.status.success(),
+        "{got:?}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for r in 0..RANKS {
+        let want = format!(
+            "rank {r}: profiler counted {} MPI_Send, 2 MPI_Allreduce",
+            r + 1
+        );
+        ensure!(got.contains(&want), "no line {want:?} in {got:?}");
+        ensure!(
+            got.contains(&format!(
+                "rank {r}: sum 6, last from {}",
+                (r + RANKS - 1) % RANKS
+            )),
+            "{got:?}"
+        );
+    }
+    Ok(())
+}
+
+/// A call to a function qcg does not provide fails to build with a message naming
+/// it, in C and in C++, not with an implicit declaration and a link error.
+#[test]
+fn a_call_to_a_function_qcg_lacks_fails_to_build_naming_it() -> Result<()> {
+    let body = "#include <mpi.h>\nint main(int argc, char **argv) {\n  MPI_Win w;\n  MPI_File f;\n  MPI_Init(&argc, &argv);\n  MPI_Win_create(0, 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &w);\n  MPI_File_open(MPI_COMM_WORLD, \"x\", 0, MPI_INFO_NULL, &f);\n  MPI_Finalize();\n  return 0;\n}\n";
+    for (wrapper, ext) in [(MPICC, "c"), (env!("CARGO_BIN_EXE_qcg-mpicxx"), "cpp")] {
+        let src = out_dir().join(format!("absent.{ext}"));
+        std::fs::write(&src, body)?;
+        let o = Command::new(wrapper)
+            .arg(&src)
+            .arg("-o")
+            .arg(out_dir().join("absent"))
+            .output()?;
+        let err = String::from_utf8_lossy(&o.stderr);
+        ensure!(!o.status.success(), "{ext}: it built");
+        ensure!(
+            err.contains(
+                "qcg does not provide MPI_Win_create (one-sided communication, MPI 3.1 chapter 11)"
+            ) && err.contains("qcg does not provide MPI_File_open (I/O, MPI 3.1 chapter 13)")
+                && !err.contains("implicit declaration")
+                && !err.contains("undefined reference"),
+            "{ext}: {err}"
+        );
+    }
+    Ok(())
+}

@@ -264,3 +264,20 @@ mod datatypes;
 mod env;
 mod p2p;
 mod requests;
+
+/// The C types of callbacks, under the names the API table gives them.
+pub(crate) mod callbacks {
+    pub use crate::state::UserFn as MPI_User_function;
+}
+
+/// The `MPI_X` entry points, generated from the API table (`crate::api`): each
+/// calls its implementation `PMPI_X`, so a profiling library may define `MPI_X`
+/// and call `PMPI_X` (MPI 3.1 chapter 14).
+mod pmpi {
+    #![allow(unused_unsafe)]
+    use super::callbacks;
+    use super::MpiStatus;
+    use super::{coll::*, comms::*, datatypes::*, env::*, p2p::*, requests::*};
+    use libc::{c_char, c_int, c_void};
+    include!(concat!(env!("OUT_DIR"), "/pmpi.rs"));
+}
