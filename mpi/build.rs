@@ -25,4 +25,6 @@ fn main() {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR is set"));
     let pmpi = api::pmpi_rs(&api).unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(out.join("pmpi.rs"), pmpi).expect("writing pmpi.rs");
+    let fortran = api::fortran_rs(&api).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(out.join("fortran.rs"), fortran).expect("writing fortran.rs");
 }

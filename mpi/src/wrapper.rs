@@ -1,12 +1,15 @@
-//! `qcg-mpicc` / `qcg-mpicxx`: run the system's C or C++ compiler with the include
-//! path of `mpi.h`, and, when linking, libqcgmpi and its rpath, as `mpicc` does.
+//! `qcg-mpicc` / `qcg-mpicxx` / `qcg-mpif90` (`qcg-mpifort`): run the system's C,
+//! C++ or Fortran compiler with the include path of `mpi.h` (`mpif.h`, and the
+//! `mpi` module, built on first use), and, when linking, libqcgmpi and its rpath,
+//! as `mpicc` does.
 //! `--showme` prints the command instead of running it.
 //!
 //! The files are found relative to the wrapper itself: in a cargo target folder
 //! (`target/debug/qcg-mpicc` beside `libqcgmpi.so` or `deps/libqcgmpi.so`, the
 //! newer of the two; the header in the source tree's `mpi/include`) or in an installed tree (`PREFIX/bin`, `PREFIX/lib`,
 //! `PREFIX/include`). `QCG_MPI_HOME` overrides both (its `include` and `lib`), and
-//! `QCG_MPICC` / `QCG_MPICXX` choose the compiler (default `cc` / `c++`).
+//! `QCG_MPICC` / `QCG_MPICXX` / `QCG_MPIF90` choose the compiler (default `cc` /
+//! `c++` / `gfortran`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -87,12 +90,72 @@ pub fn command(paths: &Paths, args: &[String]) -> Vec<String> {
     out
 }
 
+/// The arguments gfortran gets before the program's: the `mpi` module's folder,
+/// and argument mismatches as warnings (a buffer is passed as whatever type it
+/// has, as with every MPI's `mpif.h`; gfortran 10 and later make that an error).
+pub fn fortran_flags(paths: &Paths, module_dir: &Path) -> Vec<String> {
+    vec![
+        "-fallow-argument-mismatch".into(),
+        format!("-I{}", module_dir.display()),
+        format!("-I{}", paths.include.display()),
+    ]
+}
+
+/// Compiles `include/mpi.f90` into `mpi.mod` in the library's folder
+/// (`qcg-fortran/`) unless one newer than its sources is there; returns that
+/// folder. The module is built by the user's gfortran, so its format matches.
+fn fortran_module(paths: &Paths, compiler: &str) -> Result<PathBuf, String> {
+    let dir = paths.lib.join("qcg-fortran");
+    let src = paths.include.join("mpi.f90");
+    let newest_source = [src.clone(), paths.include.join("mpif.h")]
+        .iter()
+        .filter_map(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .max();
+    let built = dir
+        .join("mpi.mod")
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok();
+    if let (Some(b), Some(s)) = (built, newest_source) {
+        if b >= s {
+            return Ok(dir);
+        }
+    }
+    // Built in a folder of its own, then moved: two wrappers at once both succeed.
+    let tmp = paths
+        .lib
+        .join(format!("qcg-fortran.tmp{}", std::process::id()));
+    std::fs::create_dir_all(&tmp)
+        .and_then(|_| std::fs::create_dir_all(&dir))
+        .map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
+    let out = Command::new(compiler)
+        .arg("-c")
+        .arg(format!("-I{}", paths.include.display()))
+        .arg(format!("-J{}", tmp.display()))
+        .arg(&src)
+        .arg("-o")
+        .arg(tmp.join("mpi.o"))
+        .output()
+        .map_err(|e| format!("cannot run {compiler}: {e}"))?;
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(format!(
+            "building the mpi module with {compiler} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let moved = std::fs::rename(tmp.join("mpi.mod"), dir.join("mpi.mod"));
+    let _ = std::fs::remove_dir_all(&tmp);
+    moved.map_err(|e| format!("cannot move mpi.mod into {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
 /// The wrapper's `main`: `var` names the variable choosing the compiler.
 pub fn main(var: &str, default: &str) -> ! {
-    let name = if default == "cc" {
-        "qcg-mpicc"
-    } else {
-        "qcg-mpicxx"
+    let name = match default {
+        "cc" => "qcg-mpicc",
+        "gfortran" => "qcg-mpif90",
+        _ => "qcg-mpicxx",
     };
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let show = args
@@ -113,7 +176,23 @@ pub fn main(var: &str, default: &str) -> ! {
             std::process::exit(2);
         }
     };
-    let cmd = command(&paths, &args);
+    let mut cmd = command(&paths, &args);
+    if default == "gfortran" {
+        let module_dir = if show {
+            paths.lib.join("qcg-fortran")
+        } else {
+            match fortran_module(&paths, &compiler) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("{name}: {e}");
+                    std::process::exit(1);
+                }
+            }
+        };
+        let mut flags = fortran_flags(&paths, &module_dir);
+        flags.append(&mut cmd);
+        cmd = flags;
+    }
     if show {
         println!("{compiler} {}", cmd.join(" "));
         std::process::exit(0);

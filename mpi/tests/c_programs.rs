@@ -509,3 +509,99 @@ fn a_call_to_a_function_qcg_lacks_fails_to_build_naming_it() -> Result<()> {
     }
     Ok(())
 }
+
+/// gfortran, installed through apt-get when missing and we are root.
+fn gfortran() -> Result<()> {
+    static FOUND: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let have = || {
+                Command::new("gfortran")
+                    .arg("--version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            };
+            if have() {
+                return Ok(());
+            }
+            if !rustix::process::geteuid().is_root() {
+                return Err("gfortran is not installed and we are not root to install it (apt-get install gfortran)".into());
+            }
+            let ok = Command::new("sh")
+                .args(["-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gfortran >/dev/null"])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok && have() {
+                Ok(())
+            } else {
+                Err("installing gfortran with apt-get failed".into())
+            }
+        })
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+/// A Fortran program (`tests/fortran/basics.f90`, `use mpi`) built with
+/// `qcg-mpif90` runs on 4 ranks over 2 clusters: statuses, requests, collectives
+/// with `MPI_IN_PLACE`, a split, a vector type, strings; every rank passes and
+/// prints the same lines as the same source built with Open MPI's `mpif90`.
+#[test]
+fn a_fortran_program_runs_as_under_open_mpi() -> Result<()> {
+    gfortran()?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fortran/basics.f90");
+    let exe = out_dir().join("fortran-basics");
+    let o = Command::new(env!("CARGO_BIN_EXE_qcg-mpif90"))
+        .arg("-O1")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()?;
+    ensure!(
+        o.status.success(),
+        "qcg-mpif90: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = run_qcg(&exe, &[])?;
+    let got = lines(&o.stdout);
+    let report = format!("{got:#?}\n{}", String::from_utf8_lossy(&o.stderr));
+    ensure!(o.status.success(), "{report}");
+    for r in 0..RANKS {
+        let done = format!("rank {r}: fortran: ");
+        ensure!(
+            got.iter()
+                .any(|l| l.starts_with(&done) && l.ends_with(" 0 failed")),
+            "rank {r} did not pass: {report}"
+        );
+    }
+    if open_mpi().is_some() {
+        let theirs_exe = out_dir().join("fortran-basics-ompi");
+        let b = Command::new("mpif90")
+            .arg("-O1")
+            .arg(&src)
+            .arg("-o")
+            .arg(&theirs_exe)
+            .output()?;
+        ensure!(
+            b.status.success(),
+            "mpif90: {}",
+            String::from_utf8_lossy(&b.stderr)
+        );
+        let t = Command::new("mpirun")
+            .args([
+                "--allow-run-as-root",
+                "--oversubscribe",
+                "-np",
+                &RANKS.to_string(),
+            ])
+            .args(["--mca", "btl", "tcp,self"])
+            .arg(&theirs_exe)
+            .output()?;
+        ensure!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+        let theirs = lines(&t.stdout);
+        ensure!(
+            got == theirs,
+            "qcg and Open MPI differ\nqcg:\n{got:#?}\nOpen MPI:\n{theirs:#?}"
+        );
+    }
+    Ok(())
+}

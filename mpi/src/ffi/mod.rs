@@ -72,7 +72,7 @@ impl St {
 }
 
 pub(crate) const IN_PLACE: *const c_void = usize::MAX as *const c_void;
-const STATUS_IGNORE: usize = 1;
+pub(crate) const STATUS_IGNORE: usize = 1;
 
 /// 0 before `MPI_Init`, 1 after, 2 after `MPI_Finalize`.
 static PHASE: AtomicU8 = AtomicU8::new(0);
@@ -276,8 +276,15 @@ pub(crate) mod callbacks {
 mod pmpi {
     #![allow(unused_unsafe)]
     use super::callbacks;
+    use super::pmpi_impls::*;
     use super::MpiStatus;
-    use super::{coll::*, comms::*, datatypes::*, env::*, p2p::*, requests::*};
     use libc::{c_char, c_int, c_void};
     include!(concat!(env!("OUT_DIR"), "/pmpi.rs"));
 }
+
+/// Every `PMPI_X` implementation, whichever module holds it.
+mod pmpi_impls {
+    pub use super::{coll::*, comms::*, datatypes::*, env::*, p2p::*, requests::*};
+}
+
+mod fortran;
