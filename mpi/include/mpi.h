@@ -42,13 +42,15 @@ typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 typedef long long MPI_Offset;
 
-/* The first three fields are the standard's; the rest is the library's. */
+/* The first three fields are the standard's; the rest is the library's. Six ints,
+ * so that Fortran's status(MPI_STATUS_SIZE) has the same layout. */
 typedef struct MPI_Status {
     int MPI_SOURCE;
     int MPI_TAG;
     int MPI_ERROR;
     int qcg_cancelled;
-    long long qcg_bytes;
+    int qcg_bytes_lo;
+    int qcg_bytes_hi;
 } MPI_Status;
 
 #define MPI_STATUS_IGNORE ((MPI_Status *)1)

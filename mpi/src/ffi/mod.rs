@@ -31,14 +31,30 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
-/// `MPI_Status` as `mpi.h` lays it out.
+/// `MPI_Status` as `mpi.h` lays it out: six C ints, so that it is also Fortran's
+/// `integer status(MPI_STATUS_SIZE)` (4-byte aligned; the byte count is split in
+/// two halves for that reason).
 #[repr(C)]
 pub struct MpiStatus {
     source: c_int,
     tag: c_int,
     error: c_int,
     cancelled: c_int,
-    bytes: i64,
+    bytes_lo: c_int,
+    bytes_hi: c_int,
+}
+
+impl MpiStatus {
+    /// The bytes the status counts.
+    pub(crate) fn bytes(&self) -> u64 {
+        u64::from(self.bytes_lo as u32) | (u64::from(self.bytes_hi as u32) << 32)
+    }
+
+    /// Sets the bytes the status counts.
+    pub(crate) fn set_bytes(&mut self, n: u64) {
+        self.bytes_lo = n as u32 as c_int;
+        self.bytes_hi = (n >> 32) as u32 as c_int;
+    }
 }
 
 /// What a completed request or probe reports.
@@ -158,16 +174,17 @@ unsafe fn put_status(p: *mut MpiStatus, st: St) {
     if p.is_null() || p as usize == STATUS_IGNORE {
         return;
     }
-    // SAFETY: a status the caller passed, not MPI_STATUS_IGNORE.
-    unsafe {
-        p.write(MpiStatus {
-            source: st.source,
-            tag: st.tag,
-            error: st.error,
-            cancelled: c_int::from(st.cancelled),
-            bytes: st.bytes as i64,
-        })
+    let mut s = MpiStatus {
+        source: st.source,
+        tag: st.tag,
+        error: st.error,
+        cancelled: c_int::from(st.cancelled),
+        bytes_lo: 0,
+        bytes_hi: 0,
     };
+    s.set_bytes(st.bytes as u64);
+    // SAFETY: a status the caller passed, not MPI_STATUS_IGNORE.
+    unsafe { p.write(s) };
 }
 
 pub(crate) unsafe fn ints<'a>(

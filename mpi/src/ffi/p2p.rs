@@ -320,7 +320,7 @@ pub unsafe extern "C" fn PMPI_Get_count(
         }
         let ty = state::with(|s| s.any_ty(datatype))?;
         // SAFETY: a status the caller passes.
-        let bytes = unsafe { (*status).bytes } as usize;
+        let bytes = unsafe { (*status).bytes() } as usize;
         let n = if ty.size == 0 {
             0
         } else if bytes % ty.size != 0 {
