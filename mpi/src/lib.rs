@@ -39,7 +39,11 @@
 //! ```
 
 pub mod agree;
+pub mod attrs;
 pub mod error;
+pub mod groups;
+pub mod handlers;
+pub mod info;
 pub mod longdouble;
 pub mod state;
 pub mod types;

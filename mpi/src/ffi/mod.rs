@@ -113,6 +113,9 @@ fn fail(name: &str, comm: c_int, e: MpiError) -> c_int {
     if handler == ERRORS_RETURN {
         return e.class as c_int;
     }
+    if let Some(code) = env::run_user_handler(handler, comm, e.class as c_int) {
+        return code;
+    }
     die(
         &format!("{name} failed on {}: {e}; aborting the job", rank_text()),
         e.class as c_int,
@@ -258,9 +261,11 @@ fn comm_ty(h: c_int, t: c_int) -> Result<(Arc<qcg::Comm>, Arc<TypeInfo>), MpiErr
     state::with(|s| Ok((s.comm(h)?.comm.clone(), s.ty(t)?)))
 }
 
+mod attrs;
 mod coll;
 mod comms;
 mod datatypes;
 mod env;
+mod info;
 mod p2p;
 mod requests;
