@@ -427,3 +427,16 @@ fn the_cxx_wrapper_builds_a_cxx_program() -> Result<()> {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     Ok(())
 }
+
+#[test]
+fn groups_attributes_info_and_names() -> Result<()> {
+    let got = family("attrs")?;
+    // MPI_COMM_SELF's attribute is deleted by MPI_Finalize on every rank.
+    let finals = got
+        .iter()
+        .filter(|l| l.contains("deleted at finalize on MPI_COMM_SELF: 1"))
+        .count();
+    assert_eq!(finals, RANKS, "{got:?}");
+    assert!(got.contains(&"rank 0: asked MPI_THREAD_MULTIPLE, got 3".to_string()));
+    Ok(())
+}
