@@ -10,7 +10,16 @@
  * 0 is the null handle of each kind, and handles made by the program are positive
  * ints above the predefined ones.
  *
- * Threads: MPI_THREAD_FUNNELED at most (only the main thread calls MPI).
+ * Threads: MPI_Init_thread grants the level asked, up to MPI_THREAD_MULTIPLE: any
+ * thread may call MPI at any time. Why that holds: the library's handle tables sit
+ * behind one lock that no call keeps while it waits (blocking receives, waits and
+ * collectives wait outside it, and so do the program's callbacks: reductions,
+ * attribute copy/delete functions, error handlers, which may call MPI), and
+ * libqcg's engine lets several threads wait at once (they take turns driving its
+ * one event loop, beside its own background thread). What MPI forbids still
+ * applies: two threads must not run collectives on one communicator at the same
+ * time, nor complete the same request. MPI_Comm_idup completes at once (it blocks
+ * like MPI_Comm_dup until every rank has called it).
  *
  * Extension (QCG-OMPI's topology): QCG_Comm_split_level(comm, level, &newcomm) gives
  * the communicator of the ranks of `comm` that share this rank's site
