@@ -400,3 +400,27 @@ pub unsafe extern "C" fn MPI_Is_thread_main(flag: *mut c_int) -> c_int {
 pub extern "C" fn MPI_Pcontrol(_level: c_int) -> c_int {
     0
 }
+
+// MPI-1's names of the error handler calls (removed from the standard in MPI 3.0,
+// still in MPICH): the same calls.
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Errhandler_create(
+    function: Option<ErrFn>,
+    errhandler: *mut c_int,
+) -> c_int {
+    // SAFETY: passed on.
+    unsafe { MPI_Comm_create_errhandler(function, errhandler) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Errhandler_set(comm: c_int, errhandler: c_int) -> c_int {
+    // SAFETY: passed on.
+    unsafe { MPI_Comm_set_errhandler(comm, errhandler) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Errhandler_get(comm: c_int, errhandler: *mut c_int) -> c_int {
+    // SAFETY: passed on.
+    unsafe { MPI_Comm_get_errhandler(comm, errhandler) }
+}

