@@ -12,6 +12,24 @@ pub const SIMILAR: i32 = 2;
 /// `MPI_UNEQUAL`.
 pub const UNEQUAL: i32 = 3;
 
+/// Checks the ranks of `MPI_Group_incl`/`excl` in a group of `n`: each in `0..n`,
+/// none repeated.
+pub fn ranks(rs: &[i32], n: usize) -> Result<Vec<usize>, MpiError> {
+    let mut seen = vec![false; n];
+    rs.iter()
+        .map(|&r| match usize::try_from(r) {
+            Ok(i) if i < n && !seen[i] => {
+                seen[i] = true;
+                Ok(i)
+            }
+            _ => Err(MpiError::new(
+                Class::Rank,
+                format!("rank {r} is not in the group (size {n}) or repeated"),
+            )),
+        })
+        .collect()
+}
+
 /// The ranks a list of `(first, last, stride)` triples names in a group of `n`, in
 /// order (`MPI_Group_range_incl`/`excl`): each rank valid, none named twice.
 pub fn ranges(triples: &[[i32; 3]], n: usize) -> Result<Vec<usize>, MpiError> {
@@ -145,6 +163,14 @@ mod tests {
         assert_eq!(class(&[[0, 2, 1], [2, 3, 1]]), Err(Class::Rank));
         assert_eq!(class(&[[3, 1, 1]]), Err(Class::Rank));
         assert_eq!(class(&[[1, 3, -1]]), Err(Class::Rank));
+    }
+
+    #[test]
+    fn listed_ranks_are_checked() {
+        assert_eq!(ranks(&[2, 0], 3).unwrap(), vec![2, 0]);
+        assert_eq!(ranks(&[3], 3).map_err(|e| e.class), Err(Class::Rank));
+        assert_eq!(ranks(&[-1], 3).map_err(|e| e.class), Err(Class::Rank));
+        assert_eq!(ranks(&[1, 1], 3).map_err(|e| e.class), Err(Class::Rank));
     }
 
     #[test]

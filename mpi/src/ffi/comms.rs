@@ -443,23 +443,6 @@ pub unsafe extern "C" fn MPI_Group_compare(g1: c_int, g2: c_int, result: *mut c_
     })
 }
 
-/// Checks group ranks: each in `0..n`, no repeats.
-fn group_ranks(rs: &[c_int], n: usize) -> Result<Vec<usize>, MpiError> {
-    let mut seen = vec![false; n];
-    rs.iter()
-        .map(|&r| match usize::try_from(r) {
-            Ok(r) if r < n && !seen[r] => {
-                seen[r] = true;
-                Ok(r)
-            }
-            _ => Err(MpiError::new(
-                Class::Rank,
-                format!("rank {r} is not in the group (size {n}) or repeated"),
-            )),
-        })
-        .collect()
-}
-
 unsafe fn group_pick(
     group: c_int,
     n: c_int,
@@ -470,19 +453,13 @@ unsafe fn group_pick(
     let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
     // SAFETY: an array of `n` ranks.
     let rs = unsafe { ints(ranks, count(n)?, "the rank array")? };
-    let picked = group_ranks(rs, g.len())?;
-    let members: Vec<u32> = if include {
-        picked.iter().map(|&r| g[r]).collect()
+    let picked = groups::ranks(rs, g.len())?;
+    let members = if include {
+        groups::incl(&g, &picked)
     } else {
-        g.iter()
-            .enumerate()
-            .filter(|(i, _)| !picked.contains(i))
-            .map(|(_, &x)| x)
-            .collect()
+        groups::excl(&g, &picked)
     };
-    let h = state::with(|s| Ok(s.add_group(members)))?;
-    // SAFETY: an output handle.
-    unsafe { put(newgroup, h) }
+    new_group(members, newgroup)
 }
 
 #[no_mangle]
