@@ -18,7 +18,10 @@
  * libqcg's engine lets several threads wait at once (they take turns driving its
  * one event loop, beside its own background thread). What MPI forbids still
  * applies: two threads must not run collectives on one communicator at the same
- * time, nor complete the same request. MPI_Comm_idup completes at once (it blocks
+ * time, nor complete the same request. Correct, not yet fast: threads waiting at
+ * once take turns in one event loop (4 threads per rank each doing 2,000 ring
+ * exchanges took 20 s on 4 ranks over 2 cores, where one thread doing all 8,000
+ * took 2 s). MPI_Comm_idup completes at once (it blocks
  * like MPI_Comm_dup until every rank has called it).
  *
  * Extension (QCG-OMPI's topology): QCG_Comm_split_level(comm, level, &newcomm) gives
