@@ -209,10 +209,10 @@ pub unsafe extern "C" fn MPI_Comm_free(comm: *mut c_int) -> c_int {
     // SAFETY: a communicator handle.
     let h = unsafe { crate::ffi::get(comm, "the communicator") }.unwrap_or(0);
     call("MPI_Comm_free", h, || {
+        // Bad and predefined handles are refused before any callback runs.
         state::with(|s| s.comm(h).map(|_| ()))?;
         if h == COMM_WORLD || h == state::COMM_SELF {
-            // free_comm names the error.
-            state::with(|s| s.free_comm(h))?;
+            return state::with(|s| s.free_comm(h));
         }
         // SAFETY: the delete callbacks of the program's attributes on `h`.
         unsafe { delete_attrs(Kind::Comm, h)? };
