@@ -277,6 +277,32 @@
       parameter (MPI_ERR_RMA_FLAVOR=57)
       integer MPI_ERR_LASTCODE
       parameter (MPI_ERR_LASTCODE=64)
+      integer MPI_MAX_OBJECT_NAME
+      parameter (MPI_MAX_OBJECT_NAME=128)
+      integer MPI_MAX_INFO_KEY
+      parameter (MPI_MAX_INFO_KEY=255)
+      integer MPI_MAX_INFO_VAL
+      parameter (MPI_MAX_INFO_VAL=1024)
+      integer MPI_MAX_LIBRARY_VERSION_STRING
+      parameter (MPI_MAX_LIBRARY_VERSION_STRING=256)
+      integer MPI_INFO_ENV
+      parameter (MPI_INFO_ENV=1)
+      integer MPI_KEYVAL_INVALID
+      parameter (MPI_KEYVAL_INVALID=0)
+      integer MPI_TAG_UB
+      parameter (MPI_TAG_UB=1)
+      integer MPI_HOST
+      parameter (MPI_HOST=2)
+      integer MPI_IO
+      parameter (MPI_IO=3)
+      integer MPI_WTIME_IS_GLOBAL
+      parameter (MPI_WTIME_IS_GLOBAL=4)
+      integer MPI_UNIVERSE_SIZE
+      parameter (MPI_UNIVERSE_SIZE=5)
+      integer MPI_LASTUSEDCODE
+      parameter (MPI_LASTUSEDCODE=6)
+      integer MPI_APPNUM
+      parameter (MPI_APPNUM=7)
       integer MPI_INTEGER
       parameter (MPI_INTEGER=7)
       integer MPI_REAL

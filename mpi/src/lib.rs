@@ -9,6 +9,9 @@
 //! - [`agree`]: reductions whose chunks carry what each rank passed, so that ranks
 //!   that disagree on the operation, root or datatype are named (pure);
 //! - [`longdouble`]: C's `long double` arithmetic, from a few lines of C;
+//! - [`groups`]: group arithmetic (ranges, union, intersection, translation);
+//! - [`attrs`], [`info`], [`handlers`]: keyvals, attributes and names; info
+//!   objects; the program's error handlers and error codes (tables, pure);
 //! - [`state`]: the handle tables and argument checks (safe code);
 //! - `ffi`: the `extern "C"` functions, the only place with `unsafe` (with
 //!   `longdouble`'s calls into C): it turns C pointers into slices and calls
@@ -40,7 +43,11 @@
 
 pub mod agree;
 pub mod api;
+pub mod attrs;
 pub mod error;
+pub mod groups;
+pub mod handlers;
+pub mod info;
 pub mod longdouble;
 pub mod state;
 pub mod types;

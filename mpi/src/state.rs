@@ -114,6 +114,12 @@ pub struct State {
     pub orphans: Vec<Req>,
     /// The thread level granted.
     pub thread_level: i32,
+    /// Keyvals, attributes and names of communicators and datatypes.
+    pub attrs: crate::attrs::Attrs,
+    /// Info objects and communicators' hints.
+    pub infos: crate::info::Infos,
+    /// The program's error handlers and error codes.
+    pub handlers: crate::handlers::Handlers,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -154,6 +160,9 @@ impl State {
             next_req: 1,
             orphans: Vec::new(),
             thread_level,
+            attrs: crate::attrs::Attrs::default(),
+            infos: crate::info::Infos::new(crate::info::Info::default()),
+            handlers: crate::handlers::Handlers::default(),
         };
         let wtwin = twin(&world)?;
         s.comms.insert(
@@ -191,12 +200,7 @@ impl State {
 
     /// Sets a communicator's error handler.
     pub fn set_errhandler(&mut self, h: i32, e: i32) -> Result<(), MpiError> {
-        if e != ERRORS_ARE_FATAL && e != ERRORS_RETURN {
-            return Err(MpiError::new(
-                Class::Arg,
-                format!("{e} is not an error handler"),
-            ));
-        }
+        self.handlers.check(e)?;
         let c = self
             .comms
             .get_mut(&h)
@@ -258,8 +262,10 @@ impl State {
         }
         self.comms
             .remove(&h)
-            .map(|_| ())
-            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))?;
+        self.attrs.forget((crate::attrs::Kind::Comm, h));
+        self.infos.hints.remove(&h);
+        Ok(())
     }
 
     /// The datatype of handle `h`, committed.
@@ -316,8 +322,9 @@ impl State {
         }
         self.types
             .remove(&h)
-            .map(|_| ())
-            .ok_or_else(|| MpiError::new(Class::Type, format!("{h} is not a datatype")))
+            .ok_or_else(|| MpiError::new(Class::Type, format!("{h} is not a datatype")))?;
+        self.attrs.forget((crate::attrs::Kind::Type, h));
+        Ok(())
     }
 
     /// The operation of handle `h`.

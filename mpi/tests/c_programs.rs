@@ -605,3 +605,16 @@ fn a_fortran_program_runs_as_under_open_mpi() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn groups_attributes_info_and_names() -> Result<()> {
+    let got = family("attrs")?;
+    // MPI_COMM_SELF's attribute is deleted by MPI_Finalize on every rank.
+    let finals = got
+        .iter()
+        .filter(|l| l.contains("deleted at finalize on MPI_COMM_SELF: 1"))
+        .count();
+    assert_eq!(finals, RANKS, "{got:?}");
+    assert!(got.contains(&"rank 0: asked MPI_THREAD_MULTIPLE, got 3".to_string()));
+    Ok(())
+}

@@ -1,12 +1,16 @@
-//! The C ABI of communicators and groups: rank, size, dup, split (and split_type,
-//! QCG_Comm_split_level), create, create_group, compare, free; groups.
+//! The C ABI of communicators and groups: rank, size, dup (and idup,
+//! dup_with_info), split (and split_type, QCG_Comm_split_level), create,
+//! create_group, compare, free; groups (their arithmetic is [`crate::groups`]).
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 
+use super::attrs::{copy_attrs, delete_attrs};
 use super::coll::ctx;
 use super::{call, ints, put};
+use crate::attrs::Kind;
 use crate::error::{Class, MpiError};
-use crate::state::{self, count, COMM_WORLD, UNDEFINED};
+use crate::groups;
+use crate::state::{self, count, Meta, Req, COMM_WORLD, UNDEFINED};
 use libc::c_int;
 
 #[no_mangle]
@@ -47,11 +51,94 @@ fn key(k: c_int) -> u32 {
     (k as u32) ^ 0x8000_0000
 }
 
+/// Duplicates `comm` with its error handler and attributes (through their copy
+/// callbacks) and the hints of `info` (`None`: `comm`'s own); the new handle.
+fn dup(comm: c_int, info: Option<c_int>) -> Result<c_int, MpiError> {
+    let me = ctx(comm)?.me;
+    let mut h = 0;
+    split(comm, Some(0), me, &mut h)?;
+    let hints = state::with(|s| match info {
+        Some(i) => s.infos.get_or_empty(i),
+        None => Ok(s.infos.hints.get(&comm).cloned().unwrap_or_default()),
+    });
+    // SAFETY: the callbacks the program registered for comm's attributes.
+    let copied = hints.and_then(|i| unsafe {
+        state::with(|s| {
+            s.infos.hints.insert(h, i);
+            Ok(())
+        })?;
+        copy_attrs(Kind::Comm, comm, h)
+    });
+    if let Err(e) = copied {
+        // SAFETY: the attributes copied so far, deleted through their callbacks.
+        let _ = unsafe { delete_attrs(Kind::Comm, h) };
+        let _ = state::with(|s| s.free_comm(h));
+        return Err(e);
+    }
+    Ok(h)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_dup", comm, || {
-        let me = ctx(comm)?.me;
-        split(comm, Some(0), me, newcomm)
+        let h = dup(comm, None)?;
+        // SAFETY: an output handle.
+        unsafe { put(newcomm, h) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_dup_with_info(
+    comm: c_int,
+    info: c_int,
+    newcomm: *mut c_int,
+) -> c_int {
+    call("MPI_Comm_dup_with_info", comm, || {
+        state::with(|s| s.infos.get_or_empty(info).map(|_| ()))?;
+        let h = dup(comm, Some(info))?;
+        // SAFETY: an output handle.
+        unsafe { put(newcomm, h) }
+    })
+}
+
+/// `MPI_Comm_idup` duplicates at once, as `MPI_Comm_dup` does (collective: it
+/// returns when every rank has called it), and gives a request that is already
+/// complete. Programs that call it on every rank before waiting, as MPI requires
+/// them to start collectives in the same order, see no difference; a program that
+/// makes a rank wait for a message sent after another rank's idup would hang.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_idup(
+    comm: c_int,
+    newcomm: *mut c_int,
+    request: *mut c_int,
+) -> c_int {
+    call("MPI_Comm_idup", comm, || {
+        if request.is_null() {
+            return Err(MpiError::new(Class::Arg, "the request is NULL"));
+        }
+        let h = dup(comm, None)?;
+        let r = state::with(|s| {
+            Ok(s.add_request(Req {
+                inner: None,
+                meta: Meta::Null,
+                cancelled: false,
+                comm,
+            }))
+        })?;
+        // SAFETY: an output handle and an output request.
+        unsafe {
+            put(newcomm, h)?;
+            put(request, r)
+        }
+    })
+}
+
+/// `MPI_Comm_get_parent`: no process is ever spawned, so `MPI_COMM_NULL`.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut c_int) -> c_int {
+    // SAFETY: an output handle.
+    call("MPI_Comm_get_parent", COMM_WORLD, || unsafe {
+        put(parent, 0)
     })
 }
 
@@ -122,6 +209,13 @@ pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut c_int) -> c_int {
     // SAFETY: a communicator handle.
     let h = unsafe { crate::ffi::get(comm, "the communicator") }.unwrap_or(0);
     call("MPI_Comm_free", h, || {
+        // Bad and predefined handles are refused before any callback runs.
+        state::with(|s| s.comm(h).map(|_| ()))?;
+        if h == COMM_WORLD || h == state::COMM_SELF {
+            return state::with(|s| s.free_comm(h));
+        }
+        // SAFETY: the delete callbacks of the program's attributes on `h`.
+        unsafe { delete_attrs(Kind::Comm, h)? };
         state::with(|s| s.free_comm(h))?;
         // SAFETY: read above.
         unsafe { comm.write(0) };
@@ -225,21 +319,136 @@ pub unsafe extern "C" fn PMPI_Comm_compare(
     })
 }
 
-/// Checks group ranks: each in `0..n`, no repeats.
-fn group_ranks(rs: &[c_int], n: usize) -> Result<Vec<usize>, MpiError> {
-    let mut seen = vec![false; n];
-    rs.iter()
-        .map(|&r| match usize::try_from(r) {
-            Ok(r) if r < n && !seen[r] => {
-                seen[r] = true;
-                Ok(r)
-            }
-            _ => Err(MpiError::new(
-                Class::Rank,
-                format!("rank {r} is not in the group (size {n}) or repeated"),
-            )),
-        })
-        .collect()
+/// Registers group `members` and writes its handle to `newgroup`.
+fn new_group(members: Vec<u32>, newgroup: *mut c_int) -> Result<(), MpiError> {
+    let h = state::with(|s| Ok(s.add_group(members)))?;
+    // SAFETY: an output handle.
+    unsafe { put(newgroup, h) }
+}
+
+unsafe fn group_range(
+    group: c_int,
+    n: c_int,
+    ranges: *const [c_int; 3],
+    newgroup: *mut c_int,
+    include: bool,
+) -> Result<(), MpiError> {
+    let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
+    let n = count(n)?;
+    let triples: &[[c_int; 3]] = if n == 0 {
+        &[]
+    } else if ranges.is_null() {
+        return Err(MpiError::new(Class::Arg, "the range array is NULL"));
+    } else {
+        // SAFETY: an array of `n` (first, last, stride) triples.
+        unsafe { std::slice::from_raw_parts(ranges, n) }
+    };
+    let picked = groups::ranges(triples, g.len())?;
+    let members = if include {
+        groups::incl(&g, &picked)
+    } else {
+        groups::excl(&g, &picked)
+    };
+    new_group(members, newgroup)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_range_incl(
+    group: c_int,
+    n: c_int,
+    ranges: *mut [c_int; 3],
+    newgroup: *mut c_int,
+) -> c_int {
+    // SAFETY: passed on.
+    call("MPI_Group_range_incl", COMM_WORLD, || unsafe {
+        group_range(group, n, ranges, newgroup, true)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_range_excl(
+    group: c_int,
+    n: c_int,
+    ranges: *mut [c_int; 3],
+    newgroup: *mut c_int,
+) -> c_int {
+    // SAFETY: passed on.
+    call("MPI_Group_range_excl", COMM_WORLD, || unsafe {
+        group_range(group, n, ranges, newgroup, false)
+    })
+}
+
+/// Applies a set operation to two groups.
+fn group_op(
+    g1: c_int,
+    g2: c_int,
+    newgroup: *mut c_int,
+    op: fn(&[u32], &[u32]) -> Vec<u32>,
+) -> Result<(), MpiError> {
+    let members = state::with(|s| Ok(op(s.group(g1)?, s.group(g2)?)))?;
+    new_group(members, newgroup)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_union(g1: c_int, g2: c_int, newgroup: *mut c_int) -> c_int {
+    call("MPI_Group_union", COMM_WORLD, || {
+        group_op(g1, g2, newgroup, groups::union)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_intersection(
+    g1: c_int,
+    g2: c_int,
+    newgroup: *mut c_int,
+) -> c_int {
+    call("MPI_Group_intersection", COMM_WORLD, || {
+        group_op(g1, g2, newgroup, groups::intersection)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_difference(
+    g1: c_int,
+    g2: c_int,
+    newgroup: *mut c_int,
+) -> c_int {
+    call("MPI_Group_difference", COMM_WORLD, || {
+        group_op(g1, g2, newgroup, groups::difference)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_translate_ranks(
+    g1: c_int,
+    n: c_int,
+    ranks1: *const c_int,
+    g2: c_int,
+    ranks2: *mut c_int,
+) -> c_int {
+    call("MPI_Group_translate_ranks", COMM_WORLD, || {
+        let n = count(n)?;
+        // SAFETY: an array of `n` ranks.
+        let rs = unsafe { ints(ranks1, n, "ranks1")? };
+        let out = state::with(|s| groups::translate(s.group(g1)?, rs, s.group(g2)?))?;
+        if n > 0 && ranks2.is_null() {
+            return Err(MpiError::new(Class::Arg, "ranks2 is NULL"));
+        }
+        for (i, r) in out.into_iter().enumerate() {
+            // SAFETY: an output array of `n` ranks.
+            unsafe { ranks2.add(i).write(r) };
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Group_compare(g1: c_int, g2: c_int, result: *mut c_int) -> c_int {
+    call("MPI_Group_compare", COMM_WORLD, || {
+        let r = state::with(|s| Ok(groups::compare(s.group(g1)?, s.group(g2)?)))?;
+        // SAFETY: an output int.
+        unsafe { put(result, r) }
+    })
 }
 
 unsafe fn group_pick(
@@ -252,19 +461,13 @@ unsafe fn group_pick(
     let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
     // SAFETY: an array of `n` ranks.
     let rs = unsafe { ints(ranks, count(n)?, "the rank array")? };
-    let picked = group_ranks(rs, g.len())?;
-    let members: Vec<u32> = if include {
-        picked.iter().map(|&r| g[r]).collect()
+    let picked = groups::ranks(rs, g.len())?;
+    let members = if include {
+        groups::incl(&g, &picked)
     } else {
-        g.iter()
-            .enumerate()
-            .filter(|(i, _)| !picked.contains(i))
-            .map(|(_, &x)| x)
-            .collect()
+        groups::excl(&g, &picked)
     };
-    let h = state::with(|s| Ok(s.add_group(members)))?;
-    // SAFETY: an output handle.
-    unsafe { put(newgroup, h) }
+    new_group(members, newgroup)
 }
 
 #[no_mangle]

@@ -71,7 +71,6 @@ pub(crate) unsafe fn fset(ierror: *mut c_int, r: c_int) {
 
 /// A Fortran string argument of `len` characters as a C string, trailing blanks
 /// dropped (and anything from a NUL on).
-#[allow(dead_code)] // for the functions that take a string (names, info keys)
 pub(crate) unsafe fn fstr_in(p: *const c_char, len: usize) -> CString {
     if p.is_null() {
         return CString::default();

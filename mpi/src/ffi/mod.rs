@@ -129,6 +129,9 @@ fn fail(name: &str, comm: c_int, e: MpiError) -> c_int {
     if handler == ERRORS_RETURN {
         return e.class as c_int;
     }
+    if let Some(code) = env::run_user_handler(handler, comm, e.class as c_int) {
+        return code;
+    }
     die(
         &format!("{name} failed on {}: {e}; aborting the job", rank_text()),
         e.class as c_int,
@@ -275,15 +278,25 @@ fn comm_ty(h: c_int, t: c_int) -> Result<(Arc<qcg::Comm>, Arc<TypeInfo>), MpiErr
     state::with(|s| Ok((s.comm(h)?.comm.clone(), s.ty(t)?)))
 }
 
+mod attrs;
 mod coll;
 mod comms;
 mod datatypes;
 mod env;
+mod info;
 mod p2p;
 mod requests;
 
 /// The C types of callbacks, under the names the API table gives them.
 pub(crate) mod callbacks {
+    pub use crate::attrs::CopyFn as MPI_Comm_copy_attr_function;
+    pub use crate::attrs::CopyFn as MPI_Type_copy_attr_function;
+    pub use crate::attrs::CopyFn as MPI_Copy_function;
+    pub use crate::attrs::DeleteFn as MPI_Comm_delete_attr_function;
+    pub use crate::attrs::DeleteFn as MPI_Type_delete_attr_function;
+    pub use crate::attrs::DeleteFn as MPI_Delete_function;
+    pub use crate::handlers::ErrFn as MPI_Comm_errhandler_function;
+    pub use crate::handlers::ErrFn as MPI_Handler_function;
     pub use crate::state::UserFn as MPI_User_function;
 }
 
@@ -301,7 +314,9 @@ mod pmpi {
 
 /// Every `PMPI_X` implementation, whichever module holds it.
 mod pmpi_impls {
-    pub use super::{coll::*, comms::*, datatypes::*, env::*, p2p::*, requests::*};
+    pub use super::{
+        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, p2p::*, requests::*,
+    };
 }
 
 mod fortran;
