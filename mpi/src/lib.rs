@@ -40,6 +40,7 @@
 
 pub mod agree;
 pub mod error;
+pub mod inter;
 pub mod longdouble;
 pub mod state;
 pub mod types;

@@ -427,3 +427,13 @@ fn the_cxx_wrapper_builds_a_cxx_program() -> Result<()> {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     Ok(())
 }
+
+#[test]
+fn intercommunicators() -> Result<()> {
+    let got = family("inter")?;
+    ensure!(
+        got.iter().any(|l| l == "rank 0: merge 0 gives rank 2 of 4"),
+        "{got:?}"
+    );
+    Ok(())
+}

@@ -4,6 +4,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 use super::coll::ctx;
+use super::inter;
 use super::{call, ints, put};
 use crate::error::{Class, MpiError};
 use crate::state::{self, count, COMM_WORLD, UNDEFINED};
@@ -50,6 +51,11 @@ fn key(k: c_int) -> u32 {
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_dup", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            let h = inter::dup(&x, comm)?;
+            // SAFETY: an output handle.
+            return unsafe { put(newcomm, h) };
+        }
         let me = ctx(comm)?.me;
         split(comm, Some(0), me, newcomm)
     })
@@ -63,6 +69,7 @@ pub unsafe extern "C" fn MPI_Comm_split(
     newcomm: *mut c_int,
 ) -> c_int {
     call("MPI_Comm_split", comm, || {
+        inter::intra(comm, "MPI_Comm_split")?;
         let color = match color {
             UNDEFINED => None,
             c if c >= 0 => Some(c as u32),
@@ -86,6 +93,7 @@ pub unsafe extern "C" fn MPI_Comm_split_type(
     newcomm: *mut c_int,
 ) -> c_int {
     call("MPI_Comm_split_type", comm, || {
+        inter::intra(comm, "MPI_Comm_split_type")?;
         let c = ctx(comm)?;
         let color = match split_type {
             UNDEFINED => None,
@@ -111,6 +119,7 @@ pub unsafe extern "C" fn QCG_Comm_split_level(
     newcomm: *mut c_int,
 ) -> c_int {
     call("QCG_Comm_split_level", comm, || {
+        inter::intra(comm, "QCG_Comm_split_level")?;
         let c = ctx(comm)?;
         let color = state::level_color(&c.comm, level)?;
         split(comm, Some(color), c.me, newcomm)
@@ -142,6 +151,7 @@ pub unsafe extern "C" fn MPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_create", comm, || {
+        inter::intra(comm, "MPI_Comm_create")?;
         let c = ctx(comm)?;
         let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
         let mine = state::members(&c.comm);
@@ -169,6 +179,7 @@ pub unsafe extern "C" fn MPI_Comm_create_group(
     newcomm: *mut c_int,
 ) -> c_int {
     call("MPI_Comm_create_group", comm, || {
+        inter::intra(comm, "MPI_Comm_create_group")?;
         let c = ctx(comm)?;
         let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
         state::send_tag(tag)?;
@@ -210,6 +221,10 @@ pub unsafe extern "C" fn MPI_Comm_create_group(
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_compare(comm1: c_int, comm2: c_int, result: *mut c_int) -> c_int {
     call("MPI_Comm_compare", comm1, || {
+        if let Some(r) = inter::compare(comm1, comm2)? {
+            // SAFETY: an output int.
+            return unsafe { put(result, r) };
+        }
         let (a, b) = (ctx(comm1)?, ctx(comm2)?);
         let r = state::compare(
             comm1 == comm2,

@@ -250,17 +250,20 @@ pub(crate) unsafe fn write_packed(
     Ok(())
 }
 
+/// The communicator of point-to-point calls on `h` (ranks are the remote group's
+/// on an intercommunicator).
 fn comm_of(h: c_int) -> Result<Arc<qcg::Comm>, MpiError> {
-    state::with(|s| Ok(s.comm(h)?.comm.clone()))
+    state::with(|s| Ok(s.comm(h)?.p2p().clone()))
 }
 
 fn comm_ty(h: c_int, t: c_int) -> Result<(Arc<qcg::Comm>, Arc<TypeInfo>), MpiError> {
-    state::with(|s| Ok((s.comm(h)?.comm.clone(), s.ty(t)?)))
+    state::with(|s| Ok((s.comm(h)?.p2p().clone(), s.ty(t)?)))
 }
 
 mod coll;
 mod comms;
 mod datatypes;
 mod env;
+mod inter;
 mod p2p;
 mod requests;
