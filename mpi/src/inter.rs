@@ -85,6 +85,25 @@ fn mix(words: &[u32]) -> u64 {
     h
 }
 
+/// The remote half of `MPI_Comm_split` on an intercommunicator (MPI 3.1 §6.4.2)
+/// for a process of `color`: the remote members (`remote`, job ranks in remote
+/// rank order) that passed it, ranked as their own split ranks them, by (key,
+/// remote rank). `colors_keys` holds each remote rank's (color, key), keys mapped
+/// to unsigned in the same order.
+pub fn split_members(remote: &[u32], colors_keys: &[(u32, u32)], color: u32) -> Vec<u32> {
+    let mut picked: Vec<(u32, usize)> = colors_keys
+        .iter()
+        .enumerate()
+        .filter(|(_, &(c, _))| c == color)
+        .map(|(r, &(_, k))| (k, r))
+        .collect();
+    picked.sort_unstable();
+    picked
+        .into_iter()
+        .filter_map(|(_, r)| remote.get(r).copied())
+        .collect()
+}
+
 /// `MPI_ROOT`.
 pub const ROOT: i32 = -3;
 
@@ -180,6 +199,15 @@ mod tests {
         keys.dedup();
         assert_eq!(keys.len(), n);
         assert!(keys.iter().all(|k| k >> 63 == 1));
+    }
+
+    #[test]
+    fn split_ranks_the_remote_members_of_a_color_by_key_then_rank() {
+        let remote = [10, 11, 12, 13];
+        let ck = [(0, 5), (1, 0), (0, 1), (0, 5)];
+        assert_eq!(split_members(&remote, &ck, 0), vec![12, 10, 13]);
+        assert_eq!(split_members(&remote, &ck, 1), vec![11]);
+        assert!(split_members(&remote, &ck, 2).is_empty());
     }
 
     #[test]

@@ -69,7 +69,6 @@ pub unsafe extern "C" fn MPI_Comm_split(
     newcomm: *mut c_int,
 ) -> c_int {
     call("MPI_Comm_split", comm, || {
-        inter::intra(comm, "MPI_Comm_split")?;
         let color = match color {
             UNDEFINED => None,
             c if c >= 0 => Some(c as u32),
@@ -80,6 +79,11 @@ pub unsafe extern "C" fn MPI_Comm_split(
                 ))
             }
         };
+        if let Some(x) = inter::of(comm)? {
+            let h = inter::split(&x, comm, color, key(key_))?;
+            // SAFETY: an output handle.
+            return unsafe { put(newcomm, h) };
+        }
         split(comm, color, key(key_), newcomm)
     })
 }
@@ -151,9 +155,13 @@ pub unsafe extern "C" fn MPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_create", comm, || {
-        inter::intra(comm, "MPI_Comm_create")?;
-        let c = ctx(comm)?;
         let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
+        if let Some(x) = inter::of(comm)? {
+            let h = inter::create(&x, comm, &g)?;
+            // SAFETY: an output handle.
+            return unsafe { put(newcomm, h) };
+        }
+        let c = ctx(comm)?;
         let mine = state::members(&c.comm);
         if let Some(x) = g.iter().find(|x| !mine.contains(x)) {
             return Err(MpiError::new(

@@ -30,6 +30,8 @@ const TAG_ALLGATHER: u32 = 7;
 const TAG_ALLTOALL: u32 = 8;
 const TAG_REDUCE_SCATTER: u32 = 9;
 const TAG_MERGE: u32 = 10;
+const TAG_SPLIT: u32 = 11;
+const TAG_CREATE: u32 = 12;
 
 /// An intercommunicator as its collectives see it.
 pub(super) struct Inter {
@@ -286,6 +288,78 @@ pub(super) fn dup(x: &Inter, comm: c_int) -> Result<c_int, MpiError> {
     let seed = next_seed(comm)?;
     let errh = state::with(|s| Ok(s.comm(comm)?.errhandler))?;
     register(&x.local.comm, x.remote.clone(), seed, errh)
+}
+
+/// Color `u32::MAX` stands for `MPI_UNDEFINED` in the (color, key) pairs sent
+/// across by [`split`].
+const NO_COLOR: u32 = u32::MAX;
+
+/// `MPI_Comm_split` of an intercommunicator (MPI 3.1 §6.4.2): each group splits
+/// itself; the processes of one color in both groups form a new
+/// intercommunicator, and a color only one group holds gives `MPI_COMM_NULL`.
+/// The groups swap every member's (color, key) through their leaders.
+pub(super) fn split(
+    x: &Inter,
+    comm: c_int,
+    color: Option<u32>,
+    key: u32,
+) -> Result<c_int, MpiError> {
+    let mine = pure::to_bytes(&[color.unwrap_or(NO_COLOR), key]);
+    let all = x.local.comm.allgather(&mine)?;
+    let theirs = pure::from_bytes(&x.swap("MPI_Comm_split", TAG_SPLIT, &all, 8 * x.q())?);
+    let seed = next_seed(comm)?;
+    let errh = state::with(|s| Ok(s.comm(comm)?.errhandler))?;
+    let new_local = x.local.comm.split(color, key)?;
+    let (Some(c), Some(nl)) = (color, new_local) else {
+        return Ok(0);
+    };
+    let pairs: Vec<(u32, u32)> = theirs.chunks_exact(2).map(|w| (w[0], w[1])).collect();
+    let remote = pure::split_members(&x.remote, &pairs, c);
+    if remote.is_empty() {
+        return Ok(0);
+    }
+    register(&nl, remote, pure::derived_seed(seed, c), errh)
+}
+
+/// `MPI_Comm_create` on an intercommunicator (MPI 3.1 §6.4.2): `group` is a
+/// subgroup of the local group (job ranks); its members and the remote group's
+/// chosen ones form a new intercommunicator, `MPI_COMM_NULL` where either is
+/// empty or this process is not in `group`.
+pub(super) fn create(x: &Inter, comm: c_int, group: &[u32]) -> Result<c_int, MpiError> {
+    let local = state::members(&x.local.comm);
+    if let Some(g) = group.iter().find(|g| !local.contains(g)) {
+        return Err(MpiError::new(
+            Class::Group,
+            format!("the group holds process {g}, which is not in the local group"),
+        ));
+    }
+    let n = x.swap(
+        "MPI_Comm_create",
+        TAG_CREATE,
+        &pure::to_bytes(&[group.len() as u32]),
+        4,
+    )?;
+    let q = pure::from_bytes(&n).first().copied().unwrap_or(0) as usize;
+    let remote =
+        pure::from_bytes(&x.swap("MPI_Comm_create", TAG_CREATE, &pure::to_bytes(group), 4 * q)?);
+    if let Some(g) = remote.iter().find(|g| !x.remote.contains(g)) {
+        return Err(MpiError::new(
+            Class::Group,
+            format!("the remote group's subgroup holds process {g}, which is not in it"),
+        ));
+    }
+    let seed = next_seed(comm)?;
+    let errh = state::with(|s| Ok(s.comm(comm)?.errhandler))?;
+    let me = local[x.local.me as usize];
+    let pos = group.iter().position(|&g| g == me);
+    let new_local = x
+        .local
+        .comm
+        .split(pos.map(|_| 0), pos.unwrap_or(0) as u32)?;
+    match new_local {
+        Some(nl) if !remote.is_empty() => register(&nl, remote, seed, errh),
+        _ => Ok(0),
+    }
 }
 
 /// `MPI_Comm_compare` when either communicator is an intercommunicator.

@@ -198,6 +198,60 @@ int main(int argc, char **argv) {
         MPI_Comm_free(&m);
     }
 
+    /* Split: one color in both groups gives an intercommunicator, a color one
+     * group lacks gives MPI_COMM_NULL. Even: both color 0; odd: color = local
+     * rank, ranked in reverse by key. */
+    MPI_Comm sp;
+    MPI_Comm_split(ic, color == 0 ? 0 : lr, -me, &sp);
+    if (me == 3) {
+        CHECK(sp == MPI_COMM_NULL, "split without a match");
+    } else {
+        MPI_Comm_size(sp, &s);
+        MPI_Comm_rank(sp, &r);
+        MPI_Comm_remote_size(sp, &rs);
+        int ws = color == 0 ? 2 : 1, wr = color == 0 ? 1 - lr : 0, wrs = color == 0 ? 1 : 2;
+        CHECK(s == ws && r == wr && rs == wrs, "split size %d rank %d remote %d", s, r, rs);
+        printf("rank %d: split gives size %d rank %d remote size %d\n", me, s, r, rs);
+        /* Odd world 1 sends to each even process; remote ranks follow the keys. */
+        if (color == 1) {
+            for (int i = 0; i < 2; i++) MPI_Send(&i, 1, MPI_INT, i, 3, sp);
+        } else {
+            MPI_Recv(&x, 1, MPI_INT, 0, 3, sp, &st);
+            CHECK(x == 1 - lr && st.MPI_SOURCE == 0, "split traffic %d", x);
+        }
+        MPI_Allreduce(&me, &sum, 1, MPI_INT, MPI_SUM, sp);
+        CHECK(sum == (color == 0 ? 1 : 2), "allreduce on split %d", sum);
+        MPI_Comm_free(&sp);
+    }
+    MPI_Comm_split(ic, lr == 1 ? MPI_UNDEFINED : 4, 0, &sp);
+    if (lr == 1) {
+        CHECK(sp == MPI_COMM_NULL, "split undefined");
+    } else {
+        MPI_Comm_remote_size(sp, &rs);
+        MPI_Sendrecv(&me, 1, MPI_INT, 0, 2, &x, 1, MPI_INT, 0, 2, sp, MPI_STATUS_IGNORE);
+        CHECK(rs == 1 && x == 1 - me, "split leaders %d %d", rs, x);
+        MPI_Comm_free(&sp);
+    }
+
+    /* Create: each group's local rank 1 alone. */
+    MPI_Group lg, one;
+    MPI_Comm_group(ic, &lg);
+    int r1 = 1;
+    MPI_Group_incl(lg, 1, &r1, &one);
+    MPI_Comm cr;
+    MPI_Comm_create(ic, one, &cr);
+    if (lr == 1) {
+        MPI_Comm_size(cr, &s);
+        MPI_Comm_remote_size(cr, &rs);
+        MPI_Sendrecv(&me, 1, MPI_INT, 0, 2, &x, 1, MPI_INT, 0, 2, cr, MPI_STATUS_IGNORE);
+        CHECK(s == 1 && rs == 1 && x == 5 - me, "create %d %d %d", s, rs, x);
+        MPI_Comm_free(&cr);
+    } else {
+        CHECK(cr == MPI_COMM_NULL, "create elsewhere");
+    }
+    MPI_Group_free(&one);
+    MPI_Group_free(&lg);
+
     /* Errors. */
     MPI_Comm_set_errhandler(ic, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
