@@ -10,6 +10,7 @@
 //!   that disagree on the operation, root or datatype are named (pure);
 //! - [`longdouble`]: C's `long double` arithmetic, from a few lines of C;
 //! - [`state`]: the handle tables and argument checks (safe code);
+//! - [`inter`]: what both sides of an intercommunicator derive alike (pure);
 //! - `ffi`: the `extern "C"` functions, the only place with `unsafe` (with
 //!   `longdouble`'s calls into C): it turns C pointers into slices and calls
 //!   libqcg's requests and collectives.

@@ -13,7 +13,8 @@
 //!
 //! One module per family: [`env`] (init, finalize, errors), [`p2p`] (sends,
 //! receives, probes), [`requests`] (completion of nonblocking calls), [`datatypes`],
-//! [`coll`] (collectives) and [`comms`] (communicators and groups); this one holds
+//! [`coll`] (collectives), [`comms`] (communicators and groups) and [`inter`]
+//! (intercommunicators, and collectives on them); this one holds
 //! what they share (the error handler's [`call`], the pointer helpers).
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]

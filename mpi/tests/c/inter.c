@@ -252,6 +252,53 @@ int main(int argc, char **argv) {
     MPI_Group_free(&one);
     MPI_Group_free(&lg);
 
+    /* Large messages across (past the eager limit). */
+    {
+        int n = 1 << 18;
+        int *big = malloc(n * sizeof(int)), *back = malloc(n * sizeof(int));
+        for (int i = 0; i < n; i++) big[i] = me * n + i;
+        MPI_Sendrecv(big, n, MPI_INT, lr, 1, back, n, MPI_INT, lr, 1, ic, MPI_STATUS_IGNORE);
+        int ok = 1;
+        for (int i = 0; i < n; i++) ok &= back[i] == REMOTE(lr) * n + i;
+        CHECK(ok, "large sendrecv");
+        root = color == 0 ? (lr == 1 ? MPI_ROOT : MPI_PROC_NULL) : 1;
+        MPI_Bcast(big, n, MPI_INT, root, ic);
+        ok = 1;
+        for (int i = 0; i < n; i++) ok &= big[i] == (color == 0 ? me * n + i : 2 * n + i);
+        CHECK(ok, "large bcast");
+        free(big);
+        free(back);
+    }
+
+    /* Groups of unequal sizes, a leader that is not local rank 0: world 0 alone,
+     * and worlds 1..3 led by world 3 (their local rank 2). */
+    {
+        MPI_Comm l2, ic2, m2;
+        int a2 = me == 0 ? 0 : 1;
+        MPI_Comm_split(MPI_COMM_WORLD, a2, me, &l2);
+        MPI_Intercomm_create(l2, a2 == 0 ? 0 : 2, MPI_COMM_WORLD, a2 == 0 ? 3 : 0, 11, &ic2);
+        MPI_Comm_size(ic2, &s);
+        MPI_Comm_remote_size(ic2, &rs);
+        CHECK(s == (a2 == 0 ? 1 : 3) && rs == (a2 == 0 ? 3 : 1), "unequal %d %d", s, rs);
+        v = me == 0 ? 77 : -1;
+        MPI_Bcast(&v, 1, MPI_INT, a2 == 0 ? MPI_ROOT : 0, ic2);
+        CHECK(v == 77, "unequal bcast %d", v);
+        MPI_Allreduce(&me, &sum, 1, MPI_INT, MPI_SUM, ic2);
+        CHECK(sum == (a2 == 0 ? 6 : 0), "unequal allreduce %d", sum);
+        for (int i = 0; i < 4; i++) all[i] = -1;
+        MPI_Gather(&me, 1, MPI_INT, all, 1, MPI_INT, a2 == 0 ? MPI_ROOT : 0, ic2);
+        if (me == 0)
+            CHECK(all[0] == 1 && all[1] == 2 && all[2] == 3, "unequal gather %d %d %d", all[0],
+                  all[1], all[2]);
+        MPI_Barrier(ic2);
+        MPI_Intercomm_merge(ic2, a2 == 0, &m2);
+        MPI_Comm_rank(m2, &r);
+        CHECK(r == (me + 3) % 4, "unequal merge rank %d", r);
+        MPI_Comm_free(&m2);
+        MPI_Comm_free(&ic2);
+        MPI_Comm_free(&l2);
+    }
+
     /* Errors. */
     MPI_Comm_set_errhandler(ic, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
