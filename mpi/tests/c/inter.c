@@ -299,19 +299,48 @@ int main(int argc, char **argv) {
         MPI_Comm_free(&l2);
     }
 
+    /* Pairs from MPI_COMM_SELF: (0, 1) and (2, 3) at the same time, same tag. */
+    {
+        MPI_Comm pair;
+        MPI_Intercomm_create(MPI_COMM_SELF, 0, MPI_COMM_WORLD, me ^ 1, 3, &pair);
+        MPI_Comm_size(pair, &s);
+        MPI_Comm_remote_size(pair, &rs);
+        MPI_Sendrecv(&me, 1, MPI_INT, 0, 0, &x, 1, MPI_INT, 0, 0, pair, MPI_STATUS_IGNORE);
+        CHECK(s == 1 && rs == 1 && x == (me ^ 1), "pair %d %d %d", s, rs, x);
+        MPI_Comm pm;
+        MPI_Intercomm_merge(pair, me & 1, &pm);
+        MPI_Comm_rank(pm, &r);
+        CHECK(r == (me & 1), "pair merge %d", r);
+        MPI_Comm_free(&pm);
+        MPI_Comm_free(&pair);
+    }
+
     /* Errors. */
     MPI_Comm_set_errhandler(ic, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(local, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int e, cls;
+    MPI_Comm bad;
     e = MPI_Scan(&me, &x, 1, MPI_INT, MPI_SUM, ic);
     MPI_Error_class(e, &cls);
     CHECK(cls == MPI_ERR_COMM, "scan on inter %d", cls);
+#ifdef QCG_LEVEL_SITE
+    /* The wrong kind of communicator (Open MPI crashes on some of these). */
+    int c1, c2, c3;
+    MPI_Error_class(MPI_Exscan(&me, &x, 1, MPI_INT, MPI_SUM, ic), &c1);
+    MPI_Error_class(MPI_Intercomm_merge(local, 0, &bad), &c2);
+    MPI_Error_class(MPI_Intercomm_create(ic, 0, MPI_COMM_WORLD, 1 - color, 8, &bad), &c3);
+    printf("rank %d: qcg-only: exscan on inter %d, merge of intra %d, create from inter %d\n",
+           me, c1, c2, c3);
+    CHECK(c1 == MPI_ERR_COMM && c2 == MPI_ERR_COMM && c3 == MPI_ERR_COMM, "%d %d %d", c1, c2,
+          c3);
+#else
+    CHECK(1, "the count of checks stays the same");
+#endif
     /* Erroneous (comm must be an intercommunicator; Open MPI answers 0) and a
      * leader out of range (MPI_ERR_RANK as MPICH; Open MPI says MPI_ERR_ARG). */
     e = MPI_Comm_remote_size(local, &rs);
     MPI_Error_class(e, &cls);
-    MPI_Comm bad;
     int e2 = MPI_Intercomm_create(local, 5, MPI_COMM_WORLD, 1 - color, 8, &bad), cls2;
     MPI_Error_class(e2, &cls2);
 #ifdef QCG_LEVEL_SITE
