@@ -170,6 +170,45 @@ fn rank_in(r: c_int, size: u32, what: &str) -> Result<u32, MpiError> {
     })
 }
 
+/// A tag no program uses (above `MPI_TAG_UB`): marks a failed leader's header.
+const FAILED: u32 = u32::MAX;
+
+fn words4(w: [u32; 4]) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    for (c, x) in b.chunks_exact_mut(4).zip(w) {
+        c.copy_from_slice(&x.to_le_bytes());
+    }
+    b
+}
+
+/// The leader's part of `MPI_Intercomm_create`: sends its group (job ranks) and
+/// count to the remote leader over `peer_comm` with `tag`, receives theirs: (tag,
+/// the remote group's count, the remote group).
+fn swap_groups(
+    peer_comm: c_int,
+    remote_leader: c_int,
+    tag: c_int,
+    n_local: u32,
+    mine: &[u32],
+) -> Result<(u32, u32, Vec<u32>), MpiError> {
+    let peer = state::with(|s| Ok(s.comm(peer_comm)?.p2p().clone()))?;
+    let rl = rank_in(remote_leader, peer.size(), "remote_leader")?;
+    let t = state::send_tag(tag)?;
+    let mut msg = n_local.to_le_bytes().to_vec();
+    msg.extend(pure::to_bytes(mine));
+    let r = peer.isend(rl, t, msg)?;
+    let m = peer.recv(Some(rl), Some(t))?;
+    r.wait()?;
+    let got = pure::from_bytes(&m.data);
+    match got.split_first() {
+        Some((&n_remote, remote)) if !remote.is_empty() => Ok((t, n_remote, remote.to_vec())),
+        _ => Err(MpiError::new(
+            Class::Intern,
+            "the remote leader sent no group",
+        )),
+    }
+}
+
 /// `MPI_Intercomm_create`: the leaders swap their groups (and how many
 /// intercommunicators each group made before) over `peer_comm` with `tag`, each
 /// broadcasts the remote group to its own; both sides then derive the same
@@ -195,31 +234,40 @@ pub unsafe extern "C" fn MPI_Intercomm_create(
             *n += 1;
             Ok(*n - 1)
         })?;
-        // What the leader learns: [tag, n_local, n_remote, remote size], remote group.
+        // What the leader learns, [tag, its group's count, the remote group's count,
+        // remote size] then the remote group, or [FAILED, error class] when its
+        // part failed (so that the whole group fails, not only the leader).
         let mut head = [0u8; 16];
         let mut remote_bytes = Vec::new();
+        let mut failure = None;
         if local.rank() == leader {
-            let peer = state::with(|s| Ok(s.comm(peer_comm)?.p2p().clone()))?;
-            let rl = rank_in(remote_leader, peer.size(), "remote_leader")?;
-            let t = state::send_tag(tag)?;
-            let mut msg = n_local.to_le_bytes().to_vec();
-            msg.extend(pure::to_bytes(&mine));
-            let r = peer.isend(rl, t, msg)?;
-            let m = peer.recv(Some(rl), Some(t))?;
-            r.wait()?;
-            let got = pure::from_bytes(&m.data);
-            let (n_remote, remote) = got.split_first().ok_or_else(|| {
-                MpiError::new(Class::Intern, "the remote leader sent an empty group")
-            })?;
-            head = pure::to_bytes(&[t, n_local, *n_remote, remote.len() as u32])
-                .try_into()
-                .unwrap_or(head);
-            remote_bytes = pure::to_bytes(remote);
+            match swap_groups(peer_comm, remote_leader, tag, n_local, &mine) {
+                Ok((t, n_remote, remote)) => {
+                    head = words4([t, n_local, n_remote, remote.len() as u32]);
+                    remote_bytes = pure::to_bytes(&remote);
+                }
+                Err(e) => {
+                    head = words4([FAILED, e.class as u32, 0, 0]);
+                    failure = Some(e);
+                }
+            }
         }
         local.bcast(leader, &mut head)?;
-        let h = pure::from_bytes(&head);
-        let (t, n_first, n_second, q) = (h[0], h[1], h[2], h[3] as usize);
-        remote_bytes.resize(4 * q, 0);
+        let [t, n_mine, n_theirs, q] = pure::from_bytes(&head)[..] else {
+            return Err(MpiError::new(
+                Class::Intern,
+                "a header of 16 bytes is not 4 words",
+            ));
+        };
+        if t == FAILED {
+            return Err(failure.unwrap_or_else(|| {
+                MpiError::new(
+                    Class::from_code(n_mine as c_int).unwrap_or(Class::Other),
+                    "the local leader could not swap the groups with the remote leader",
+                )
+            }));
+        }
+        remote_bytes.resize(4 * q as usize, 0);
         local.bcast(leader, &mut remote_bytes)?;
         let remote = pure::from_bytes(&remote_bytes);
         if let Some(x) = remote.iter().find(|x| mine.contains(x)) {
@@ -229,9 +277,9 @@ pub unsafe extern "C" fn MPI_Intercomm_create(
             ));
         }
         let seed = if pure::local_first(&mine, &remote) {
-            pure::create_seed(t as i32, n_first, n_second)
+            pure::create_seed(t as i32, n_mine, n_theirs)
         } else {
-            pure::create_seed(t as i32, n_second, n_first)
+            pure::create_seed(t as i32, n_theirs, n_mine)
         };
         let h = register(&local, remote, seed, errh)?;
         // SAFETY: an output handle.

@@ -330,10 +330,14 @@ int main(int argc, char **argv) {
     MPI_Error_class(MPI_Exscan(&me, &x, 1, MPI_INT, MPI_SUM, ic), &c1);
     MPI_Error_class(MPI_Intercomm_merge(local, 0, &bad), &c2);
     MPI_Error_class(MPI_Intercomm_create(ic, 0, MPI_COMM_WORLD, 1 - color, 8, &bad), &c3);
-    printf("rank %d: qcg-only: exscan on inter %d, merge of intra %d, create from inter %d\n",
-           me, c1, c2, c3);
-    CHECK(c1 == MPI_ERR_COMM && c2 == MPI_ERR_COMM && c3 == MPI_ERR_COMM, "%d %d %d", c1, c2,
-          c3);
+    /* A remote leader out of range: the leaders fail, and so does their group. */
+    int c4;
+    MPI_Error_class(MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, 99, 8, &bad), &c4);
+    printf("rank %d: qcg-only: exscan on inter %d, merge of intra %d, create from inter %d, "
+           "bad remote leader %d\n",
+           me, c1, c2, c3, c4);
+    CHECK(c1 == MPI_ERR_COMM && c2 == MPI_ERR_COMM && c3 == MPI_ERR_COMM && c4 == MPI_ERR_RANK,
+          "%d %d %d %d", c1, c2, c3, c4);
 #else
     CHECK(1, "the count of checks stays the same");
 #endif
