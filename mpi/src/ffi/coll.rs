@@ -96,7 +96,16 @@ impl Ctx {
     }
 }
 
+/// The intracommunicator of handle `h`: an intercommunicator fails with
+/// `MPI_ERR_COMM` (calls that take one check [`inter::of`] first, or use
+/// [`local_ctx`]).
 pub(super) fn ctx(h: c_int) -> Result<Ctx, MpiError> {
+    inter::intra(h, "this call")?;
+    local_ctx(h)
+}
+
+/// The communicator of handle `h`, or an intercommunicator's local group.
+pub(super) fn local_ctx(h: c_int) -> Result<Ctx, MpiError> {
     state::with(|s| {
         let e = s.comm(h)?;
         Ok(Ctx {

@@ -3,7 +3,7 @@
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 
-use super::coll::ctx;
+use super::coll::{ctx, local_ctx};
 use super::inter;
 use super::{call, ints, put};
 use crate::error::{Class, MpiError};
@@ -13,7 +13,7 @@ use libc::c_int;
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
     call("MPI_Comm_rank", comm, || {
-        let c = ctx(comm)?;
+        let c = local_ctx(comm)?;
         // SAFETY: an output int.
         unsafe { put(rank, c.me as c_int) }
     })
@@ -22,7 +22,7 @@ pub unsafe extern "C" fn MPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_size(comm: c_int, size: *mut c_int) -> c_int {
     call("MPI_Comm_size", comm, || {
-        let c = ctx(comm)?;
+        let c = local_ctx(comm)?;
         // SAFETY: an output int.
         unsafe { put(size, c.p as c_int) }
     })
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn MPI_Comm_free(comm: *mut c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int {
     call("MPI_Comm_group", comm, || {
-        let c = ctx(comm)?;
+        let c = local_ctx(comm)?;
         let h = state::with(|s| Ok(s.add_group(state::members(&c.comm))))?;
         // SAFETY: an output handle.
         unsafe { put(group, h) }

@@ -12,7 +12,7 @@
 #![allow(clippy::missing_safety_doc)]
 #![allow(clippy::too_many_arguments)]
 
-use super::coll::{at, at_mut, checked_reduction, combiner, ctx, ty, Ctx};
+use super::coll::{at, at_mut, checked_reduction, combiner, local_ctx, ty, Ctx};
 use super::{call, in_bytes, put, write_packed};
 use crate::error::{Class, MpiError};
 use crate::inter::{self as pure, Role, Use};
@@ -117,7 +117,7 @@ pub(super) fn of(h: c_int) -> Result<Option<Inter>, MpiError> {
         return Ok(None);
     };
     Ok(Some(Inter {
-        local: ctx(h)?,
+        local: local_ctx(h)?,
         coll,
         remote,
     }))
