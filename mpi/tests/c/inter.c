@@ -290,6 +290,15 @@ int main(int argc, char **argv) {
         if (me == 0)
             CHECK(all[0] == 1 && all[1] == 2 && all[2] == 3, "unequal gather %d %d %d", all[0],
                   all[1], all[2]);
+        /* Reduce_scatter_block: each process sends (local size x recvcount)
+         * elements: world 0 alone receives 3, the three others 1 each. */
+        int rsb[3] = {me, 10 * me, 100 * me}, rout[3] = {-1, -1, -1};
+        MPI_Reduce_scatter_block(rsb, rout, a2 == 0 ? 3 : 1, MPI_INT, MPI_SUM, ic2);
+        if (me == 0)
+            CHECK(rout[0] == 6 && rout[1] == 60 && rout[2] == 600, "unequal rsb %d %d %d",
+                  rout[0], rout[1], rout[2]);
+        else
+            CHECK(rout[0] == 0 && rout[1] == -1, "unequal rsb %d %d", rout[0], rout[1]);
         MPI_Barrier(ic2);
         MPI_Intercomm_merge(ic2, a2 == 0, &m2);
         MPI_Comm_rank(m2, &r);
