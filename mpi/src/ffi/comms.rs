@@ -11,7 +11,7 @@ use crate::state::{self, count, COMM_WORLD, UNDEFINED};
 use libc::c_int;
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
     call("MPI_Comm_rank", comm, || {
         let c = local_ctx(comm)?;
         // SAFETY: an output int.
@@ -20,7 +20,7 @@ pub unsafe extern "C" fn MPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_size(comm: c_int, size: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_size(comm: c_int, size: *mut c_int) -> c_int {
     call("MPI_Comm_size", comm, || {
         let c = local_ctx(comm)?;
         // SAFETY: an output int.
@@ -49,7 +49,7 @@ fn key(k: c_int) -> u32 {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_dup", comm, || {
         if let Some(x) = inter::of(comm)? {
             let h = inter::dup(&x, comm)?;
@@ -62,7 +62,7 @@ pub unsafe extern "C" fn MPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_split(
+pub unsafe extern "C" fn PMPI_Comm_split(
     comm: c_int,
     color: c_int,
     key_: c_int,
@@ -89,7 +89,7 @@ pub unsafe extern "C" fn MPI_Comm_split(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_split_type(
+pub unsafe extern "C" fn PMPI_Comm_split_type(
     comm: c_int,
     split_type: c_int,
     key_: c_int,
@@ -131,7 +131,7 @@ pub unsafe extern "C" fn QCG_Comm_split_level(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_free(comm: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut c_int) -> c_int {
     // SAFETY: a communicator handle.
     let h = unsafe { crate::ffi::get(comm, "the communicator") }.unwrap_or(0);
     call("MPI_Comm_free", h, || {
@@ -143,7 +143,7 @@ pub unsafe extern "C" fn MPI_Comm_free(comm: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int {
     call("MPI_Comm_group", comm, || {
         let c = local_ctx(comm)?;
         let h = state::with(|s| Ok(s.add_group(state::members(&c.comm))))?;
@@ -153,7 +153,7 @@ pub unsafe extern "C" fn MPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_create", comm, || {
         let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
         if let Some(x) = inter::of(comm)? {
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn MPI_Comm_create(comm: c_int, group: c_int, newcomm: *mu
 /// The members derive the new context alike from the communicator, the group, the
 /// tag and how many such calls they made before (see [`qcg::Comm::subset`]).
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_create_group(
+pub unsafe extern "C" fn PMPI_Comm_create_group(
     comm: c_int,
     group: c_int,
     tag: c_int,
@@ -227,7 +227,7 @@ pub unsafe extern "C" fn MPI_Comm_create_group(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_compare(comm1: c_int, comm2: c_int, result: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_compare(comm1: c_int, comm2: c_int, result: *mut c_int) -> c_int {
     call("MPI_Comm_compare", comm1, || {
         if let Some(r) = inter::compare(comm1, comm2)? {
             // SAFETY: an output int.
@@ -287,7 +287,7 @@ unsafe fn group_pick(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_incl(
+pub unsafe extern "C" fn PMPI_Group_incl(
     group: c_int,
     n: c_int,
     ranks: *const c_int,
@@ -300,7 +300,7 @@ pub unsafe extern "C" fn MPI_Group_incl(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_excl(
+pub unsafe extern "C" fn PMPI_Group_excl(
     group: c_int,
     n: c_int,
     ranks: *const c_int,
@@ -313,7 +313,7 @@ pub unsafe extern "C" fn MPI_Group_excl(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_rank(group: c_int, rank: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Group_rank(group: c_int, rank: *mut c_int) -> c_int {
     call("MPI_Group_rank", COMM_WORLD, || {
         let r = state::with(|s| {
             let me = s.rank;
@@ -328,7 +328,7 @@ pub unsafe extern "C" fn MPI_Group_rank(group: c_int, rank: *mut c_int) -> c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_size(group: c_int, size: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Group_size(group: c_int, size: *mut c_int) -> c_int {
     call("MPI_Group_size", COMM_WORLD, || {
         let n = state::with(|s| Ok(s.group(group)?.len()))?;
         // SAFETY: an output int.
@@ -337,7 +337,7 @@ pub unsafe extern "C" fn MPI_Group_size(group: c_int, size: *mut c_int) -> c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_free(group: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Group_free(group: *mut c_int) -> c_int {
     call("MPI_Group_free", COMM_WORLD, || {
         // SAFETY: a group handle.
         unsafe {
