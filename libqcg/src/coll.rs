@@ -750,12 +750,8 @@ impl Comm {
             .topology()
             .subset(&locals)
             .map_err(|e| bad(e.to_string()))?;
-        // A marker no split's (parent, seq, color) hashes the same way as often.
-        let mut words = vec![view.context, 0x5b5e_7000, members.len() as u32];
-        words.extend_from_slice(members);
-        words.extend_from_slice(&[key as u32, (key >> 32) as u32]);
         Ok(Some(self.with_view(View {
-            context: fnv_context(&words),
+            context: subset_context(view.context, members, key),
             ranks: members.iter().map(|&m| view.global(m)).collect(),
             rank: rank as u32,
             topology,
@@ -767,6 +763,58 @@ impl Comm {
             schedules: Default::default(),
         })))
     }
+}
+
+impl Comm {
+    /// The far side of an intercommunicator (MPI 3.1 §6.6): a communicator whose
+    /// ranks are `peers` (ranks of this one, which need not include this process),
+    /// in the context [`Comm::subset`] gives `members` with `key`. Both sides of an
+    /// intercommunicator pass the same `members` (the union of their groups) and
+    /// `key`, each its remote group as `peers`: a message sent to rank `r` here goes
+    /// to the `r`-th peer, and a received message's source is the sender's place
+    /// among the peers. Point-to-point only: this process is not one of its ranks
+    /// (its `rank()` is 0 and means nothing), so its collectives must not be called.
+    pub fn peers(&self, members: &[u32], key: u64, peers: &[u32]) -> Result<Comm> {
+        let bad = |message: String| Error::Collective {
+            op: "peers",
+            message,
+        };
+        for &m in members.iter().chain(peers) {
+            if m >= self.size() {
+                return Err(bad(format!(
+                    "rank {m} is not in the communicator (size {})",
+                    self.size()
+                )));
+            }
+        }
+        let view = self.view();
+        let locals: Vec<usize> = peers.iter().map(|&m| m as usize).collect();
+        let topology = self
+            .topology()
+            .subset(&locals)
+            .map_err(|e| bad(e.to_string()))?;
+        Ok(self.with_view(View {
+            context: subset_context(view.context, members, key),
+            ranks: peers.iter().map(|&m| view.global(m)).collect(),
+            rank: 0,
+            topology,
+            calls: Default::default(),
+            coll_failed: Default::default(),
+            recent: Default::default(),
+            splits: Default::default(),
+            options: std::sync::Mutex::new(self.coll_options()),
+            schedules: Default::default(),
+        }))
+    }
+}
+
+/// The context of [`Comm::subset`] over `members` with `key`, under `parent`.
+fn subset_context(parent: u32, members: &[u32], key: u64) -> u32 {
+    // A marker no split's (parent, seq, color) hashes the same way as often.
+    let mut words = vec![parent, 0x5b5e_7000, members.len() as u32];
+    words.extend_from_slice(members);
+    words.extend_from_slice(&[key as u32, (key >> 32) as u32]);
+    fnv_context(&words)
 }
 
 /// A context every member of a split derives alike (FNV-1a of parent, call, color),

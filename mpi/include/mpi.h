@@ -283,6 +283,7 @@ typedef int MPI_File;
  * name PMPI_X. */
 #include "mpi_functions.h"
 
+/* Intercommunicators (MPI 3.1 6.6) */
 /* qcg extension: see the top of this file. */
 int QCG_Comm_split_level(MPI_Comm comm, int level, MPI_Comm *newcomm);
 

@@ -13,6 +13,7 @@
 //! - [`attrs`], [`info`], [`handlers`]: keyvals, attributes and names; info
 //!   objects; the program's error handlers and error codes (tables, pure);
 //! - [`state`]: the handle tables and argument checks (safe code);
+//! - [`inter`]: what both sides of an intercommunicator derive alike (pure);
 //! - `ffi`: the `extern "C"` functions, the only place with `unsafe` (with
 //!   `longdouble`'s calls into C): it turns C pointers into slices and calls
 //!   libqcg's requests and collectives.
@@ -48,6 +49,7 @@ pub mod error;
 pub mod groups;
 pub mod handlers;
 pub mod info;
+pub mod inter;
 pub mod longdouble;
 pub mod state;
 pub mod types;

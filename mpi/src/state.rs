@@ -62,6 +62,31 @@ pub struct CommEntry {
     /// `MPI_Comm_create_group` calls made on it, per (group's job ranks, tag):
     /// the members number their calls alike, which keeps the new contexts apart.
     pub create_group_calls: HashMap<(Vec<u32>, i32), u32>,
+    /// The remote group of an intercommunicator (`comm` and `twin` are then its
+    /// local group's); `None` for an intracommunicator.
+    pub remote: Option<Remote>,
+}
+
+/// The remote side of an intercommunicator (see [`crate::inter`]).
+pub struct Remote {
+    /// The remote group's job ranks, in remote rank order.
+    pub members: Vec<u32>,
+    /// The program's point-to-point messages: its ranks are the remote group's.
+    pub user: Arc<qcg::Comm>,
+    /// This layer's collectives across the groups, ranks as in `user`.
+    pub coll: Arc<qcg::Comm>,
+    /// Derives the keys of the contexts made from this intercommunicator.
+    pub seed: u64,
+    /// Communicators made from it so far (dup, merge).
+    pub made: u32,
+}
+
+impl CommEntry {
+    /// The communicator of the program's point-to-point calls: ranks are the
+    /// remote group's on an intercommunicator.
+    pub fn p2p(&self) -> &Arc<qcg::Comm> {
+        self.remote.as_ref().map_or(&self.comm, |r| &r.user)
+    }
 }
 
 /// What a receive request writes to when it completes.
@@ -120,6 +145,9 @@ pub struct State {
     pub infos: crate::info::Infos,
     /// The program's error handlers and error codes.
     pub handlers: crate::handlers::Handlers,
+    /// `MPI_Intercomm_create` calls made per local group (job ranks): the count
+    /// goes into the new intercommunicator's contexts.
+    pub intercomm_calls: HashMap<Vec<u32>, u32>,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -163,6 +191,7 @@ impl State {
             attrs: crate::attrs::Attrs::default(),
             infos: crate::info::Infos::new(crate::info::Info::default()),
             handlers: crate::handlers::Handlers::default(),
+            intercomm_calls: HashMap::new(),
         };
         let wtwin = twin(&world)?;
         s.comms.insert(
@@ -172,6 +201,7 @@ impl State {
                 twin: wtwin,
                 errhandler: ERRORS_ARE_FATAL,
                 create_group_calls: HashMap::new(),
+                remote: None,
             },
         );
         let me = world
@@ -186,6 +216,7 @@ impl State {
                 twin: stwin,
                 errhandler: ERRORS_ARE_FATAL,
                 create_group_calls: HashMap::new(),
+                remote: None,
             },
         );
         Ok(s)
@@ -196,6 +227,45 @@ impl State {
         self.comms
             .get(&h)
             .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))
+    }
+
+    /// The intracommunicator of handle `h`: an intercommunicator fails with
+    /// `MPI_ERR_COMM` naming call `name`, which needs an intracommunicator.
+    pub fn intra(&self, h: i32, name: &str) -> Result<&CommEntry, MpiError> {
+        let c = self.comm(h)?;
+        if c.remote.is_some() {
+            return Err(MpiError::new(
+                Class::Comm,
+                format!("{name} needs an intracommunicator; {h} is an intercommunicator"),
+            ));
+        }
+        Ok(c)
+    }
+
+    /// Registers an intercommunicator over local group `local` (its twin made
+    /// here: collective over `local`).
+    pub fn add_inter(
+        &mut self,
+        local: qcg::Comm,
+        remote: Remote,
+        errhandler: i32,
+    ) -> Result<i32, MpiError> {
+        let h = self.add_comm(local, errhandler)?;
+        if let Some(c) = self.comms.get_mut(&h) {
+            c.remote = Some(remote);
+        }
+        Ok(h)
+    }
+
+    /// The remote side of intercommunicator `h`, to change (counts of derived
+    /// communicators).
+    pub fn remote_mut(&mut self, h: i32) -> Result<&mut Remote, MpiError> {
+        self.comms
+            .get_mut(&h)
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))?
+            .remote
+            .as_mut()
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not an intercommunicator")))
     }
 
     /// Sets a communicator's error handler.
@@ -231,6 +301,7 @@ impl State {
                 twin: t,
                 errhandler,
                 create_group_calls: HashMap::new(),
+                remote: None,
             },
         );
         Ok(h)

@@ -618,3 +618,13 @@ fn groups_attributes_info_and_names() -> Result<()> {
     assert!(got.contains(&"rank 0: asked MPI_THREAD_MULTIPLE, got 3".to_string()));
     Ok(())
 }
+
+#[test]
+fn intercommunicators() -> Result<()> {
+    let got = family("inter")?;
+    ensure!(
+        got.iter().any(|l| l == "rank 0: merge 0 gives rank 2 of 4"),
+        "{got:?}"
+    );
+    Ok(())
+}

@@ -7,6 +7,7 @@
 #![allow(clippy::missing_safety_doc)]
 #![allow(clippy::too_many_arguments)]
 
+use super::inter;
 use crate::agree;
 use crate::error::{Class, MpiError};
 use crate::ffi::{call, in_bytes, ints, put, write_packed, IN_PLACE};
@@ -22,7 +23,7 @@ const TAG_SCATTERV: u32 = 2;
 const TAG_ALLTOALLV: u32 = 3;
 const TAG_SCAN: u32 = 4;
 
-type Combine = Box<dyn Fn(&mut [u8], &[u8])>;
+pub(super) type Combine = Box<dyn Fn(&mut [u8], &[u8])>;
 
 pub(super) struct Ctx {
     pub(super) comm: Arc<qcg::Comm>,
@@ -95,7 +96,16 @@ impl Ctx {
     }
 }
 
+/// The intracommunicator of handle `h`: an intercommunicator fails with
+/// `MPI_ERR_COMM` (calls that take one check [`inter::of`] first, or use
+/// [`local_ctx`]).
 pub(super) fn ctx(h: c_int) -> Result<Ctx, MpiError> {
+    inter::intra(h, "this call")?;
+    local_ctx(h)
+}
+
+/// The communicator of handle `h`, or an intercommunicator's local group.
+pub(super) fn local_ctx(h: c_int) -> Result<Ctx, MpiError> {
     state::with(|s| {
         let e = s.comm(h)?;
         Ok(Ctx {
@@ -107,12 +117,16 @@ pub(super) fn ctx(h: c_int) -> Result<Ctx, MpiError> {
     })
 }
 
-fn ty(h: c_int) -> Result<Arc<TypeInfo>, MpiError> {
+pub(super) fn ty(h: c_int) -> Result<Arc<TypeInfo>, MpiError> {
     state::with(|s| s.ty(h))
 }
 
 /// `a = a ∘ b` for one packed element, and whether the operation commutes.
-fn combiner(h: c_int, dt: c_int, t: &Arc<TypeInfo>) -> Result<(Combine, bool), MpiError> {
+pub(super) fn combiner(
+    h: c_int,
+    dt: c_int,
+    t: &Arc<TypeInfo>,
+) -> Result<(Combine, bool), MpiError> {
     match state::with(|s| s.op(h))? {
         OpKind::Predefined(op) => {
             types::check_op(op, t)?;
@@ -169,7 +183,7 @@ fn combiner(h: c_int, dt: c_int, t: &Arc<TypeInfo>) -> Result<(Combine, bool), M
 /// elements of `t`, that also checks every rank passed the same operation, root
 /// and datatype ([`agree`]): the result where there is one, or an error naming the
 /// rank at fault.
-fn checked_reduction(
+pub(super) fn checked_reduction(
     c: &Ctx,
     name: &str,
     root: Option<u32>,
@@ -244,7 +258,10 @@ unsafe fn reduce_input<'a>(
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Barrier(comm: c_int) -> c_int {
-    call("MPI_Barrier", comm, || Ok(ctx(comm)?.comm.barrier()?))
+    call("MPI_Barrier", comm, || match inter::of(comm)? {
+        Some(x) => inter::barrier(&x),
+        None => Ok(ctx(comm)?.comm.barrier()?),
+    })
 }
 
 #[no_mangle]
@@ -256,6 +273,10 @@ pub unsafe extern "C" fn PMPI_Bcast(
     comm: c_int,
 ) -> c_int {
     call("MPI_Bcast", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe { inter::bcast(&x, buffer, count_, datatype, root_) };
+        }
         let c = ctx(comm)?;
         let t = ty(datatype)?;
         let n = count(count_)?;
@@ -292,6 +313,10 @@ pub unsafe extern "C" fn PMPI_Reduce(
     comm: c_int,
 ) -> c_int {
     call("MPI_Reduce", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe { inter::reduce(&x, sendbuf, recvbuf, count_, datatype, op, root_) };
+        }
         let c = ctx(comm)?;
         let t = ty(datatype)?;
         let n = count(count_)?;
@@ -327,6 +352,10 @@ pub unsafe extern "C" fn PMPI_Allreduce(
     comm: c_int,
 ) -> c_int {
     call("MPI_Allreduce", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe { inter::allreduce(&x, sendbuf, recvbuf, count_, datatype, op) };
+        }
         let c = ctx(comm)?;
         let t = ty(datatype)?;
         let n = count(count_)?;
@@ -376,6 +405,19 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block(
     comm: c_int,
 ) -> c_int {
     call("MPI_Reduce_scatter_block", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                inter::reduce_scatter(
+                    &x,
+                    sendbuf,
+                    recvbuf,
+                    &vec![count(recvcount)?; x.local_size()],
+                    datatype,
+                    op,
+                )
+            };
+        }
         let c = ctx(comm)?;
         let n = count(recvcount)?;
         // SAFETY: the caller's buffers.
@@ -398,6 +440,17 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter(
     comm: c_int,
 ) -> c_int {
     call("MPI_Reduce_scatter", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                {
+                    let counts = ints(recvcounts, x.local_size(), "recvcounts")?;
+                    let counts: Vec<usize> =
+                        counts.iter().map(|&k| count(k)).collect::<Result<_, _>>()?;
+                    inter::reduce_scatter(&x, sendbuf, recvbuf, &counts, datatype, op)
+                }
+            };
+        }
         let c = ctx(comm)?;
         // SAFETY: the caller's arrays and buffers.
         unsafe {
@@ -428,6 +481,7 @@ unsafe fn scan(
     comm: c_int,
 ) -> c_int {
     call(name, comm, || {
+        inter::intra(comm, name)?;
         let c = ctx(comm)?;
         let t = ty(datatype)?;
         let n = count(count_)?;
@@ -503,13 +557,13 @@ pub unsafe extern "C" fn PMPI_Exscan(
     }
 }
 
-fn at(buf: *const c_void, elems: usize, t: &TypeInfo) -> *const c_void {
+pub(super) fn at(buf: *const c_void, elems: usize, t: &TypeInfo) -> *const c_void {
     (buf as *const u8)
         .wrapping_offset(elems as isize * t.extent)
         .cast()
 }
 
-fn at_mut(buf: *mut c_void, elems: usize, t: &TypeInfo) -> *mut c_void {
+pub(super) fn at_mut(buf: *mut c_void, elems: usize, t: &TypeInfo) -> *mut c_void {
     (buf as *mut u8)
         .wrapping_offset(elems as isize * t.extent)
         .cast()
@@ -527,6 +581,22 @@ pub unsafe extern "C" fn PMPI_Gather(
     comm: c_int,
 ) -> c_int {
     call("MPI_Gather", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                inter::gather(
+                    &x,
+                    "MPI_Gather",
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    &|| inter::even(recvcount, x.remote_size()),
+                    recvtype,
+                    root_,
+                )
+            };
+        }
         let c = ctx(comm)?;
         let r = root(&c.comm, root_)?;
         // SAFETY: the caller's buffers.
@@ -559,6 +629,22 @@ pub unsafe extern "C" fn PMPI_Scatter(
     comm: c_int,
 ) -> c_int {
     call("MPI_Scatter", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                inter::scatter(
+                    &x,
+                    "MPI_Scatter",
+                    sendbuf,
+                    &|| inter::even(sendcount, x.remote_size()),
+                    sendtype,
+                    recvbuf,
+                    recvcount,
+                    recvtype,
+                    root_,
+                )
+            };
+        }
         let c = ctx(comm)?;
         let r = root(&c.comm, root_)?;
         // SAFETY: the caller's buffers.
@@ -594,6 +680,21 @@ pub unsafe extern "C" fn PMPI_Allgather(
     comm: c_int,
 ) -> c_int {
     call("MPI_Allgather", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                inter::allgather(
+                    &x,
+                    "MPI_Allgather",
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    &inter::even(recvcount, x.remote_size())?,
+                    recvtype,
+                )
+            };
+        }
         let c = ctx(comm)?;
         let rt = ty(recvtype)?;
         let rn = count(recvcount)?;
@@ -622,6 +723,21 @@ pub unsafe extern "C" fn PMPI_Alltoall(
     comm: c_int,
 ) -> c_int {
     call("MPI_Alltoall", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                inter::alltoall(
+                    &x,
+                    "MPI_Alltoall",
+                    sendbuf,
+                    &inter::even(sendcount, x.remote_size())?,
+                    sendtype,
+                    recvbuf,
+                    &inter::even(recvcount, x.remote_size())?,
+                    recvtype,
+                )
+            };
+        }
         let c = ctx(comm)?;
         let rt = ty(recvtype)?;
         let rn = count(recvcount)?;
@@ -640,7 +756,7 @@ pub unsafe extern "C" fn PMPI_Alltoall(
 }
 
 /// Counts and displacements of a v-collective, checked.
-unsafe fn counts_displs(
+pub(super) unsafe fn counts_displs(
     counts: *const c_int,
     displs: *const c_int,
     p: usize,
@@ -675,6 +791,22 @@ pub unsafe extern "C" fn PMPI_Gatherv(
     comm: c_int,
 ) -> c_int {
     call("MPI_Gatherv", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                inter::gather(
+                    &x,
+                    "MPI_Gatherv",
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    &|| counts_displs(recvcounts, displs, x.remote_size()),
+                    recvtype,
+                    root_,
+                )
+            };
+        }
         let c = ctx(comm)?;
         let r = root(&c.comm, root_)?;
         // SAFETY: the caller's buffers and arrays.
@@ -716,6 +848,22 @@ pub unsafe extern "C" fn PMPI_Scatterv(
     comm: c_int,
 ) -> c_int {
     call("MPI_Scatterv", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                inter::scatter(
+                    &x,
+                    "MPI_Scatterv",
+                    sendbuf,
+                    &|| counts_displs(sendcounts, displs, x.remote_size()),
+                    sendtype,
+                    recvbuf,
+                    recvcount,
+                    recvtype,
+                    root_,
+                )
+            };
+        }
         let c = ctx(comm)?;
         let r = root(&c.comm, root_)?;
         // SAFETY: the caller's buffers and arrays.
@@ -757,6 +905,21 @@ pub unsafe extern "C" fn PMPI_Allgatherv(
     comm: c_int,
 ) -> c_int {
     call("MPI_Allgatherv", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                inter::allgather(
+                    &x,
+                    "MPI_Allgatherv",
+                    sendbuf,
+                    sendcount,
+                    sendtype,
+                    recvbuf,
+                    &counts_displs(recvcounts, displs, x.remote_size())?,
+                    recvtype,
+                )
+            };
+        }
         let c = ctx(comm)?;
         let rt = ty(recvtype)?;
         // SAFETY: the caller's buffers and arrays.
@@ -811,6 +974,21 @@ pub unsafe extern "C" fn PMPI_Alltoallv(
     comm: c_int,
 ) -> c_int {
     call("MPI_Alltoallv", comm, || {
+        if let Some(x) = inter::of(comm)? {
+            // SAFETY: the caller's buffers and arrays, passed on.
+            return unsafe {
+                inter::alltoall(
+                    &x,
+                    "MPI_Alltoallv",
+                    sendbuf,
+                    &counts_displs(sendcounts, sdispls, x.remote_size())?,
+                    sendtype,
+                    recvbuf,
+                    &counts_displs(recvcounts, rdispls, x.remote_size())?,
+                    recvtype,
+                )
+            };
+        }
         let c = ctx(comm)?;
         let rt = ty(recvtype)?;
         // SAFETY: the caller's buffers and arrays.

@@ -5,7 +5,8 @@
 #![allow(clippy::missing_safety_doc)]
 
 use super::attrs::{copy_attrs, delete_attrs};
-use super::coll::ctx;
+use super::coll::{ctx, local_ctx};
+use super::inter;
 use super::{call, ints, put};
 use crate::attrs::Kind;
 use crate::error::{Class, MpiError};
@@ -16,7 +17,7 @@ use libc::c_int;
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
     call("MPI_Comm_rank", comm, || {
-        let c = ctx(comm)?;
+        let c = local_ctx(comm)?;
         // SAFETY: an output int.
         unsafe { put(rank, c.me as c_int) }
     })
@@ -25,7 +26,7 @@ pub unsafe extern "C" fn PMPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_size(comm: c_int, size: *mut c_int) -> c_int {
     call("MPI_Comm_size", comm, || {
-        let c = ctx(comm)?;
+        let c = local_ctx(comm)?;
         // SAFETY: an output int.
         unsafe { put(size, c.p as c_int) }
     })
@@ -54,9 +55,15 @@ fn key(k: c_int) -> u32 {
 /// Duplicates `comm` with its error handler and attributes (through their copy
 /// callbacks) and the hints of `info` (`None`: `comm`'s own); the new handle.
 fn dup(comm: c_int, info: Option<c_int>) -> Result<c_int, MpiError> {
-    let me = ctx(comm)?.me;
-    let mut h = 0;
-    split(comm, Some(0), me, &mut h)?;
+    let h = match inter::of(comm)? {
+        Some(x) => inter::dup(&x, comm)?,
+        None => {
+            let me = ctx(comm)?.me;
+            let mut h = 0;
+            split(comm, Some(0), me, &mut h)?;
+            h
+        }
+    };
     let hints = state::with(|s| match info {
         Some(i) => s.infos.get_or_empty(i),
         None => Ok(s.infos.hints.get(&comm).cloned().unwrap_or_default()),
@@ -160,6 +167,11 @@ pub unsafe extern "C" fn PMPI_Comm_split(
                 ))
             }
         };
+        if let Some(x) = inter::of(comm)? {
+            let h = inter::split(&x, comm, color, key(key_))?;
+            // SAFETY: an output handle.
+            return unsafe { put(newcomm, h) };
+        }
         split(comm, color, key(key_), newcomm)
     })
 }
@@ -173,6 +185,7 @@ pub unsafe extern "C" fn PMPI_Comm_split_type(
     newcomm: *mut c_int,
 ) -> c_int {
     call("MPI_Comm_split_type", comm, || {
+        inter::intra(comm, "MPI_Comm_split_type")?;
         let c = ctx(comm)?;
         let color = match split_type {
             UNDEFINED => None,
@@ -198,6 +211,7 @@ pub unsafe extern "C" fn QCG_Comm_split_level(
     newcomm: *mut c_int,
 ) -> c_int {
     call("QCG_Comm_split_level", comm, || {
+        inter::intra(comm, "QCG_Comm_split_level")?;
         let c = ctx(comm)?;
         let color = state::level_color(&c.comm, level)?;
         split(comm, Some(color), c.me, newcomm)
@@ -226,7 +240,7 @@ pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int {
     call("MPI_Comm_group", comm, || {
-        let c = ctx(comm)?;
+        let c = local_ctx(comm)?;
         let h = state::with(|s| Ok(s.add_group(state::members(&c.comm))))?;
         // SAFETY: an output handle.
         unsafe { put(group, h) }
@@ -236,8 +250,13 @@ pub unsafe extern "C" fn PMPI_Comm_group(comm: c_int, group: *mut c_int) -> c_in
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_create", comm, || {
-        let c = ctx(comm)?;
         let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
+        if let Some(x) = inter::of(comm)? {
+            let h = inter::create(&x, comm, &g)?;
+            // SAFETY: an output handle.
+            return unsafe { put(newcomm, h) };
+        }
+        let c = ctx(comm)?;
         let mine = state::members(&c.comm);
         if let Some(x) = g.iter().find(|x| !mine.contains(x)) {
             return Err(MpiError::new(
@@ -263,6 +282,7 @@ pub unsafe extern "C" fn PMPI_Comm_create_group(
     newcomm: *mut c_int,
 ) -> c_int {
     call("MPI_Comm_create_group", comm, || {
+        inter::intra(comm, "MPI_Comm_create_group")?;
         let c = ctx(comm)?;
         let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
         state::send_tag(tag)?;
@@ -308,6 +328,10 @@ pub unsafe extern "C" fn PMPI_Comm_compare(
     result: *mut c_int,
 ) -> c_int {
     call("MPI_Comm_compare", comm1, || {
+        if let Some(r) = inter::compare(comm1, comm2)? {
+            // SAFETY: an output int.
+            return unsafe { put(result, r) };
+        }
         let (a, b) = (ctx(comm1)?, ctx(comm2)?);
         let r = state::compare(
             comm1 == comm2,

@@ -13,7 +13,8 @@
 //!
 //! One module per family: [`env`] (init, finalize, errors), [`p2p`] (sends,
 //! receives, probes), [`requests`] (completion of nonblocking calls), [`datatypes`],
-//! [`coll`] (collectives) and [`comms`] (communicators and groups); this one holds
+//! [`coll`] (collectives), [`comms`] (communicators and groups) and [`inter`]
+//! (intercommunicators, and collectives on them); this one holds
 //! what they share (the error handler's [`call`], the pointer helpers).
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
@@ -270,12 +271,14 @@ pub(crate) unsafe fn write_packed(
     Ok(())
 }
 
+/// The communicator of point-to-point calls on `h` (ranks are the remote group's
+/// on an intercommunicator).
 fn comm_of(h: c_int) -> Result<Arc<qcg::Comm>, MpiError> {
-    state::with(|s| Ok(s.comm(h)?.comm.clone()))
+    state::with(|s| Ok(s.comm(h)?.p2p().clone()))
 }
 
 fn comm_ty(h: c_int, t: c_int) -> Result<(Arc<qcg::Comm>, Arc<TypeInfo>), MpiError> {
-    state::with(|s| Ok((s.comm(h)?.comm.clone(), s.ty(t)?)))
+    state::with(|s| Ok((s.comm(h)?.p2p().clone(), s.ty(t)?)))
 }
 
 mod attrs;
@@ -284,6 +287,7 @@ mod comms;
 mod datatypes;
 mod env;
 mod info;
+mod inter;
 mod p2p;
 mod requests;
 
@@ -315,7 +319,7 @@ mod pmpi {
 /// Every `PMPI_X` implementation, whichever module holds it.
 mod pmpi_impls {
     pub use super::{
-        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, p2p::*, requests::*,
+        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, inter::*, p2p::*, requests::*,
     };
 }
 
