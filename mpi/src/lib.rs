@@ -42,6 +42,7 @@ pub mod agree;
 pub mod error;
 pub mod longdouble;
 pub mod state;
+pub mod topo;
 pub mod types;
 
 pub mod wrapper;

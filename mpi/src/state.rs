@@ -62,6 +62,8 @@ pub struct CommEntry {
     /// `MPI_Comm_create_group` calls made on it, per (group's job ranks, tag):
     /// the members number their calls alike, which keeps the new contexts apart.
     pub create_group_calls: HashMap<(Vec<u32>, i32), u32>,
+    /// Its process topology (`MPI_Cart_create`, `MPI_Graph_create`, …), if any.
+    pub topo: Option<Arc<crate::topo::Topology>>,
 }
 
 /// What a receive request writes to when it completes.
@@ -163,6 +165,7 @@ impl State {
                 twin: wtwin,
                 errhandler: ERRORS_ARE_FATAL,
                 create_group_calls: HashMap::new(),
+                topo: None,
             },
         );
         let me = world
@@ -177,6 +180,7 @@ impl State {
                 twin: stwin,
                 errhandler: ERRORS_ARE_FATAL,
                 create_group_calls: HashMap::new(),
+                topo: None,
             },
         );
         Ok(s)
@@ -227,9 +231,24 @@ impl State {
                 twin: t,
                 errhandler,
                 create_group_calls: HashMap::new(),
+                topo: None,
             },
         );
         Ok(h)
+    }
+
+    /// Gives communicator `h` a process topology.
+    pub fn set_topo(
+        &mut self,
+        h: i32,
+        topo: Option<Arc<crate::topo::Topology>>,
+    ) -> Result<(), MpiError> {
+        let c = self
+            .comms
+            .get_mut(&h)
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))?;
+        c.topo = topo;
+        Ok(())
     }
 
     /// The number of this `MPI_Comm_create_group` call on communicator `h` with

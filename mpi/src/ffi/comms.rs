@@ -51,7 +51,14 @@ fn key(k: c_int) -> u32 {
 pub unsafe extern "C" fn MPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_dup", comm, || {
         let me = ctx(comm)?.me;
-        split(comm, Some(0), me, newcomm)
+        split(comm, Some(0), me, newcomm)?;
+        // The duplicate keeps the process topology (MPI 3.1 §7.4).
+        // SAFETY: the handle `split` just wrote.
+        let h = unsafe { newcomm.read() };
+        state::with(|s| {
+            let t = s.comm(comm)?.topo.clone();
+            s.set_topo(h, t)
+        })
     })
 }
 
