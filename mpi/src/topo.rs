@@ -195,7 +195,8 @@ pub struct Cart {
 
 impl Cart {
     /// A grid of `dims` with `periods` (non-zero = periodic); `MPI_ERR_DIMS` for
-    /// an extent below 1, `MPI_ERR_TOPOLOGY` if it holds more than `size` processes.
+    /// an extent below 1, `MPI_ERR_ARG` (as MPICH and Open MPI) if it holds more
+    /// than `size` processes.
     pub fn new(dims: &[i32], periods: &[i32], size: u32) -> Result<Cart, MpiError> {
         if let Some(d) = dims.iter().find(|&&d| d <= 0) {
             return Err(err(
@@ -209,7 +210,7 @@ impl Cart {
         };
         if c.size() > u64::from(size) {
             return Err(err(
-                Class::Topology,
+                Class::Arg,
                 format!(
                     "the grid {:?} holds {} processes, more than the communicator's {size}",
                     c.dims,
@@ -452,7 +453,8 @@ pub struct DistEdge {
 
 impl DistGraph {
     /// `MPI_Dist_graph_create`'s lists of `sources[i]` each with `degrees[i]`
-    /// destinations, as edges: `MPI_ERR_RANK` for a rank outside `0..size`.
+    /// destinations, as edges: `MPI_ERR_ARG` for a rank outside `0..size` (as
+    /// Open MPI and MPICH: these are arrays of ranks, not a rank argument).
     pub fn edges_of(
         sources: &[i32],
         degrees: &[i32],
@@ -463,7 +465,7 @@ impl DistGraph {
         let rank = |r: i32| {
             u32::try_from(r).ok().filter(|&r| r < size).ok_or_else(|| {
                 err(
-                    Class::Rank,
+                    Class::Arg,
                     format!("rank {r} is not in the communicator (size {size})"),
                 )
             })
@@ -506,7 +508,7 @@ impl DistGraph {
         }
     }
 
-    /// `MPI_Dist_graph_create_adjacent`'s lists, checked: `MPI_ERR_RANK` for a
+    /// `MPI_Dist_graph_create_adjacent`'s lists, checked: `MPI_ERR_ARG` for a
     /// rank outside `0..size`.
     pub fn adjacent(
         sources: &[i32],
@@ -520,7 +522,7 @@ impl DistGraph {
                 .map(|&r| {
                     u32::try_from(r).ok().filter(|&r| r < size).ok_or_else(|| {
                         err(
-                            Class::Rank,
+                            Class::Arg,
                             format!("rank {r} is not in the communicator (size {size})"),
                         )
                     })
@@ -725,7 +727,7 @@ mod tests {
         assert_eq!(g.destinations, vec![1, 2]);
         assert_eq!(
             DistGraph::edges_of(&[0], &[1], &[3], None, 3).map_err(|e| e.class),
-            Err(Class::Rank)
+            Err(Class::Arg)
         );
     }
 }
