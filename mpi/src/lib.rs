@@ -9,6 +9,8 @@
 //! - [`agree`]: reductions whose chunks carry what each rank passed, so that ranks
 //!   that disagree on the operation, root or datatype are named (pure);
 //! - [`longdouble`]: C's `long double` arithmetic, from a few lines of C;
+//! - [`topo`]: process topologies (`MPI_Dims_create`, grids, graphs) and the
+//!   neighbour lists of the neighbourhood collectives (pure);
 //! - [`state`]: the handle tables and argument checks (safe code);
 //! - `ffi`: the `extern "C"` functions, the only place with `unsafe` (with
 //!   `longdouble`'s calls into C): it turns C pointers into slices and calls

@@ -730,4 +730,100 @@ mod tests {
             Err(Class::Arg)
         );
     }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn grid() -> impl Strategy<Value = Cart> {
+            prop::collection::vec((1i32..=5, any::<bool>()), 0..=4).prop_map(|v| Cart {
+                dims: v.iter().map(|x| x.0).collect(),
+                periods: v.iter().map(|x| x.1).collect(),
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn coords_and_rank_invert_each_other(c in grid()) {
+                for r in 0..c.size() as u32 {
+                    let co = c.coords(r);
+                    prop_assert!(co.iter().zip(&c.dims).all(|(&x, &d)| (0..d).contains(&x)));
+                    prop_assert_eq!(c.rank(&co).expect("in range"), r);
+                }
+            }
+
+            #[test]
+            fn a_shift_is_undone_by_the_opposite_shift(c in grid(), disp in -3i32..=3) {
+                for dim in 0..c.ndims() as i32 {
+                    for r in 0..c.size() as u32 {
+                        let (s, d) = c.shift(r, dim, disp).expect("a dimension");
+                        if let Some(q) = d {
+                            prop_assert_eq!(c.shift(q, dim, disp).expect("ok").0, Some(r));
+                        }
+                        if let Some(q) = s {
+                            prop_assert_eq!(c.shift(q, dim, disp).expect("ok").1, Some(r));
+                        }
+                    }
+                }
+            }
+
+            #[test]
+            fn every_neighbourhood_send_meets_one_receive(c in grid()) {
+                // Per (from, to, tag): as many sends as receives, so that every
+                // block of a neighbourhood collective is taken.
+                let t = Topology::Cart(c.clone());
+                let mut balance = std::collections::HashMap::new();
+                for me in 0..c.size() as u32 {
+                    let p = t.plan(me);
+                    prop_assert_eq!(p.recv.len(), 2 * c.ndims());
+                    for e in p.send {
+                        if let Some(q) = e.peer {
+                            *balance.entry((me, q, e.tag)).or_insert(0i32) += 1;
+                        }
+                    }
+                    for e in p.recv {
+                        if let Some(q) = e.peer {
+                            *balance.entry((q, me, e.tag)).or_insert(0i32) -= 1;
+                        }
+                    }
+                }
+                prop_assert!(balance.values().all(|&v| v == 0), "{:?}", balance);
+            }
+
+            #[test]
+            fn sub_grids_partition_the_grid(c in grid(), mask in any::<u8>()) {
+                let keep: Vec<bool> = (0..c.ndims()).map(|i| mask & (1 << i) != 0).collect();
+                let mut seen = std::collections::HashSet::new();
+                for r in 0..c.size() as u32 {
+                    let (color, key, sub) = c.sub(&keep, r);
+                    prop_assert!(u64::from(key) < sub.size());
+                    prop_assert!(seen.insert((color, key)));
+                }
+            }
+
+            #[test]
+            fn dims_create_fills_the_free_dimensions(n in 1i32..5000, k in 1usize..=6, fix in any::<u32>()) {
+                // Fix some dimensions to divisors of n.
+                let mut rest = n;
+                let mut dims: Vec<i32> = (0..k)
+                    .map(|i| {
+                        let want = (fix >> (4 * i) & 7) as i32;
+                        if want > 1 && rest % want == 0 {
+                            rest /= want;
+                            want
+                        } else {
+                            0
+                        }
+                    })
+                    .collect();
+                // At least one free dimension takes what the fixed ones leave.
+                dims[k - 1] = 0;
+                let out = dims_create(n, &dims).expect("divisible");
+                prop_assert_eq!(out.iter().map(|&d| i64::from(d)).product::<i64>(), i64::from(n));
+                let free: Vec<i32> = out.iter().zip(&dims).filter(|(_, &d)| d == 0).map(|(&o, _)| o).collect();
+                prop_assert!(free.windows(2).all(|w| w[0] >= w[1]));
+                prop_assert!(out.iter().zip(&dims).all(|(&o, &d)| d == 0 || o == d));
+            }
+        }
+    }
 }
