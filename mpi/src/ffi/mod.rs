@@ -13,8 +13,8 @@
 //!
 //! One module per family: [`env`] (init, finalize, errors), [`p2p`] (sends,
 //! receives, probes), [`requests`] (completion of nonblocking calls), [`datatypes`],
-//! [`coll`] (collectives), [`comms`] (communicators and groups) and [`topo`]
-//! (process topologies, neighbourhood collectives); this one holds
+//! [`coll`] (collectives), [`comms`] (communicators and groups), [`topo`]
+//! (process topologies) and [`neighbor`] (neighbourhood collectives); this one holds
 //! what they share (the error handler's [`call`], the pointer helpers).
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
@@ -263,6 +263,7 @@ mod coll;
 mod comms;
 mod datatypes;
 mod env;
+mod neighbor;
 mod p2p;
 mod requests;
 mod topo;
