@@ -444,3 +444,17 @@ fn process_topologies() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn a_neighbor_collective_with_counts_that_do_not_match_fails_naming_the_neighbour() -> Result<()> {
+    let all = failed_run("neighbor")?;
+    // Rank 0's neighbours on the ring of 4 are ranks 1 and 3.
+    let names = |r: u32| {
+        all.contains(&format!("MPI_Neighbor_allgather failed on rank {r}"))
+            && all.contains(&format!(
+                "rank 0 sent 4 bytes where this rank (rank {r}) expects 8"
+            ))
+    };
+    assert!(names(1) || names(3), "{all}");
+    Ok(())
+}
