@@ -458,3 +458,14 @@ fn a_neighbor_collective_with_counts_that_do_not_match_fails_naming_the_neighbou
     assert!(names(1) || names(3), "{all}");
     Ok(())
 }
+
+#[test]
+fn a_neighbour_that_never_calls_is_named_after_the_collective_timeout() -> Result<()> {
+    let all = failed_run("noneighbor")?;
+    // Ranks 1 and 3 wait for rank 2's block; the first to give up names it.
+    assert!(
+        all.contains("MPI_Neighbor_allgather: neighbour 2 sent nothing in 5 s"),
+        "{all}"
+    );
+    Ok(())
+}
