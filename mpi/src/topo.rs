@@ -112,8 +112,7 @@ pub fn dims_create(nnodes: i32, dims: &[i32]) -> Result<Vec<i32>, MpiError> {
     let fixed: i64 = dims
         .iter()
         .filter(|&&d| d > 0)
-        .map(|&d| i64::from(d))
-        .product();
+        .fold(1i64, |a, &d| a.saturating_mul(i64::from(d)));
     let nfree = dims.iter().filter(|&&d| d == 0).count();
     let n = i64::from(nnodes);
     if n == 0 || fixed == 0 || n % fixed != 0 {
@@ -223,7 +222,10 @@ impl Cart {
 
     /// The number of processes in the grid.
     pub fn size(&self) -> u64 {
-        self.dims.iter().map(|&d| d as u64).product()
+        // Saturating: a grid too large to count is larger than any communicator.
+        self.dims
+            .iter()
+            .fold(1u64, |a, &d| a.saturating_mul(d.max(0) as u64))
     }
 
     /// The number of dimensions.
@@ -614,6 +616,12 @@ mod tests {
         assert_eq!(class(10, &[3, 0]), Err(Class::Dims));
         assert_eq!(class(8, &[2, 2]), Err(Class::Dims));
         assert_eq!(class(8, &[-1, 0]), Err(Class::Dims));
+        let huge = [i32::MAX; 8];
+        assert_eq!(class(8, &huge), Err(Class::Dims));
+        assert_eq!(
+            Cart::new(&huge, &[0; 8], 4).map_err(|e| e.class),
+            Err(Class::Arg)
+        );
     }
 
     #[test]
