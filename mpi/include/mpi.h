@@ -102,6 +102,13 @@ typedef struct MPI_Status {
 #define MPI_SIMILAR 2
 #define MPI_UNEQUAL 3
 
+/* Process topologies: MPI_Topo_test results, weights of distributed graphs */
+#define MPI_GRAPH 1
+#define MPI_CART 2
+#define MPI_DIST_GRAPH 3
+#define MPI_UNWEIGHTED ((int *)2)
+#define MPI_WEIGHTS_EMPTY ((int *)3)
+
 /* MPI_Comm_split_type */
 #define MPI_COMM_TYPE_SHARED 1
 
@@ -279,6 +286,7 @@ int QCG_dup_fn(MPI_Comm oldcomm, int keyval, void *extra_state, void *attribute_
 typedef int MPI_Win;
 typedef int MPI_File;
 
+/* Process topologies and neighborhood collectives */
 /* Every function, from the table mpi/api/functions.txt: MPI_X and its profiling
  * name PMPI_X. */
 #include "mpi_functions.h"

@@ -55,6 +55,12 @@
       parameter (MPI_SIMILAR=2)
       integer MPI_UNEQUAL
       parameter (MPI_UNEQUAL=3)
+      integer MPI_GRAPH
+      parameter (MPI_GRAPH=1)
+      integer MPI_CART
+      parameter (MPI_CART=2)
+      integer MPI_DIST_GRAPH
+      parameter (MPI_DIST_GRAPH=3)
       integer MPI_COMM_TYPE_SHARED
       parameter (MPI_COMM_TYPE_SHARED=1)
       integer QCG_LEVEL_SITE

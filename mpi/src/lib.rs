@@ -12,6 +12,8 @@
 //! - [`groups`]: group arithmetic (ranges, union, intersection, translation);
 //! - [`attrs`], [`info`], [`handlers`]: keyvals, attributes and names; info
 //!   objects; the program's error handlers and error codes (tables, pure);
+//! - [`topo`]: process topologies (`MPI_Dims_create`, grids, graphs) and the
+//!   neighbour lists of the neighbourhood collectives (pure);
 //! - [`state`]: the handle tables and argument checks (safe code);
 //! - [`inter`]: what both sides of an intercommunicator derive alike (pure);
 //! - `ffi`: the `extern "C"` functions, the only place with `unsafe` (with
@@ -52,6 +54,7 @@ pub mod info;
 pub mod inter;
 pub mod longdouble;
 pub mod state;
+pub mod topo;
 pub mod types;
 
 pub mod wrapper;

@@ -65,6 +65,8 @@ pub struct CommEntry {
     /// The remote group of an intercommunicator (`comm` and `twin` are then its
     /// local group's); `None` for an intracommunicator.
     pub remote: Option<Remote>,
+    /// Its process topology (`MPI_Cart_create`, `MPI_Graph_create`, …), if any.
+    pub topo: Option<Arc<crate::topo::Topology>>,
 }
 
 /// The remote side of an intercommunicator (see [`crate::inter`]).
@@ -202,6 +204,7 @@ impl State {
                 errhandler: ERRORS_ARE_FATAL,
                 create_group_calls: HashMap::new(),
                 remote: None,
+                topo: None,
             },
         );
         let me = world
@@ -217,6 +220,7 @@ impl State {
                 errhandler: ERRORS_ARE_FATAL,
                 create_group_calls: HashMap::new(),
                 remote: None,
+                topo: None,
             },
         );
         Ok(s)
@@ -302,9 +306,24 @@ impl State {
                 errhandler,
                 create_group_calls: HashMap::new(),
                 remote: None,
+                topo: None,
             },
         );
         Ok(h)
+    }
+
+    /// Gives communicator `h` a process topology.
+    pub fn set_topo(
+        &mut self,
+        h: i32,
+        topo: Option<Arc<crate::topo::Topology>>,
+    ) -> Result<(), MpiError> {
+        let c = self
+            .comms
+            .get_mut(&h)
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))?;
+        c.topo = topo;
+        Ok(())
     }
 
     /// The number of this `MPI_Comm_create_group` call on communicator `h` with

@@ -628,3 +628,45 @@ fn intercommunicators() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn process_topologies() -> Result<()> {
+    let got = family("topo")?;
+    // Open MPI's split (MPICH gives 9 x 8 for 72 in two dimensions).
+    assert!(got.contains(&"rank 0: dims 72: [72] [12 6] [6 4 3] [4 3 3 2]".to_string()));
+    // What Open MPI 4.1 gets wrong or does not check, qcg only.
+    let only: Vec<&String> = got.iter().filter(|l| l.contains("qcg-only")).collect();
+    assert_eq!(only.len(), 4 * RANKS, "{got:?}");
+    for l in only {
+        assert!(
+            l.ends_with(": ok") || l.ends_with("class 13") || l.ends_with("class 11"),
+            "{l}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn a_neighbor_collective_with_counts_that_do_not_match_fails_naming_the_neighbour() -> Result<()> {
+    let all = failed_run("neighbor")?;
+    // Rank 0's neighbours on the ring of 4 are ranks 1 and 3.
+    let names = |r: u32| {
+        all.contains(&format!("MPI_Neighbor_allgather failed on rank {r}"))
+            && all.contains(&format!(
+                "rank 0 sent 4 bytes where this rank (rank {r}) expects 8"
+            ))
+    };
+    assert!(names(1) || names(3), "{all}");
+    Ok(())
+}
+
+#[test]
+fn a_neighbour_that_never_calls_is_named_after_the_collective_timeout() -> Result<()> {
+    let all = failed_run("noneighbor")?;
+    // Ranks 1 and 3 wait for rank 2's block; the first to give up names it.
+    assert!(
+        all.contains("MPI_Neighbor_allgather: neighbour 2 sent nothing in 5 s"),
+        "{all}"
+    );
+    Ok(())
+}

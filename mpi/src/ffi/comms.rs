@@ -61,6 +61,11 @@ fn dup(comm: c_int, info: Option<c_int>) -> Result<c_int, MpiError> {
             let me = ctx(comm)?.me;
             let mut h = 0;
             split(comm, Some(0), me, &mut h)?;
+            // The duplicate keeps the process topology (MPI 3.1 §7.4).
+            state::with(|s| {
+                let t = s.comm(comm)?.topo.clone();
+                s.set_topo(h, t)
+            })?;
             h
         }
     };

@@ -13,8 +13,9 @@
 //!
 //! One module per family: [`env`] (init, finalize, errors), [`p2p`] (sends,
 //! receives, probes), [`requests`] (completion of nonblocking calls), [`datatypes`],
-//! [`coll`] (collectives), [`comms`] (communicators and groups) and [`inter`]
-//! (intercommunicators, and collectives on them); this one holds
+//! [`coll`] (collectives), [`comms`] (communicators and groups), [`inter`]
+//! (intercommunicators, and collectives on them), [`topo`] (process topologies)
+//! and [`neighbor`] (neighbourhood collectives); this one holds
 //! what they share (the error handler's [`call`], the pointer helpers).
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
@@ -288,8 +289,10 @@ mod datatypes;
 mod env;
 mod info;
 mod inter;
+mod neighbor;
 mod p2p;
 mod requests;
+mod topo;
 
 /// The C types of callbacks, under the names the API table gives them.
 pub(crate) mod callbacks {
@@ -319,7 +322,8 @@ mod pmpi {
 /// Every `PMPI_X` implementation, whichever module holds it.
 mod pmpi_impls {
     pub use super::{
-        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, inter::*, p2p::*, requests::*,
+        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, inter::*, neighbor::*, p2p::*,
+        requests::*, topo::*,
     };
 }
 

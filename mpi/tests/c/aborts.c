@@ -8,7 +8,10 @@
  *   aborts ldtype      rank 1 reduces MPI_LONG, the others MPI_DOUBLE (same size)
  *   aborts a2av        rank 0 sends rank 1 one int where rank 1 expects two
  *   aborts bcastroot   rank 3 calls MPI_Bcast with root 3 (itself), the others root 0,
- *                      then every rank calls MPI_Finalize */
+ *                      then every rank calls MPI_Finalize
+ *   aborts neighbor    on a periodic ring, rank 0 sends its neighbours one int where
+ *                      they expect two (MPI_Neighbor_allgather)
+ *   aborts noneighbor  on a periodic ring, rank 2 skips MPI_Neighbor_allgather */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +62,22 @@ int main(int argc, char **argv) {
         MPI_Bcast(&v, 1, MPI_INT, root, MPI_COMM_WORLD);
         printf("rank %d: bcast gave %d\n", me, v);
         fflush(stdout);
+    }
+    if (strcmp(mode, "neighbor") == 0) {
+        int dims[1] = {np}, periods[1] = {1}, sb[2] = {me, me}, rb[4];
+        MPI_Comm ring;
+        MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+        MPI_Neighbor_allgather(sb, me == 0 ? 1 : 2, MPI_INT, rb, 2, MPI_INT, ring);
+        printf("rank %d: neighbor allgather gave %d %d\n", me, rb[0], rb[2]);
+    }
+    if (strcmp(mode, "noneighbor") == 0) {
+        int dims[1] = {np}, periods[1] = {1}, rb[2];
+        MPI_Comm ring;
+        MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+        if (me != 2) {
+            MPI_Neighbor_allgather(&me, 1, MPI_INT, rb, 1, MPI_INT, ring);
+            printf("rank %d: neighbor allgather gave %d %d\n", me, rb[0], rb[1]);
+        }
     }
     /* The others wait for a message that never comes: the job must be stopped. */
     if (strcmp(mode, "ok") != 0 && strcmp(mode, "bcastroot") != 0) MPI_Recv(&x, 1, MPI_INT, MPI_ANY_SOURCE, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
