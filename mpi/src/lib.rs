@@ -10,6 +10,8 @@
 //!   that disagree on the operation, root or datatype are named (pure);
 //! - [`longdouble`]: C's `long double` arithmetic, from a few lines of C;
 //! - [`state`]: the handle tables and argument checks (safe code);
+//! - [`modes`]: buffered sends' accounting, persistent requests, matched
+//!   messages (safe code);
 //! - `ffi`: the `extern "C"` functions, the only place with `unsafe` (with
 //!   `longdouble`'s calls into C): it turns C pointers into slices and calls
 //!   libqcg's requests and collectives.
@@ -41,6 +43,7 @@
 pub mod agree;
 pub mod error;
 pub mod longdouble;
+pub mod modes;
 pub mod state;
 pub mod types;
 

@@ -114,6 +114,8 @@ pub struct State {
     pub orphans: Vec<Req>,
     /// The thread level granted.
     pub thread_level: i32,
+    /// Buffered sends, persistent requests, matched messages (see [`crate::modes`]).
+    pub p2p: crate::modes::P2p,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -154,6 +156,7 @@ impl State {
             next_req: 1,
             orphans: Vec::new(),
             thread_level,
+            p2p: Default::default(),
         };
         let wtwin = twin(&world)?;
         s.comms.insert(
