@@ -145,6 +145,16 @@ pub struct Matched {
     pub comm: i32,
 }
 
+/// The first free `MPI_Message` handle from `next` on: never `MPI_MESSAGE_NULL` or
+/// `MPI_MESSAGE_NO_PROC`, never one `taken`, wrapping past `i32::MAX`.
+fn message_handle(next: i32, taken: impl Fn(i32) -> bool) -> i32 {
+    let mut h = next.max(FIRST_MESSAGE);
+    while taken(h) {
+        h = if h == i32::MAX { FIRST_MESSAGE } else { h + 1 };
+    }
+    h
+}
+
 /// Everything this module keeps, one field of [`crate::state::State`].
 #[derive(Default)]
 pub struct P2p {
@@ -164,8 +174,8 @@ pub struct P2p {
 impl P2p {
     /// Registers a matched message.
     pub fn add_message(&mut self, m: Matched) -> i32 {
-        let h = self.next_message.max(FIRST_MESSAGE);
-        self.next_message = if h == i32::MAX { FIRST_MESSAGE } else { h + 1 };
+        let h = message_handle(self.next_message, |h| self.messages.contains_key(&h));
+        self.next_message = h.wrapping_add(1);
         self.messages.insert(h, m);
         h
     }
@@ -209,13 +219,50 @@ mod tests {
         assert_eq!(p.fits(usize::MAX).unwrap_err().class, Class::Buffer);
     }
 
+    proptest::proptest! {
+        /// Whatever sends start and complete, the space charged is the sum of the
+        /// pending sends' charges and never more than the buffer; a send fails only
+        /// when it does not fit the free space.
+        #[test]
+        fn the_accounting_never_overcommits(
+            size in 0usize..4096,
+            ops in proptest::collection::vec((0usize..2048, proptest::bool::ANY), 0..64),
+        ) {
+            let mut p: Pool<(u32, usize)> = Pool::new(0, size);
+            let mut live: Vec<(u32, usize)> = Vec::new();
+            for (k, (bytes, complete_one)) in ops.into_iter().enumerate() {
+                if complete_one && !live.is_empty() {
+                    let gone = live.remove(k % live.len());
+                    p.reap(|t| *t == gone);
+                }
+                let free = size - p.used();
+                match p.fits(bytes) {
+                    Ok(c) => {
+                        proptest::prop_assert!(c == bytes + BSEND_OVERHEAD && c <= free);
+                        p.push((k as u32, c), c);
+                        live.push((k as u32, c));
+                    }
+                    Err(e) => {
+                        proptest::prop_assert!(bytes + BSEND_OVERHEAD > free);
+                        proptest::prop_assert_eq!(e.class, Class::Buffer);
+                    }
+                }
+                proptest::prop_assert_eq!(p.used(), live.iter().map(|t| t.1).sum::<usize>());
+                proptest::prop_assert!(p.used() <= size);
+            }
+        }
+    }
+
     #[test]
-    fn message_handles_skip_null_and_no_proc() {
-        let mut p = P2p::default();
-        assert_eq!(p.next_message.max(FIRST_MESSAGE), FIRST_MESSAGE);
-        assert!(p.messages.is_empty());
-        p.next_message = i32::MAX;
-        assert_eq!(p.next_message.max(FIRST_MESSAGE), i32::MAX);
-        assert_ne!(MESSAGE_NULL, MESSAGE_NO_PROC);
+    fn message_handles_skip_null_no_proc_and_those_in_use() {
+        assert_eq!(message_handle(0, |_| false), FIRST_MESSAGE);
+        const { assert!(FIRST_MESSAGE > MESSAGE_NULL && FIRST_MESSAGE > MESSAGE_NO_PROC) };
+        assert_eq!(message_handle(7, |h| h == 7 || h == 8), 9);
+        // Past i32::MAX (next wrapped to a negative number): back to the first.
+        assert_eq!(
+            message_handle(i32::MAX.wrapping_add(1), |_| false),
+            FIRST_MESSAGE
+        );
+        assert_eq!(message_handle(i32::MAX, |h| h == i32::MAX), FIRST_MESSAGE);
     }
 }
