@@ -468,8 +468,9 @@ fn more_point_to_point() -> Result<()> {
     Ok(())
 }
 
-/// Under the default handler, a matched receive of `MPI_MESSAGE_NULL` and the start
-/// of an active persistent request stop the job naming the call, the rank and why.
+/// Under the default handler, a matched receive of `MPI_MESSAGE_NULL`, the start of
+/// an active persistent request and a buffered send larger than the attached buffer
+/// stop the job naming the call, the rank and why (with the sizes).
 #[test]
 fn more_point_to_point_mistakes_stop_the_job_naming_the_call() -> Result<()> {
     let exe = build(Path::new(MPICC), "p2p2", "qcg-fatal")?;
@@ -488,6 +489,14 @@ fn more_point_to_point_mistakes_stop_the_job_naming_the_call() -> Result<()> {
                 "MPI_Start failed on rank 2",
                 "MPI_ERR_REQUEST",
                 "is active: complete it",
+            ],
+        ),
+        (
+            "bsendfit",
+            [
+                "MPI_Bsend failed on rank 3",
+                "MPI_ERR_BUFFER",
+                "a buffered send of 400000 bytes needs 400064 bytes of the attached buffer",
             ],
         ),
     ] {

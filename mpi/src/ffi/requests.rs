@@ -574,6 +574,10 @@ pub unsafe extern "C" fn MPI_Testall(
     })
 }
 
+/// Cancels a receive that has not matched a message yet (its status then says
+/// cancelled). libqcg cannot take back a send once posted, so a send is not
+/// cancelled: it completes as usual and its status says not cancelled, which MPI
+/// 3.1 §3.8.4 permits.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cancel(request: *mut c_int) -> c_int {
     call("MPI_Cancel", 1, || {
@@ -690,18 +694,35 @@ pub unsafe extern "C" fn MPI_Request_get_status(
             }
         }
         let done = settled.is_some() || matches!(r.meta, Meta::Null);
-        // SAFETY: the request's own buffer, unpacked now: the program may read it
-        // once the flag says the request is complete.
-        let st = match &settled {
+        let st = match settled.take() {
             Some(Ok(c)) => {
-                let again = match c {
-                    Completion::Sent => Completion::Sent,
-                    Completion::Cancelled(_) => Completion::Cancelled(None),
-                    Completion::Received(st, d) => Completion::Received(*st, d.clone()),
-                };
-                Some(unsafe { complete(&r.meta, r.cancelled, Some(Ok(again))) })
+                let (received, was_cancelled) = (
+                    matches!(c, Completion::Received(..)),
+                    matches!(c, Completion::Cancelled(_)),
+                );
+                // SAFETY: the request's own buffer, written now: the program may read
+                // it once the flag says the request is complete.
+                let res = unsafe { complete(&r.meta, r.cancelled, Some(Ok(c))) };
+                // Kept: what completes again to the same status with no bytes to copy.
+                settled = Some(match &res {
+                    Ok(st) if received => Ok(Completion::Received(
+                        qcg::Status {
+                            source: st.source as u32,
+                            tag: st.tag as u32,
+                            len: st.bytes,
+                        },
+                        Vec::new(),
+                    )),
+                    Ok(_) if was_cancelled => Ok(Completion::Cancelled(None)),
+                    Ok(_) => Ok(Completion::Sent),
+                    Err(e) => Err(e.clone()),
+                });
+                Some(res)
             }
-            Some(Err(e)) => Some(Err(e.clone())),
+            Some(Err(e)) => {
+                settled = Some(Err(e.clone()));
+                Some(Err(e))
+            }
             None if done => Some(Ok(St::empty(PROC_NULL))),
             None => None,
         };

@@ -103,6 +103,12 @@ int main(int argc, char **argv) {
             int v;
             MPI_Mrecv(&v, 1, MPI_INT, &m, MPI_STATUS_IGNORE);
         }
+        if (me == 3 && strcmp(argv[1], "bsendfit") == 0) {
+            static char pool[1024];
+            static int data[BIG];
+            MPI_Buffer_attach(pool, sizeof pool);
+            MPI_Bsend(data, BIG, MPI_INT, 0, 78, MPI_COMM_WORLD);
+        }
         if (me == 2 && strcmp(argv[1], "startactive") == 0) {
             MPI_Request r;
             int v;
