@@ -84,7 +84,7 @@ pub unsafe extern "C" fn MPI_Finalized(flag: *mut c_int) -> c_int {
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
     call("MPI_Finalize", 1, || {
         // Buffered sends still pending are delivered before the job ends.
-        super::p2p::flush_bsends()?;
+        super::modes::flush_bsends()?;
         let (world, orphans) = state::with(|s| {
             Ok((
                 s.comm(state::COMM_WORLD)?.comm.clone(),

@@ -12,9 +12,11 @@
 //! ranks and tags are caught and reported; dangling pointers cannot be.
 //!
 //! One module per family: [`env`] (init, finalize, errors), [`p2p`] (sends,
-//! receives, probes), [`requests`] (completion of nonblocking calls), [`datatypes`],
-//! [`coll`] (collectives) and [`comms`] (communicators and groups); this one holds
-//! what they share (the error handler's [`call`], the pointer helpers).
+//! receives, probes), [`modes`] (buffered, synchronous and ready sends, persistent
+//! requests, matched probes), [`requests`] (completion of nonblocking calls),
+//! [`datatypes`], [`coll`] (collectives) and [`comms`] (communicators and groups);
+//! this one holds what they share (the error handler's [`call`], the pointer
+//! helpers).
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 #![allow(clippy::too_many_arguments)]
@@ -262,5 +264,6 @@ mod coll;
 mod comms;
 mod datatypes;
 mod env;
+mod modes;
 mod p2p;
 mod requests;
