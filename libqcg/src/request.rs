@@ -384,6 +384,56 @@ impl Comm {
         Ok(r.map(|st| local_status(self.view(), st)))
     }
 
+    /// A matched probe (MPI's `MPI_Improbe`): the sender, tag and size of the next
+    /// message matching `source` and `tag`, taken out of matching (no other receive
+    /// can have it), with the receive that gets it (its [`Completion::Received`]
+    /// buffer is the message); `None` at once if there is none.
+    pub fn improbe(
+        &self,
+        source: Option<u32>,
+        tag: Option<u32>,
+    ) -> Result<Option<(Status, Request)>> {
+        let p = self.pattern(source, tag)?;
+        self.inner.engine.poke();
+        let r = self.inner.engine.core().improbe(&p)?;
+        Ok(r.map(|(st, id)| (local_status(self.view(), st), self.request(id))))
+    }
+
+    /// Like [`Comm::improbe`], waiting until there is such a message.
+    pub fn mprobe(&self, source: Option<u32>, tag: Option<u32>) -> Result<(Status, Request)> {
+        let p = self.pattern(source, tag)?;
+        let r = self.inner.engine.wait(
+            |core| match core.improbe(&p) {
+                Ok(Some(m)) => Some(Ok(m)),
+                Ok(None) => None,
+                Err(e) => Some(Err(e)),
+            },
+            None,
+        );
+        match r {
+            Some(Ok((st, id))) => Ok((local_status(self.view(), st), self.request(id))),
+            Some(Err(e)) => Err(e),
+            None => Err(Error::InvalidArgument(
+                "matched probe ended without a message".into(),
+            )),
+        }
+    }
+
+    /// Like [`Comm::isend`], in synchronous mode (MPI's `MPI_Issend`): completes
+    /// only once the receiver has matched the message with a receive.
+    pub fn issend(&self, dest: u32, tag: u32, data: Vec<u8>) -> Result<Request> {
+        self.check(dest)?;
+        let g = self.view().global(dest);
+        self.ensure_link(g)?;
+        self.count_sent(g, data.len());
+        let id =
+            self.inner
+                .engine
+                .core()
+                .post_ssend(g, tag, self.view().context, SendBuf::Owned(data));
+        Ok(self.request(id))
+    }
+
     /// Sends `data` to `dest` and receives from `source` at the same time (no
     /// deadlock when two ranks exchange).
     pub fn sendrecv(

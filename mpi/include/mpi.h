@@ -53,6 +53,7 @@ typedef int MPI_Info;
 typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 typedef long long MPI_Offset;
+typedef int MPI_Message;
 
 /* The first three fields are the standard's; the rest is the library's. Six ints,
  * so that Fortran's status(MPI_STATUS_SIZE) has the same layout. */
@@ -95,6 +96,11 @@ typedef struct MPI_Status {
 #define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)1)
 #define MPI_ERRORS_RETURN ((MPI_Errhandler)2)
 #define MPI_INFO_NULL ((MPI_Info)0)
+#define MPI_MESSAGE_NULL ((MPI_Message)0)
+#define MPI_MESSAGE_NO_PROC ((MPI_Message)1)
+
+/* What each buffered send costs in the attached buffer beyond its bytes. */
+#define MPI_BSEND_OVERHEAD 64
 
 /* MPI_Comm_compare results */
 #define MPI_IDENT 0
@@ -279,8 +285,10 @@ int QCG_dup_fn(MPI_Comm oldcomm, int keyval, void *extra_state, void *attribute_
 #define MPI_TYPE_NULL_COPY_FN ((MPI_Type_copy_attr_function *)0)
 #define MPI_TYPE_NULL_DELETE_FN ((MPI_Type_delete_attr_function *)0)
 #define MPI_TYPE_DUP_FN ((MPI_Type_copy_attr_function *)QCG_dup_fn)
-
-
+/* Point-to-point: send modes, persistent requests, matched probes (MPI 3.1 ch. 3) */
+/* (MPI_Status * rather than the standard's MPI_Status []: with MPI_STATUSES_IGNORE,
+ * a pointer constant here, gcc's -Wstringop-overflow rejects the array form.) */
+/* Datatypes */
 /* Types of what qcg does not provide (one-sided, I/O), so that a program using
  * them reaches the message of mpi_functions.h that names the missing function. */
 typedef int MPI_Win;

@@ -47,6 +47,12 @@
       parameter (MPI_ERRORS_RETURN=2)
       integer MPI_INFO_NULL
       parameter (MPI_INFO_NULL=0)
+      integer MPI_MESSAGE_NULL
+      parameter (MPI_MESSAGE_NULL=0)
+      integer MPI_MESSAGE_NO_PROC
+      parameter (MPI_MESSAGE_NO_PROC=1)
+      integer MPI_BSEND_OVERHEAD
+      parameter (MPI_BSEND_OVERHEAD=64)
       integer MPI_IDENT
       parameter (MPI_IDENT=0)
       integer MPI_CONGRUENT

@@ -16,6 +16,8 @@
 //!   neighbour lists of the neighbourhood collectives (pure);
 //! - [`state`]: the handle tables and argument checks (safe code);
 //! - [`inter`]: what both sides of an intercommunicator derive alike (pure);
+//! - [`modes`]: buffered sends' accounting, persistent requests, matched
+//!   messages (safe code);
 //! - `ffi`: the `extern "C"` functions, the only place with `unsafe` (with
 //!   `longdouble`'s calls into C): it turns C pointers into slices and calls
 //!   libqcg's requests and collectives.
@@ -53,6 +55,7 @@ pub mod handlers;
 pub mod info;
 pub mod inter;
 pub mod longdouble;
+pub mod modes;
 pub mod state;
 pub mod topo;
 pub mod types;

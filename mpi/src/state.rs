@@ -150,6 +150,8 @@ pub struct State {
     /// `MPI_Intercomm_create` calls made per local group (job ranks): the count
     /// goes into the new intercommunicator's contexts.
     pub intercomm_calls: HashMap<Vec<u32>, u32>,
+    /// Buffered sends, persistent requests, matched messages (see [`crate::modes`]).
+    pub p2p: crate::modes::P2p,
 }
 
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -194,6 +196,7 @@ impl State {
             infos: crate::info::Infos::new(crate::info::Info::default()),
             handlers: crate::handlers::Handlers::default(),
             intercomm_calls: HashMap::new(),
+            p2p: Default::default(),
         };
         let wtwin = twin(&world)?;
         s.comms.insert(

@@ -670,3 +670,89 @@ fn a_neighbour_that_never_calls_is_named_after_the_collective_timeout() -> Resul
     );
     Ok(())
 }
+
+/// The rest of MPI 3.1 chapter 3 (buffered, ready, synchronous modes and their I
+/// forms, persistent requests, matched probes, Testsome, Request_get_status, status
+/// setters, cancel), compared with Open MPI; bad handles answered with their class.
+#[test]
+fn more_point_to_point() -> Result<()> {
+    let got = family("p2p2")?;
+    let has = |l: &str| got.contains(&l.to_string());
+    assert!(
+        has("rank 0: 24 messages from ranks 1 and 2 by matched probe (8 by MPI_Improbe)"),
+        "{got:?}"
+    );
+    for r in 0..RANKS {
+        for (what, class) in [
+            ("MPI_Wait of request 123456", "MPI_ERR_REQUEST"),
+            ("MPI_Start of request 123456", "MPI_ERR_REQUEST"),
+            ("MPI_Start of a nonpersistent request", "MPI_ERR_REQUEST"),
+            ("MPI_Start of an active request", "MPI_ERR_REQUEST"),
+            ("MPI_Mrecv of MPI_MESSAGE_NULL", "MPI_ERR_REQUEST"),
+            (
+                "MPI_Request_get_status of request 123456",
+                "MPI_ERR_REQUEST",
+            ),
+            ("MPI_Testsome of request 123456", "MPI_ERR_REQUEST"),
+            ("MPI_Bsend with no buffer attached", "MPI_ERR_BUFFER"),
+            ("MPI_Buffer_attach of a second buffer", "MPI_ERR_BUFFER"),
+            (
+                "MPI_Bsend of 400000 bytes into a buffer of 1024",
+                "MPI_ERR_BUFFER",
+            ),
+        ] {
+            let line = format!("rank {r}: qcg-only: {what}: {class}");
+            assert!(has(&line), "missing {line:?} in {got:?}");
+        }
+        assert!(has(&format!(
+            "rank {r}: qcg-only: detach gave back the small buffer: 1"
+        )));
+    }
+    Ok(())
+}
+
+/// Under the default handler, a matched receive of `MPI_MESSAGE_NULL`, the start of
+/// an active persistent request and a buffered send larger than the attached buffer
+/// stop the job naming the call, the rank and why (with the sizes).
+#[test]
+fn more_point_to_point_mistakes_stop_the_job_naming_the_call() -> Result<()> {
+    let exe = build(Path::new(MPICC), "p2p2", "qcg-fatal")?;
+    for (mode, want) in [
+        (
+            "mrecvnull",
+            [
+                "MPI_Mrecv failed on rank 1",
+                "MPI_ERR_REQUEST",
+                "the message is MPI_MESSAGE_NULL",
+            ],
+        ),
+        (
+            "startactive",
+            [
+                "MPI_Start failed on rank 2",
+                "MPI_ERR_REQUEST",
+                "is active: complete it",
+            ],
+        ),
+        (
+            "bsendfit",
+            [
+                "MPI_Bsend failed on rank 3",
+                "MPI_ERR_BUFFER",
+                "a buffered send of 400000 bytes needs 400064 bytes of the attached buffer",
+            ],
+        ),
+    ] {
+        let o = run_qcg(&exe, &[mode])?;
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!o.status.success(), "{mode}: the job succeeded:\n{all}");
+        for w in want {
+            assert!(all.contains(w), "{mode}: no {w:?} in:\n{all}");
+        }
+    }
+    Ok(())
+}

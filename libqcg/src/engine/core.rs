@@ -884,6 +884,31 @@ impl<C: Read + Write> Core<C> {
         }
     }
 
+    /// A matched probe (MPI's `MPI_Improbe`): the oldest unexpected message
+    /// `pattern` accepts, taken out of matching at once so that no other receive
+    /// can have it, and a receive request that gets its bytes (in a buffer of the
+    /// message's length: rendezvous data is asked for now). `None` if no such
+    /// message is there; an error if none can come.
+    pub fn improbe(&mut self, pattern: &Pattern) -> Result<Option<(Status, ReqId)>, Error> {
+        let Some((env, key)) = self.queues.take(pattern) else {
+            return match self.hopeless(pattern) {
+                Some(e) => Err(e),
+                None => Ok(None),
+            };
+        };
+        let id = self.new_req(ReqState::Recv {
+            buf: RecvBuf::Alloc(Vec::new()),
+            matched: None,
+        });
+        self.take_unexpected(id, env, key);
+        let st = Status {
+            source: env.source,
+            tag: env.tag,
+            len: env.len as usize,
+        };
+        Ok(Some((st, id)))
+    }
+
     fn queue(&mut self, c: ConnId, out: Out) {
         let Some(conn) = self.conns.get_mut(c) else {
             return;
@@ -1860,6 +1885,40 @@ mod tests {
         assert_eq!(b.iprobe(&any()).unwrap().unwrap().len, 50);
         let r = b.post_recv(any(), RecvBuf::Owned(vec![0; 64]));
         assert_eq!(&received(b.take(r)).1[..50], &[5; 50]);
+    }
+
+    /// What a matched probe takes no later receive can match, eager or rendezvous,
+    /// and its request gets the bytes.
+    #[test]
+    fn a_matched_probe_takes_the_message_out_of_matching() {
+        let (mut a, mut b, _) = pair(limits(100, 1 << 20), 1 << 12);
+        assert!(matches!(b.improbe(&any()), Ok(None)));
+        let big: Vec<u8> = (0..5000).map(|i| i as u8).collect();
+        let s1 = a.post_send(1, 1, 0, SendBuf::Owned(vec![1; 10]));
+        let s2 = a.post_send(1, 2, 0, SendBuf::Owned(big.clone()));
+        let s3 = a.post_send(1, 1, 0, SendBuf::Owned(vec![3; 7]));
+        settle(&mut a, &mut b);
+        let (st, m1) = b.improbe(&any()).unwrap().unwrap();
+        assert_eq!((st.source, st.tag, st.len), (0, 1, 10));
+        // A receive posted now takes the next message, not the probed one.
+        let r = b.post_recv(
+            Pattern {
+                tag: Some(1),
+                ..any()
+            },
+            RecvBuf::Alloc(Vec::new()),
+        );
+        assert_eq!(received(b.take(r)).1, vec![3; 7]);
+        assert_eq!(received(b.take(m1)).1, vec![1; 10]);
+        // The rendezvous one: announced only, its data comes once probed.
+        assert!(!a.is_done(s2));
+        let (st, m2) = b.improbe(&any()).unwrap().unwrap();
+        assert_eq!(st.len, 5000);
+        settle(&mut a, &mut b);
+        assert_eq!(received(b.take(m2)).1, big);
+        assert!([s1, s2, s3].iter().all(|&s| a.is_done(s)));
+        assert!(matches!(b.improbe(&any()), Ok(None)));
+        assert_eq!(b.accounting().unexpected_bytes, 0);
     }
 
     #[test]

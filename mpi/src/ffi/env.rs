@@ -96,6 +96,8 @@ pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
     call("MPI_Finalize", 1, || {
+        // Buffered sends still pending are delivered before the job ends.
+        super::modes::flush_bsends()?;
         // MPI 3.1 §8.7.1: MPI_COMM_SELF is freed first, its attributes' delete
         // callbacks run (last set first) while MPI still works.
         // SAFETY: the callbacks the program registered.

@@ -12,11 +12,12 @@
 //! ranks and tags are caught and reported; dangling pointers cannot be.
 //!
 //! One module per family: [`env`] (init, finalize, errors), [`p2p`] (sends,
-//! receives, probes), [`requests`] (completion of nonblocking calls), [`datatypes`],
-//! [`coll`] (collectives), [`comms`] (communicators and groups), [`inter`]
-//! (intercommunicators, and collectives on them), [`topo`] (process topologies)
-//! and [`neighbor`] (neighbourhood collectives); this one holds
-//! what they share (the error handler's [`call`], the pointer helpers).
+//! receives, probes), [`modes`] (buffered, synchronous and ready sends, persistent
+//! requests, matched probes), [`requests`] (completion of nonblocking calls),
+//! [`datatypes`], [`coll`] (collectives), [`comms`] (communicators and groups),
+//! [`inter`] (intercommunicators, and collectives on them), [`topo`] (process
+//! topologies) and [`neighbor`] (neighbourhood collectives); this one holds what
+//! they share (the error handler's [`call`], the pointer helpers).
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 #![allow(clippy::too_many_arguments)]
@@ -289,6 +290,7 @@ mod datatypes;
 mod env;
 mod info;
 mod inter;
+mod modes;
 mod neighbor;
 mod p2p;
 mod requests;
@@ -322,8 +324,8 @@ mod pmpi {
 /// Every `PMPI_X` implementation, whichever module holds it.
 mod pmpi_impls {
     pub use super::{
-        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, inter::*, neighbor::*, p2p::*,
-        requests::*, topo::*,
+        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, inter::*, modes::*,
+        neighbor::*, p2p::*, requests::*, topo::*,
     };
 }
 

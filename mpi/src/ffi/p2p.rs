@@ -1,11 +1,14 @@
-//! Point-to-point: blocking and nonblocking sends and receives, probes, counts,
-//! sendrecv.
+//! Point-to-point in standard mode: blocking and nonblocking sends and receives,
+//! probes, counts, sendrecv. The other modes, persistent requests and matched
+//! probes are in [`super::modes`].
 #![allow(unsafe_code)]
 #![allow(clippy::missing_safety_doc)]
 #![allow(clippy::too_many_arguments)]
 
+use super::modes::start_send;
 use super::requests::complete;
 use super::*;
+use crate::modes::Mode;
 
 // ---- point-to-point ----------------------------------------------------------
 
@@ -138,7 +141,7 @@ pub unsafe extern "C" fn PMPI_Recv(
 }
 
 /// Starts a receive of `n` elements of `ty` at `buf`.
-unsafe fn post_recv(
+pub(super) unsafe fn post_recv(
     c: &qcg::Comm,
     comm: c_int,
     buf: *mut c_void,
@@ -174,7 +177,7 @@ unsafe fn post_recv(
     }
 }
 
-fn null_req(comm: c_int) -> Req {
+pub(super) fn null_req(comm: c_int) -> Req {
     Req {
         inner: None,
         meta: Meta::Null,
@@ -198,26 +201,8 @@ pub unsafe extern "C" fn PMPI_Isend(
         let n = state::count(count)?;
         let d = state::dest(&c, dest)?;
         let tag = send_tag(tag)?;
-        let req = match d {
-            None => null_req(comm),
-            Some(d) => {
-                // SAFETY: `n` elements of `ty` at `buf`.
-                let data = unsafe { in_bytes(buf, n, &ty)? };
-                let r = match data {
-                    // SAFETY: MPI requires the buffer to stay untouched until the
-                    // request completes; a request freed early is kept until
-                    // finalize.
-                    Cow::Borrowed(b) => unsafe { c.isend_raw(d, tag, b.as_ptr(), b.len())? },
-                    Cow::Owned(v) => c.isend(d, tag, v)?,
-                };
-                Req {
-                    inner: Some(r),
-                    meta: Meta::Plain,
-                    cancelled: false,
-                    comm,
-                }
-            }
-        };
+        // SAFETY: `n` elements of `ty` at `buf`.
+        let req = unsafe { start_send(Mode::Standard, &c, comm, buf, n, &ty, d, tag)? };
         let h = state::with(|s| Ok(s.add_request(req)))?;
         // SAFETY: an output handle.
         unsafe { put(request, h) }
@@ -252,9 +237,9 @@ pub unsafe extern "C" fn PMPI_Irecv(
 
 /// Finishes a request whose libqcg outcome is `r`.
 /// A probe's communicator, source (`None` for `MPI_PROC_NULL`) and tag.
-type ProbeArgs = (Arc<qcg::Comm>, Option<Option<u32>>, Option<u32>);
+pub(super) type ProbeArgs = (Arc<qcg::Comm>, Option<Option<u32>>, Option<u32>);
 
-fn probe_args(comm: c_int, source: c_int, tag: c_int) -> Result<ProbeArgs, MpiError> {
+pub(super) fn probe_args(comm: c_int, source: c_int, tag: c_int) -> Result<ProbeArgs, MpiError> {
     let c = comm_of(comm)?;
     let src = state::source(&c, source)?;
     let tag = recv_tag(tag)?;
