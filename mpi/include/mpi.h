@@ -131,6 +131,49 @@ typedef struct MPI_Status {
 #define MPI_AINT ((MPI_Datatype)32)
 #define MPI_COUNT ((MPI_Datatype)33)
 #define MPI_OFFSET ((MPI_Datatype)34)
+#define MPI_PACKED ((MPI_Datatype)35)
+#define MPI_C_FLOAT_COMPLEX ((MPI_Datatype)36)
+#define MPI_C_COMPLEX MPI_C_FLOAT_COMPLEX
+#define MPI_C_DOUBLE_COMPLEX ((MPI_Datatype)37)
+#define MPI_C_LONG_DOUBLE_COMPLEX ((MPI_Datatype)38)
+#define MPI_CXX_BOOL ((MPI_Datatype)39)
+#define MPI_CXX_FLOAT_COMPLEX ((MPI_Datatype)40)
+#define MPI_CXX_DOUBLE_COMPLEX ((MPI_Datatype)41)
+#define MPI_CXX_LONG_DOUBLE_COMPLEX ((MPI_Datatype)42)
+
+/* Datatype combiners (MPI_Type_get_envelope) */
+#define MPI_COMBINER_NAMED 1
+#define MPI_COMBINER_DUP 2
+#define MPI_COMBINER_CONTIGUOUS 3
+#define MPI_COMBINER_VECTOR 4
+#define MPI_COMBINER_HVECTOR_INTEGER 5
+#define MPI_COMBINER_HVECTOR 6
+#define MPI_COMBINER_INDEXED 7
+#define MPI_COMBINER_HINDEXED_INTEGER 8
+#define MPI_COMBINER_HINDEXED 9
+#define MPI_COMBINER_INDEXED_BLOCK 10
+#define MPI_COMBINER_STRUCT_INTEGER 11
+#define MPI_COMBINER_STRUCT 12
+#define MPI_COMBINER_SUBARRAY 13
+#define MPI_COMBINER_DARRAY 14
+#define MPI_COMBINER_F90_REAL 15
+#define MPI_COMBINER_F90_COMPLEX 16
+#define MPI_COMBINER_F90_INTEGER 17
+#define MPI_COMBINER_RESIZED 18
+#define MPI_COMBINER_HINDEXED_BLOCK 19
+
+/* Subarray and darray layouts */
+#define MPI_ORDER_C 56
+#define MPI_ORDER_FORTRAN 57
+#define MPI_DISTRIBUTE_BLOCK 121
+#define MPI_DISTRIBUTE_CYCLIC 122
+#define MPI_DISTRIBUTE_NONE 123
+#define MPI_DISTRIBUTE_DFLT_DARG (-49767)
+
+/* MPI_Type_match_size */
+#define MPI_TYPECLASS_REAL 1
+#define MPI_TYPECLASS_INTEGER 2
+#define MPI_TYPECLASS_COMPLEX 3
 
 /* Reduction operations */
 #define MPI_OP_NULL ((MPI_Op)0)
@@ -269,6 +312,57 @@ int MPI_Type_create_struct(int count, const int array_of_blocklengths[],
                            const MPI_Datatype array_of_types[], MPI_Datatype *newtype);
 int MPI_Type_commit(MPI_Datatype *datatype);
 int MPI_Type_free(MPI_Datatype *datatype);
+int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count *size);
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count *lb, MPI_Count *extent);
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint *true_lb, MPI_Aint *true_extent);
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count *true_lb,
+                               MPI_Count *true_extent);
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                            MPI_Datatype *newtype);
+int MPI_Type_indexed(int count, const int array_of_blocklengths[],
+                     const int array_of_displacements[], MPI_Datatype oldtype,
+                     MPI_Datatype *newtype);
+int MPI_Type_create_hindexed(int count, const int array_of_blocklengths[],
+                             const MPI_Aint array_of_displacements[], MPI_Datatype oldtype,
+                             MPI_Datatype *newtype);
+int MPI_Type_create_indexed_block(int count, int blocklength, const int array_of_displacements[],
+                                  MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_hindexed_block(int count, int blocklength,
+                                   const MPI_Aint array_of_displacements[],
+                                   MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[],
+                             const int array_of_subsizes[], const int array_of_starts[],
+                             int order, MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_create_darray(int size, int rank, int ndims, const int array_of_gsizes[],
+                           const int array_of_distribs[], const int array_of_dargs[],
+                           const int array_of_psizes[], int order, MPI_Datatype oldtype,
+                           MPI_Datatype *newtype);
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
+                            MPI_Datatype *newtype);
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype);
+int MPI_Type_match_size(int typeclass, int size, MPI_Datatype *datatype);
+int MPI_Type_get_envelope(MPI_Datatype datatype, int *num_integers, int *num_addresses,
+                          int *num_datatypes, int *combiner);
+int MPI_Type_get_contents(MPI_Datatype datatype, int max_integers, int max_addresses,
+                          int max_datatypes, int array_of_integers[],
+                          MPI_Aint array_of_addresses[], MPI_Datatype array_of_datatypes[]);
+int MPI_Get_elements(const MPI_Status *status, MPI_Datatype datatype, int *count);
+int MPI_Get_elements_x(const MPI_Status *status, MPI_Datatype datatype, MPI_Count *count);
+int MPI_Get_address(const void *location, MPI_Aint *address);
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
+int MPI_Pack(const void *inbuf, int incount, MPI_Datatype datatype, void *outbuf, int outsize,
+             int *position, MPI_Comm comm);
+int MPI_Unpack(const void *inbuf, int insize, int *position, void *outbuf, int outcount,
+               MPI_Datatype datatype, MPI_Comm comm);
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int *size);
+int MPI_Pack_external(const char datarep[], const void *inbuf, int incount,
+                      MPI_Datatype datatype, void *outbuf, MPI_Aint outsize,
+                      MPI_Aint *position);
+int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_Aint insize,
+                        MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype);
+int MPI_Pack_external_size(const char datarep[], int incount, MPI_Datatype datatype,
+                           MPI_Aint *size);
 
 /* Collectives */
 int MPI_Barrier(MPI_Comm comm);

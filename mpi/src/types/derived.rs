@@ -1,0 +1,809 @@
+//! Derived datatypes (MPI 3.1 §4.1): each constructor checks its arguments and
+//! records them as an [`Envelope`]; [`placements`] turns an envelope into the old
+//! types' elements and where they go, and [`derive`] compiles those into runs,
+//! bounds and extents. The same placements give the reference type map
+//! ([`TypeInfo::type_map`]) that the runs are tested against.
+
+use super::{merge, overlapping, Combiner, Envelope, Kind, TypeInfo};
+use crate::error::{Class, MpiError};
+use std::sync::Arc;
+
+/// `MPI_ORDER_C`.
+pub const ORDER_C: i32 = 56;
+/// `MPI_ORDER_FORTRAN`.
+pub const ORDER_FORTRAN: i32 = 57;
+/// `MPI_DISTRIBUTE_BLOCK`.
+pub const DISTRIBUTE_BLOCK: i32 = 121;
+/// `MPI_DISTRIBUTE_CYCLIC`.
+pub const DISTRIBUTE_CYCLIC: i32 = 122;
+/// `MPI_DISTRIBUTE_NONE`.
+pub const DISTRIBUTE_NONE: i32 = 123;
+/// `MPI_DISTRIBUTE_DFLT_DARG`.
+pub const DISTRIBUTE_DFLT_DARG: i32 = -49767;
+
+/// Blocks of old types' elements: (displacement, how many, old type), in
+/// type-map order.
+pub type Placed<'a> = Vec<(isize, usize, &'a TypeInfo)>;
+
+fn count_arg(what: &str, n: i32) -> Result<usize, MpiError> {
+    usize::try_from(n).map_err(|_| MpiError::new(Class::Count, format!("{what} {n} is negative")))
+}
+
+fn arg(msg: String) -> MpiError {
+    MpiError::new(Class::Arg, msg)
+}
+
+fn env(c: Combiner, ints: Vec<i32>, aints: Vec<isize>, types: Vec<Arc<TypeInfo>>) -> Envelope {
+    Envelope {
+        combiner: c,
+        ints,
+        aints,
+        types,
+    }
+}
+
+/// `len` elements of `old` from byte `disp` on.
+fn block<'a>(out: &mut Placed<'a>, disp: isize, len: usize, old: &'a TypeInfo) {
+    out.push((disp, len, old));
+}
+
+/// Where the old types' elements of a derived type go.
+pub fn placements(e: &Envelope) -> Placed<'_> {
+    let mut out = Vec::new();
+    let i = &e.ints;
+    let first = e.types.first().map(|t| &**t);
+    let Some(old) = first else { return out };
+    match e.combiner {
+        Combiner::Named => {}
+        Combiner::Dup | Combiner::Resized => out.push((0, 1, old)),
+        Combiner::Contiguous => block(&mut out, 0, i[0] as usize, old),
+        Combiner::Vector => {
+            for k in 0..i[0] as isize {
+                block(&mut out, k * i[2] as isize * old.extent, i[1] as usize, old);
+            }
+        }
+        Combiner::Hvector => {
+            for k in 0..i[0] as isize {
+                block(&mut out, k * e.aints[0], i[1] as usize, old);
+            }
+        }
+        Combiner::Indexed => {
+            let n = i[0] as usize;
+            for k in 0..n {
+                let d = i[1 + n + k] as isize * old.extent;
+                block(&mut out, d, i[1 + k] as usize, old);
+            }
+        }
+        Combiner::Hindexed => {
+            for k in 0..i[0] as usize {
+                block(&mut out, e.aints[k], i[1 + k] as usize, old);
+            }
+        }
+        Combiner::IndexedBlock => {
+            for k in 0..i[0] as usize {
+                block(&mut out, i[2 + k] as isize * old.extent, i[1] as usize, old);
+            }
+        }
+        Combiner::HindexedBlock => {
+            for k in 0..i[0] as usize {
+                block(&mut out, e.aints[k], i[1] as usize, old);
+            }
+        }
+        Combiner::Struct => {
+            for k in 0..i[0] as usize {
+                block(&mut out, e.aints[k], i[1 + k] as usize, &e.types[k]);
+            }
+        }
+        Combiner::Subarray => {
+            let n = i[0] as usize;
+            let (sizes, subs, starts) = (&i[1..1 + n], &i[1 + n..1 + 2 * n], &i[1 + 2 * n..]);
+            let owned: Vec<Vec<usize>> = (0..n)
+                .map(|d| (starts[d] as usize..(starts[d] + subs[d]) as usize).collect())
+                .collect();
+            grid(&mut out, sizes, &owned, i[1 + 3 * n] == ORDER_C, old);
+        }
+        Combiner::Darray => {
+            let n = i[2] as usize;
+            let g = &i[3..3 + n];
+            let owned = darray_owned(i[0], i[1], &i[3..]);
+            grid(&mut out, g, &owned, i[3 + 4 * n] == ORDER_C, old);
+        }
+    }
+    out
+}
+
+/// The elements of an array of `sizes` whose index along each dimension is in
+/// `owned`, in storage order (C: last index fastest).
+fn grid<'a>(out: &mut Placed<'a>, sizes: &[i32], owned: &[Vec<usize>], c: bool, old: &'a TypeInfo) {
+    let n = sizes.len();
+    // Dimensions from slowest to fastest, with each one's stride in elements.
+    let order: Vec<usize> = if c {
+        (0..n).collect()
+    } else {
+        (0..n).rev().collect()
+    };
+    let mut stride = vec![1isize; n];
+    let mut s = 1isize;
+    for &d in order.iter().rev() {
+        stride[d] = s;
+        s *= sizes[d] as isize;
+    }
+    if owned.iter().any(Vec::is_empty) {
+        return;
+    }
+    let mut idx = vec![0usize; n];
+    loop {
+        let at: isize = (0..n).map(|d| owned[d][idx[d]] as isize * stride[d]).sum();
+        out.push((at * old.extent, 1, old));
+        // Next index, fastest dimension first.
+        let mut k = n;
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            let d = order[k];
+            idx[d] += 1;
+            if idx[d] < owned[d].len() {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// The global indices process `rank` of a darray owns along each dimension;
+/// `rest` is `gsizes, distribs, dargs, psizes` (validated).
+fn darray_owned(size: i32, rank: i32, rest: &[i32]) -> Vec<Vec<usize>> {
+    let n = rest.len().saturating_sub(1) / 4;
+    let (g, dist, darg, ps) = (
+        &rest[..n],
+        &rest[n..2 * n],
+        &rest[2 * n..3 * n],
+        &rest[3 * n..4 * n],
+    );
+    let _ = size;
+    // Process coordinates in row-major order of the process grid.
+    let mut coord = vec![0usize; n];
+    let mut r = rank as usize;
+    for d in (0..n).rev() {
+        coord[d] = r % ps[d] as usize;
+        r /= ps[d] as usize;
+    }
+    (0..n)
+        .map(|d| {
+            let (gs, p, c) = (g[d] as usize, ps[d] as usize, coord[d]);
+            match dist[d] {
+                DISTRIBUTE_BLOCK => {
+                    let b = if darg[d] == DISTRIBUTE_DFLT_DARG {
+                        gs.div_ceil(p)
+                    } else {
+                        darg[d] as usize
+                    };
+                    ((c * b).min(gs)..((c + 1) * b).min(gs)).collect()
+                }
+                DISTRIBUTE_CYCLIC => {
+                    let k = if darg[d] == DISTRIBUTE_DFLT_DARG {
+                        1
+                    } else {
+                        darg[d] as usize
+                    };
+                    let mut v = Vec::new();
+                    let mut s = c * k;
+                    while s < gs {
+                        v.extend(s..(s + k).min(gs));
+                        s += p * k;
+                    }
+                    v
+                }
+                _ => (0..gs).collect(),
+            }
+        })
+        .collect()
+}
+
+/// Compiles an envelope into a type: runs, bounds, extent (MPI 3.1 §4.1.6-4.1.7,
+/// as Open MPI computes them: explicit bounds are sticky, and otherwise the
+/// extent is padded to the alignment of the largest basic type inside).
+pub fn derive(name: String, e: Envelope) -> TypeInfo {
+    let placed = placements(&e);
+    let mut runs = Vec::new();
+    let (mut lb, mut ub) = (isize::MAX, isize::MIN);
+    let (mut xlb, mut xub) = (isize::MAX, isize::MIN);
+    let (mut tlb, mut tub) = (isize::MAX, isize::MIN);
+    let (mut align, mut size, mut basics) = (1, 0, 0);
+    let (mut explicit, mut overlaps) = (false, false);
+    for &(d, len, t) in &placed {
+        if len == 0 {
+            continue;
+        }
+        let dense = t.extent == t.size as isize && t.runs == [(0, t.size)];
+        if dense {
+            runs.push((d, len * t.size));
+        } else {
+            for j in 0..len as isize {
+                let at = d + j * t.extent;
+                runs.extend(t.runs.iter().map(|&(o, l)| (o + at, l)));
+            }
+        }
+        // The first and the last element bound the block (extents may be negative).
+        let last = d + (len as isize - 1) * t.extent;
+        let (lo, hi) = (d.min(last), d.max(last));
+        lb = lb.min(lo + t.lb);
+        ub = ub.max(hi + t.lb + t.extent);
+        if t.explicit_bounds {
+            explicit = true;
+            xlb = xlb.min(lo + t.lb);
+            xub = xub.max(hi + t.lb + t.extent);
+        }
+        if t.size > 0 {
+            tlb = tlb.min(lo + t.true_lb);
+            tub = tub.max(hi + t.true_lb + t.true_extent);
+        }
+        align = align.max(t.align);
+        size += len * t.size;
+        basics += len * t.basics;
+        overlaps |= t.overlaps;
+    }
+    if lb > ub {
+        (lb, ub) = (0, 0);
+    }
+    if explicit {
+        (lb, ub) = (xlb, xub);
+    }
+    if tlb > tub {
+        (tlb, tub) = (0, 0);
+    }
+    let mut extent = ub - lb;
+    if !explicit {
+        let a = align as isize;
+        extent = (extent + a - 1).div_euclid(a) * a;
+    }
+    let old = e.types.first().cloned();
+    match (e.combiner, &old) {
+        (Combiner::Resized, _) => {
+            (lb, extent, explicit) = (e.aints[0], e.aints[1], true);
+        }
+        (Combiner::Subarray | Combiner::Darray, Some(o)) => {
+            let dims: &[i32] = if e.combiner == Combiner::Subarray {
+                &e.ints[1..1 + e.ints[0] as usize]
+            } else {
+                &e.ints[3..3 + e.ints[2] as usize]
+            };
+            let n: isize = dims.iter().map(|&g| g as isize).product();
+            (lb, extent, explicit) = (0, n * o.extent, true);
+        }
+        (Combiner::Dup, Some(o)) => {
+            (lb, extent, explicit) = (o.lb, o.extent, o.explicit_bounds);
+        }
+        _ => {}
+    }
+    let runs = merge(runs);
+    let overlaps = overlaps || overlapping(runs.clone());
+    let kind = match (e.combiner, &old) {
+        (Combiner::Dup, Some(o)) => o.kind,
+        // MPI 3.1 §5.9.2: the predefined operations apply to predefined types only.
+        _ => Kind::Opaque,
+    };
+    TypeInfo {
+        name,
+        size,
+        lb,
+        extent,
+        true_lb: tlb,
+        true_extent: tub - tlb,
+        runs,
+        align,
+        explicit_bounds: explicit,
+        overlaps,
+        basics,
+        kind,
+        committed: e.combiner == Combiner::Dup && old.as_ref().is_some_and(|o| o.committed),
+        handle: 0,
+        envelope: e,
+    }
+}
+
+fn counts(what: &str, v: &[i32]) -> Result<(), MpiError> {
+    v.iter().try_for_each(|&n| count_arg(what, n).map(|_| ()))
+}
+
+/// `MPI_Type_contiguous`.
+pub fn contiguous(count: i32, old: &Arc<TypeInfo>) -> Result<TypeInfo, MpiError> {
+    let n = count_arg("count", count)?;
+    let e = env(Combiner::Contiguous, vec![count], vec![], vec![old.clone()]);
+    Ok(derive(format!("contiguous({n}, {})", old.name), e))
+}
+
+/// `MPI_Type_vector`: `count` blocks of `blocklength` elements, `stride` elements apart.
+pub fn vector(
+    count: i32,
+    blocklength: i32,
+    stride: i32,
+    old: &Arc<TypeInfo>,
+) -> Result<TypeInfo, MpiError> {
+    let n = count_arg("count", count)?;
+    let b = count_arg("blocklength", blocklength)?;
+    let e = env(
+        Combiner::Vector,
+        vec![count, blocklength, stride],
+        vec![],
+        vec![old.clone()],
+    );
+    Ok(derive(
+        format!("vector({n}, {b}, {stride}, {})", old.name),
+        e,
+    ))
+}
+
+/// `MPI_Type_create_hvector`: the stride in bytes.
+pub fn hvector(
+    count: i32,
+    blocklength: i32,
+    stride: isize,
+    old: &Arc<TypeInfo>,
+) -> Result<TypeInfo, MpiError> {
+    let n = count_arg("count", count)?;
+    let b = count_arg("blocklength", blocklength)?;
+    let e = env(
+        Combiner::Hvector,
+        vec![count, blocklength],
+        vec![stride],
+        vec![old.clone()],
+    );
+    Ok(derive(
+        format!("hvector({n}, {b}, {stride}, {})", old.name),
+        e,
+    ))
+}
+
+/// `MPI_Type_indexed`: displacements in extents of `old`.
+pub fn indexed(lens: &[i32], disps: &[i32], old: &Arc<TypeInfo>) -> Result<TypeInfo, MpiError> {
+    counts("block length", lens)?;
+    let mut ints = vec![lens.len() as i32];
+    ints.extend_from_slice(lens);
+    ints.extend_from_slice(disps);
+    let e = env(Combiner::Indexed, ints, vec![], vec![old.clone()]);
+    Ok(derive(
+        format!("indexed({} blocks, {})", lens.len(), old.name),
+        e,
+    ))
+}
+
+/// `MPI_Type_create_hindexed`: displacements in bytes.
+pub fn hindexed(lens: &[i32], disps: &[isize], old: &Arc<TypeInfo>) -> Result<TypeInfo, MpiError> {
+    counts("block length", lens)?;
+    let mut ints = vec![lens.len() as i32];
+    ints.extend_from_slice(lens);
+    let e = env(Combiner::Hindexed, ints, disps.to_vec(), vec![old.clone()]);
+    Ok(derive(
+        format!("hindexed({} blocks, {})", lens.len(), old.name),
+        e,
+    ))
+}
+
+/// `MPI_Type_create_indexed_block`.
+pub fn indexed_block(len: i32, disps: &[i32], old: &Arc<TypeInfo>) -> Result<TypeInfo, MpiError> {
+    count_arg("block length", len)?;
+    let mut ints = vec![disps.len() as i32, len];
+    ints.extend_from_slice(disps);
+    let e = env(Combiner::IndexedBlock, ints, vec![], vec![old.clone()]);
+    Ok(derive(
+        format!("indexed_block({} blocks, {})", disps.len(), old.name),
+        e,
+    ))
+}
+
+/// `MPI_Type_create_hindexed_block`.
+pub fn hindexed_block(
+    len: i32,
+    disps: &[isize],
+    old: &Arc<TypeInfo>,
+) -> Result<TypeInfo, MpiError> {
+    count_arg("block length", len)?;
+    let ints = vec![disps.len() as i32, len];
+    let e = env(
+        Combiner::HindexedBlock,
+        ints,
+        disps.to_vec(),
+        vec![old.clone()],
+    );
+    Ok(derive(
+        format!("hindexed_block({} blocks, {})", disps.len(), old.name),
+        e,
+    ))
+}
+
+/// `MPI_Type_create_struct`.
+pub fn create_struct(blocks: &[(i32, isize, Arc<TypeInfo>)]) -> Result<TypeInfo, MpiError> {
+    let mut ints = vec![blocks.len() as i32];
+    ints.extend(blocks.iter().map(|b| b.0));
+    counts("block length", &ints[1..])?;
+    let e = env(
+        Combiner::Struct,
+        ints,
+        blocks.iter().map(|b| b.1).collect(),
+        blocks.iter().map(|b| b.2.clone()).collect(),
+    );
+    Ok(derive(format!("struct of {} blocks", blocks.len()), e))
+}
+
+/// `MPI_Type_create_resized`.
+pub fn resized(old: &Arc<TypeInfo>, lb: isize, extent: isize) -> TypeInfo {
+    let e = env(
+        Combiner::Resized,
+        vec![],
+        vec![lb, extent],
+        vec![old.clone()],
+    );
+    derive(format!("resized({}, {lb}, {extent})", old.name), e)
+}
+
+/// `MPI_Type_dup`.
+pub fn dup(old: &Arc<TypeInfo>) -> TypeInfo {
+    let e = env(Combiner::Dup, vec![], vec![], vec![old.clone()]);
+    derive(format!("dup({})", old.name), e)
+}
+
+fn order_arg(order: i32) -> Result<(), MpiError> {
+    if order == ORDER_C || order == ORDER_FORTRAN {
+        Ok(())
+    } else {
+        Err(arg(format!(
+            "order {order} is neither MPI_ORDER_C nor MPI_ORDER_FORTRAN"
+        )))
+    }
+}
+
+/// `MPI_Type_create_subarray`.
+pub fn subarray(
+    sizes: &[i32],
+    subsizes: &[i32],
+    starts: &[i32],
+    order: i32,
+    old: &Arc<TypeInfo>,
+) -> Result<TypeInfo, MpiError> {
+    let n = sizes.len();
+    if n == 0 {
+        return Err(arg("a subarray needs at least one dimension".into()));
+    }
+    order_arg(order)?;
+    for d in 0..n {
+        let (s, b, a) = (sizes[d], subsizes[d], starts[d]);
+        if s < 1 || b < 1 || b > s || a < 0 || a > s - b {
+            return Err(arg(format!(
+                "dimension {d}: size {s}, subsize {b}, start {a} do not make a subarray"
+            )));
+        }
+    }
+    let mut ints = vec![n as i32];
+    ints.extend_from_slice(sizes);
+    ints.extend_from_slice(subsizes);
+    ints.extend_from_slice(starts);
+    ints.push(order);
+    let e = env(Combiner::Subarray, ints, vec![], vec![old.clone()]);
+    Ok(derive(format!("subarray({n} dims, {})", old.name), e))
+}
+
+/// `MPI_Type_create_darray`.
+#[allow(clippy::too_many_arguments)]
+pub fn darray(
+    size: i32,
+    rank: i32,
+    gsizes: &[i32],
+    distribs: &[i32],
+    dargs: &[i32],
+    psizes: &[i32],
+    order: i32,
+    old: &Arc<TypeInfo>,
+) -> Result<TypeInfo, MpiError> {
+    let n = gsizes.len();
+    order_arg(order)?;
+    if n == 0 {
+        return Err(arg("a darray needs at least one dimension".into()));
+    }
+    if rank < 0 || rank >= size {
+        return Err(MpiError::new(
+            Class::Rank,
+            format!("rank {rank} is not in a group of {size}"),
+        ));
+    }
+    let procs: i64 = psizes.iter().map(|&p| i64::from(p)).product();
+    if psizes.iter().any(|&p| p < 1) || procs != i64::from(size) {
+        return Err(arg(format!(
+            "the process grid {psizes:?} does not hold {size} processes"
+        )));
+    }
+    for d in 0..n {
+        let (g, p, a) = (gsizes[d], psizes[d], dargs[d]);
+        if g < 1 {
+            return Err(arg(format!("dimension {d}: size {g}")));
+        }
+        let ok = match distribs[d] {
+            DISTRIBUTE_NONE => p == 1,
+            DISTRIBUTE_BLOCK => {
+                a == DISTRIBUTE_DFLT_DARG || (a >= 1 && i64::from(a) * i64::from(p) >= i64::from(g))
+            }
+            DISTRIBUTE_CYCLIC => a == DISTRIBUTE_DFLT_DARG || a >= 1,
+            _ => false,
+        };
+        if !ok {
+            return Err(arg(format!(
+                "dimension {d}: distribution {}, argument {a}, {p} processes for {g} elements",
+                distribs[d]
+            )));
+        }
+    }
+    let mut ints = vec![size, rank, n as i32];
+    for v in [gsizes, distribs, dargs, psizes] {
+        ints.extend_from_slice(v);
+    }
+    ints.push(order);
+    let e = env(Combiner::Darray, ints, vec![], vec![old.clone()]);
+    Ok(derive(
+        format!("darray({n} dims, rank {rank}, {})", old.name),
+        e,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::predefined;
+    use super::*;
+    use proptest::prelude::*;
+
+    fn t(h: i32) -> Arc<TypeInfo> {
+        Arc::new(predefined(h).expect("predefined"))
+    }
+
+    const INT: i32 = 7;
+    const CHAR: i32 = 1;
+    const DOUBLE: i32 = 14;
+
+    /// (size, lb, extent, true lb, true extent).
+    fn bounds(t: &TypeInfo) -> (usize, isize, isize, isize, isize) {
+        (t.size, t.lb, t.extent, t.true_lb, t.true_extent)
+    }
+
+    fn st(blocks: &[(i32, isize, Arc<TypeInfo>)]) -> Arc<TypeInfo> {
+        Arc::new(create_struct(blocks).expect("struct"))
+    }
+
+    /// The figures Open MPI 4.1 gives for the same constructions.
+    #[test]
+    fn extents_follow_open_mpi() {
+        let (int, ch, dbl) = (t(INT), t(CHAR), t(DOUBLE));
+        let s = st(&[(1, 0, dbl.clone()), (1, 8, ch.clone())]);
+        assert_eq!(bounds(&s), (9, 0, 16, 0, 9));
+        let s = st(&[(1, 0, int.clone()), (1, 2, int.clone())]);
+        assert_eq!(bounds(&s), (8, 0, 8, 0, 6));
+        assert!(s.overlaps);
+        let h = hindexed(&[1, 1], &[0, 2], &int).expect("hindexed");
+        assert_eq!(bounds(&h), (8, 0, 8, 0, 6));
+        let r3 = Arc::new(resized(&int, 0, 3));
+        assert_eq!(bounds(&r3), (4, 0, 3, 0, 4));
+        let c = contiguous(2, &r3).expect("contiguous");
+        assert_eq!(bounds(&c), (8, 0, 6, 0, 7));
+        assert!(c.overlaps && c.check_recv(1).is_err());
+        assert!(r3.check_recv(1).is_ok());
+        assert!(r3.check_recv(2).is_err(), "elements 3 bytes apart overlap");
+        let s = st(&[(1, 0, r3.clone()), (1, 3, ch.clone())]);
+        assert_eq!(bounds(&s), (5, 0, 3, 0, 4));
+        // Sticky bounds: the double beyond the resized type's bound is ignored.
+        let s = st(&[(1, 0, r3.clone()), (1, 8, dbl.clone())]);
+        assert_eq!(bounds(&s), (12, 0, 3, 0, 16));
+        let s = st(&[(1, 0, ch.clone()), (1, 9, ch.clone())]);
+        assert_eq!(bounds(&s), (2, 0, 10, 0, 10));
+        let s = st(&[(1, 0, t(15)), (1, 16, ch.clone())]);
+        assert_eq!(bounds(&s), (17, 0, 32, 0, 17));
+        let v = Arc::new(vector(2, 1, 2, &int).expect("vector"));
+        let s = st(&[(1, 0, v), (1, 12, ch.clone())]);
+        assert_eq!(bounds(&s), (9, 0, 16, 0, 13));
+        assert_eq!(bounds(&resized(&int, -4, 16)), (4, -4, 16, 0, 4));
+        assert_eq!(
+            bounds(&vector(3, 1, -2, &int).expect("vector")),
+            (12, -16, 20, -16, 20)
+        );
+        assert_eq!(
+            bounds(&hvector(2, 1, -10, &dbl).expect("hvector")),
+            (16, -10, 24, -10, 18)
+        );
+        let s = st(&[(1, 0, int.clone()), (1, 4, t(27))]);
+        assert_eq!(bounds(&s), (16, 0, 24, 0, 16));
+        assert_eq!(bounds(&t(30)), (6, 0, 8, 0, 8));
+        let sub = subarray(&[4, 5], &[2, 3], &[1, 1], ORDER_C, &int).expect("subarray");
+        assert_eq!(bounds(&sub), (24, 0, 80, 24, 32));
+        let d = darray(
+            4,
+            3,
+            &[5, 7],
+            &[DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC],
+            &[DISTRIBUTE_DFLT_DARG, 2],
+            &[2, 2],
+            ORDER_C,
+            &int,
+        )
+        .expect("darray");
+        assert_eq!(bounds(&d), (24, 0, 140, 92, 48));
+        assert_eq!(d.envelope.ints.len(), 12);
+    }
+
+    #[test]
+    fn darray_blocks_and_cycles_cover_the_array_once() {
+        // 5 x 7 ints over a 2 x 2 grid: block rows, cyclic(2) columns.
+        let mut seen = vec![0; 35];
+        for r in 0..4 {
+            let d = darray(
+                4,
+                r,
+                &[5, 7],
+                &[DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC],
+                &[DISTRIBUTE_DFLT_DARG, 2],
+                &[2, 2],
+                ORDER_C,
+                &t(INT),
+            )
+            .expect("darray");
+            for (off, _, _) in d.type_map() {
+                seen[off as usize / 4] += 1;
+            }
+        }
+        assert_eq!(seen, vec![1; 35]);
+        // Rank 1 (row 0, column 1): rows 0-2, columns 2, 3 and 6.
+        let d = darray(
+            4,
+            1,
+            &[5, 7],
+            &[DISTRIBUTE_BLOCK, DISTRIBUTE_CYCLIC],
+            &[DISTRIBUTE_DFLT_DARG, 2],
+            &[2, 2],
+            ORDER_C,
+            &t(INT),
+        )
+        .expect("darray");
+        let at: Vec<isize> = d.type_map().iter().map(|e| e.0 / 4).collect();
+        assert_eq!(at, vec![2, 3, 6, 9, 10, 13, 16, 17, 20]);
+        let f = subarray(&[4, 5], &[2, 3], &[1, 1], ORDER_FORTRAN, &t(INT)).expect("f");
+        let at: Vec<isize> = f.type_map().iter().map(|e| e.0 / 4).collect();
+        assert_eq!(at, vec![5, 6, 9, 10, 13, 14]);
+    }
+
+    #[test]
+    fn bad_arguments_get_the_standard_classes() {
+        let int = t(INT);
+        assert_eq!(
+            contiguous(-1, &int).map(|_| ()).unwrap_err().class,
+            Class::Count
+        );
+        let e = subarray(&[4], &[5], &[0], ORDER_C, &int).unwrap_err();
+        assert_eq!(e.class, Class::Arg);
+        let e = darray(
+            4,
+            4,
+            &[8],
+            &[DISTRIBUTE_BLOCK],
+            &[DISTRIBUTE_DFLT_DARG],
+            &[4],
+            ORDER_C,
+            &int,
+        )
+        .unwrap_err();
+        assert_eq!(e.class, Class::Rank);
+        let e = darray(4, 0, &[8], &[DISTRIBUTE_BLOCK], &[1], &[4], ORDER_C, &int).unwrap_err();
+        assert_eq!(e.class, Class::Arg);
+        let huge = contiguous(1 << 30, &int).expect("big");
+        assert_eq!(huge.runs, vec![(0, 4 << 30)]);
+        assert_eq!(huge.check_count(1 << 40).unwrap_err().class, Class::Count);
+    }
+
+    #[test]
+    fn elements_count_basic_elements_and_refuse_partial_ones() {
+        let s = st(&[(2, 0, t(INT)), (1, 8, t(DOUBLE))]);
+        assert_eq!(s.basics, 3);
+        assert_eq!(s.elements(32), Some(6));
+        assert_eq!(s.elements(16 + 4), Some(4));
+        assert_eq!(s.elements(16 + 6), None);
+        assert_eq!(t(27).elements(24), Some(4));
+    }
+
+    #[test]
+    fn external32_is_big_endian_per_basic_element() {
+        let s = st(&[(1, 0, t(INT)), (1, 4, t(5))]);
+        let mut p = vec![1, 0, 0, 0, 2, 0];
+        s.swap_external32(&mut p);
+        assert_eq!(p, vec![0, 0, 0, 1, 0, 2]);
+    }
+
+    /// A random type: a predefined leaf or a constructor over random types.
+    fn arb_type() -> impl Strategy<Value = Arc<TypeInfo>> {
+        let leaf = prop::sample::select(vec![1, 5, 7, 14, 27, 30]).prop_map(t);
+        leaf.prop_recursive(3, 24, 3, |inner| {
+            prop_oneof![
+                (0..4i32, inner.clone())
+                    .prop_map(|(n, o)| Arc::new(contiguous(n, &o).expect("contiguous"))),
+                (0..4i32, 0..3i32, -3..5i32, inner.clone())
+                    .prop_map(|(n, b, s, o)| Arc::new(vector(n, b, s, &o).expect("vector"))),
+                (0..4i32, 0..3i32, -40..60isize, inner.clone())
+                    .prop_map(|(n, b, s, o)| { Arc::new(hvector(n, b, s, &o).expect("hvector")) }),
+                (
+                    prop::collection::vec((0..3i32, -4..6i32), 0..4),
+                    inner.clone()
+                )
+                    .prop_map(|(bl, o)| {
+                        let (l, d): (Vec<i32>, Vec<i32>) = bl.into_iter().unzip();
+                        Arc::new(indexed(&l, &d, &o).expect("indexed"))
+                    }),
+                (
+                    0..3i32,
+                    prop::collection::vec(-30..50isize, 0..4),
+                    inner.clone()
+                )
+                    .prop_map(|(b, d, o)| Arc::new(
+                        hindexed_block(b, &d, &o).expect("hindexed_block")
+                    )),
+                prop::collection::vec((0..3i32, -30..50isize, inner.clone()), 1..4)
+                    .prop_map(|b| Arc::new(create_struct(&b).expect("struct"))),
+                (-8..8isize, 1..40isize, inner.clone())
+                    .prop_map(|(lb, e, o)| Arc::new(resized(&o, lb, e))),
+                inner.clone().prop_map(|o| Arc::new(dup(&o))),
+                (1..4i32, 1..4i32, inner).prop_map(|(a, b, o)| Arc::new(
+                    subarray(&[a + 1, b + 1], &[a, b], &[1, 0], ORDER_C, &o).expect("subarray")
+                )),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+
+        /// The compiled runs pack and unpack exactly what the type map, expanded
+        /// down to every basic element and copied byte by byte, says.
+        #[test]
+        fn runs_pack_as_the_type_map_says(ty in arb_type(), count in 0..4usize) {
+            let map = ty.type_map();
+            prop_assert_eq!(map.len(), ty.basics);
+            prop_assert_eq!(map.iter().map(|e| e.1).sum::<usize>(), ty.size);
+            if ty.size > 0 {
+                let lo = map.iter().map(|e| e.0).min().unwrap_or(0);
+                let hi = map.iter().map(|e| e.0 + e.1 as isize).max().unwrap_or(0);
+                prop_assert_eq!((ty.true_lb, ty.true_extent), (lo, hi - lo));
+            }
+            // A buffer whose byte i holds i (mod 251), the origin in its middle.
+            const ORIGIN: isize = 1 << 15;
+            let buf: Vec<u8> = (0..1usize << 16).map(|i| (i % 251) as u8).collect();
+            let mut want = Vec::new();
+            for i in 0..count as isize {
+                for &(o, s, _) in &map {
+                    let at = (ORIGIN + i * ty.extent + o) as usize;
+                    want.extend_from_slice(&buf[at..at + s]);
+                }
+            }
+            let (first, len) = ty.span(count);
+            let from = (ORIGIN + first) as usize;
+            let got = ty.pack(&buf[from..from + len], count);
+            prop_assert_eq!(&got, &want);
+            // Unpacking into a zeroed buffer writes back exactly the mapped bytes.
+            let overlapping = ty.check_recv(count).is_err();
+            if !overlapping {
+                let mut out = vec![0u8; len];
+                prop_assert_eq!(ty.unpack(&got, &mut out, count), got.len());
+                let mut expect = vec![0u8; len];
+                for i in 0..count as isize {
+                    for &(o, s, _) in &map {
+                        let at = (i * ty.extent + o - first) as usize;
+                        expect[at..at + s].copy_from_slice(&buf[from + at..from + at + s]);
+                    }
+                }
+                prop_assert_eq!(out, expect);
+            } else {
+                // The check is right: two basic elements share a byte.
+                let ext = ty.extent;
+                let mut bytes: Vec<(isize, usize)> = (0..count as isize)
+                    .flat_map(|i| map.iter().map(move |&(o, s, _)| (i * ext + o, s)))
+                    .collect();
+                bytes.sort_unstable();
+                prop_assert!(bytes.windows(2).any(|w| w[0].0 + w[0].1 as isize > w[1].0));
+            }
+        }
+    }
+}
