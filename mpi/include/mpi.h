@@ -163,12 +163,12 @@ typedef struct MPI_Status {
 #define MPI_COMBINER_HINDEXED_BLOCK 19
 
 /* Subarray and darray layouts */
-#define MPI_ORDER_C 56
-#define MPI_ORDER_FORTRAN 57
-#define MPI_DISTRIBUTE_BLOCK 121
-#define MPI_DISTRIBUTE_CYCLIC 122
-#define MPI_DISTRIBUTE_NONE 123
-#define MPI_DISTRIBUTE_DFLT_DARG (-49767)
+#define MPI_ORDER_C 0
+#define MPI_ORDER_FORTRAN 1
+#define MPI_DISTRIBUTE_BLOCK 0
+#define MPI_DISTRIBUTE_CYCLIC 1
+#define MPI_DISTRIBUTE_NONE 2
+#define MPI_DISTRIBUTE_DFLT_DARG (-1)
 
 /* MPI_Type_match_size */
 #define MPI_TYPECLASS_REAL 1

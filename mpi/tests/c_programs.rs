@@ -427,3 +427,15 @@ fn the_cxx_wrapper_builds_a_cxx_program() -> Result<()> {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     Ok(())
 }
+
+#[test]
+fn more_datatypes() -> Result<()> {
+    let got = family("datatypes2")?;
+    assert!(got.contains(
+        &"rank 0: external32 size 8, 10 bytes: 01 02 03 04 ff ff ff fe 05 06".to_string()
+    ));
+    // MPI_ERR_TYPE and MPI_ERR_COUNT on every rank.
+    let bad = "overlapping type: class 3; overflowing count: class 2";
+    assert_eq!(got.iter().filter(|l| l.contains(bad)).count(), 4, "{got:?}");
+    Ok(())
+}

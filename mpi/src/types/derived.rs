@@ -8,18 +8,19 @@ use super::{merge, overlapping, Combiner, Envelope, Kind, TypeInfo};
 use crate::error::{Class, MpiError};
 use std::sync::Arc;
 
+// The values of Open MPI's mpi.h, so that contents print alike.
 /// `MPI_ORDER_C`.
-pub const ORDER_C: i32 = 56;
+pub const ORDER_C: i32 = 0;
 /// `MPI_ORDER_FORTRAN`.
-pub const ORDER_FORTRAN: i32 = 57;
+pub const ORDER_FORTRAN: i32 = 1;
 /// `MPI_DISTRIBUTE_BLOCK`.
-pub const DISTRIBUTE_BLOCK: i32 = 121;
+pub const DISTRIBUTE_BLOCK: i32 = 0;
 /// `MPI_DISTRIBUTE_CYCLIC`.
-pub const DISTRIBUTE_CYCLIC: i32 = 122;
+pub const DISTRIBUTE_CYCLIC: i32 = 1;
 /// `MPI_DISTRIBUTE_NONE`.
-pub const DISTRIBUTE_NONE: i32 = 123;
+pub const DISTRIBUTE_NONE: i32 = 2;
 /// `MPI_DISTRIBUTE_DFLT_DARG`.
-pub const DISTRIBUTE_DFLT_DARG: i32 = -49767;
+pub const DISTRIBUTE_DFLT_DARG: i32 = -1;
 
 /// Blocks of old types' elements: (displacement, how many, old type), in
 /// type-map order.
