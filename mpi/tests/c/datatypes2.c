@@ -155,6 +155,50 @@ int main(int argc, char **argv) {
         show(name, t);
         MPI_Type_free(&t);
     }
+    /* Sticky bounds with positive and negative extents (MPICH's lbub cases). */
+    {
+        MPI_Datatype b4, ev, nev;
+        MPI_Type_contiguous(4, MPI_BYTE, &b4);
+        MPI_Type_create_resized(b4, -3, 9, &ev);
+        MPI_Type_create_resized(b4, 6, -9, &nev);
+        const char *names[2] = {"ev", "nev"};
+        MPI_Datatype evs[2] = {ev, nev};
+        for (int k = 0; k < 2; k++) {
+            char name[48];
+            snprintf(name, sizeof name, "contiguous(3,%s)", names[k]);
+            MPI_Type_contiguous(3, evs[k], &t);
+            show(name, t);
+            MPI_Type_free(&t);
+            int shapes[4][3] = {{3, 1, 1}, {3, 2, 2}, {3, 2, -2}, {2, 3, -1}};
+            for (int j = 0; j < 4; j++) {
+                snprintf(name, sizeof name, "vector(%d,%d,%d,%s)", shapes[j][0], shapes[j][1], shapes[j][2], names[k]);
+                MPI_Type_vector(shapes[j][0], shapes[j][1], shapes[j][2], evs[k], &t);
+                show(name, t);
+                MPI_Type_free(&t);
+            }
+        }
+        MPI_Type_free(&b4);
+        MPI_Type_free(&ev);
+        MPI_Type_free(&nev);
+    }
+    /* Zero counts and zero-length blocks. */
+    MPI_Type_contiguous(0, MPI_INT, &t);
+    show("contiguous(0,int)", t);
+    MPI_Type_free(&t);
+    {
+        int zl[3] = {0, 1, 0};
+        MPI_Aint zd[3] = {-8, 8, 40};
+        MPI_Datatype zt[3] = {MPI_INT, MPI_DOUBLE, MPI_CHAR};
+        MPI_Type_create_struct(3, zl, zd, zt, &t);
+        show("struct with empty blocks", t);
+        MPI_Type_free(&t);
+        MPI_Type_create_hindexed(3, zl, zd, MPI_INT, &t);
+        show("hindexed with empty blocks", t);
+        MPI_Type_free(&t);
+        MPI_Type_vector(3, 0, 2, MPI_INT, &t);
+        show("vector(3,0,2,int)", t);
+        MPI_Type_free(&t);
+    }
     MPI_Datatype m;
     MPI_Type_match_size(MPI_TYPECLASS_REAL, 8, &m);
     int msz;
