@@ -1,6 +1,7 @@
-//! Datatypes as plain data: the predefined C types, derived types (contiguous,
-//! vector, struct) as runs of bytes, packing to and from the wire's form, and the
-//! predefined reduction operations on packed elements. No pointers, no I/O.
+//! Datatypes as plain data: the predefined C types, derived types (every
+//! constructor of MPI 3.1 §4.1, in [`derived`]) compiled to runs of bytes, packing
+//! to and from the wire's form (and external32's byte order), and the predefined
+//! reduction operations on packed elements. No pointers, no I/O.
 //!
 //! On the wire a message is always *packed*: each element's data bytes in type-map
 //! order, without gaps (`size` bytes per element). A type whose one run starts at 0
@@ -9,7 +10,7 @@
 use crate::error::{Class, MpiError};
 use std::sync::Arc;
 
-mod derived;
+pub mod derived;
 pub use derived::*;
 
 /// A number the predefined operations compute on.

@@ -114,9 +114,13 @@ pub fn placements(e: &Envelope) -> Placed<'_> {
 }
 
 /// The elements of an array of `sizes` whose index along each dimension is in
-/// `owned`, in storage order (C: last index fastest).
+/// `owned`, in storage order (C: last index fastest); consecutive indices along
+/// the fastest dimension make one block.
 fn grid<'a>(out: &mut Placed<'a>, sizes: &[i32], owned: &[Vec<usize>], c: bool, old: &'a TypeInfo) {
     let n = sizes.len();
+    if n == 0 || owned.iter().any(Vec::is_empty) {
+        return;
+    }
     // Dimensions from slowest to fastest, with each one's stride in elements.
     let order: Vec<usize> = if c {
         (0..n).collect()
@@ -129,15 +133,25 @@ fn grid<'a>(out: &mut Placed<'a>, sizes: &[i32], owned: &[Vec<usize>], c: bool, 
         stride[d] = s;
         s *= sizes[d] as isize;
     }
-    if owned.iter().any(Vec::is_empty) {
-        return;
+    let fast = order[n - 1];
+    let mut rows: Vec<(usize, usize)> = Vec::new();
+    for &i in &owned[fast] {
+        match rows.last_mut() {
+            Some((start, len)) if *start + *len == i => *len += 1,
+            _ => rows.push((i, 1)),
+        }
     }
     let mut idx = vec![0usize; n];
     loop {
-        let at: isize = (0..n).map(|d| owned[d][idx[d]] as isize * stride[d]).sum();
-        out.push((at * old.extent, 1, old));
-        // Next index, fastest dimension first.
-        let mut k = n;
+        let base: isize = order[..n - 1]
+            .iter()
+            .map(|&d| owned[d][idx[d]] as isize * stride[d])
+            .sum();
+        for &(start, len) in &rows {
+            out.push(((base + start as isize) * old.extent, len, old));
+        }
+        // The next row: the slower dimensions count like digits.
+        let mut k = n - 1;
         loop {
             if k == 0 {
                 return;
@@ -695,6 +709,22 @@ mod tests {
         let huge = contiguous(1 << 30, &int).expect("big");
         assert_eq!(huge.runs, vec![(0, 4 << 30)]);
         assert_eq!(huge.check_count(1 << 40).unwrap_err().class, Class::Count);
+    }
+
+    #[test]
+    fn big_subarrays_compile_to_one_run_per_row() {
+        let s = subarray(
+            &[100, 1000, 1000],
+            &[50, 500, 500],
+            &[10, 20, 30],
+            ORDER_C,
+            &t(DOUBLE),
+        )
+        .expect("subarray");
+        assert_eq!(s.runs.len(), 50 * 500);
+        assert_eq!(s.runs[0], ((10 * 1_000_000 + 20 * 1000 + 30) * 8, 500 * 8));
+        assert_eq!(s.size, 50 * 500 * 500 * 8);
+        assert_eq!(s.extent, 100 * 1000 * 1000 * 8);
     }
 
     #[test]
