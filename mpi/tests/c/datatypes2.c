@@ -204,6 +204,34 @@ int main(int argc, char **argv) {
         show("vector(3,0,2,int)", t);
         MPI_Type_free(&t);
     }
+    /* Fortran order, explicit block and cyclic arguments, a dimension not distributed. */
+    {
+        int g3[3] = {4, 6, 5}, d3[3] = {MPI_DISTRIBUTE_NONE, MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_BLOCK};
+        int a3[3] = {MPI_DISTRIBUTE_DFLT_DARG, 2, 3}, p3[3] = {1, 2, 2};
+        for (int r = 0; r < 4; r++) {
+            char name[48];
+            snprintf(name, sizeof name, "darray 3d Fortran rank %d", r);
+            MPI_Type_create_darray(4, r, 3, g3, d3, a3, p3, MPI_ORDER_FORTRAN, MPI_DOUBLE, &t);
+            show(name, t);
+            if (r == me) {
+                /* The order of the elements: pack an array holding each index. */
+                double all[120], part[120];
+                int pos = 0, sz;
+                for (int i = 0; i < 120; i++) all[i] = i;
+                MPI_Type_commit(&t);
+                MPI_Type_size(t, &sz);
+                MPI_Pack(all, 1, t, part, sizeof part, &pos, MPI_COMM_WORLD);
+                printf("rank %d: darray 3d Fortran elements:", me);
+                for (int i = 0; i < sz / 8; i++) printf(" %g", part[i]);
+                printf("\n");
+            }
+            MPI_Type_free(&t);
+            snprintf(name, sizeof name, "darray 3d C rank %d", r);
+            MPI_Type_create_darray(4, r, 3, g3, d3, a3, p3, MPI_ORDER_C, MPI_SHORT, &t);
+            show(name, t);
+            MPI_Type_free(&t);
+        }
+    }
     MPI_Datatype m;
     MPI_Type_match_size(MPI_TYPECLASS_REAL, 8, &m);
     int msz;
