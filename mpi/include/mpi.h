@@ -363,6 +363,11 @@ int MPI_Unpack_external(const char datarep[], const void *inbuf, MPI_Aint insize
                         MPI_Aint *position, void *outbuf, int outcount, MPI_Datatype datatype);
 int MPI_Pack_external_size(const char datarep[], int incount, MPI_Datatype datatype,
                            MPI_Aint *size);
+/* MPI 1 names removed in MPI 3.0, kept for old codes. */
+int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                     MPI_Datatype *newtype);
+int MPI_Type_hindexed(int count, int array_of_blocklengths[], MPI_Aint array_of_displacements[],
+                      MPI_Datatype oldtype, MPI_Datatype *newtype);
 
 /* Collectives */
 int MPI_Barrier(MPI_Comm comm);

@@ -163,6 +163,22 @@ pub unsafe extern "C" fn MPI_Type_create_hvector(
     })
 }
 
+/// `MPI_Type_hvector`: MPI 1's name of `MPI_Type_create_hvector` (removed in
+/// MPI 3.0; kept for old codes).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_hvector(
+    count: c_int,
+    blocklength: c_int,
+    stride: isize,
+    oldtype: c_int,
+    newtype: *mut c_int,
+) -> c_int {
+    call("MPI_Type_hvector", 1, || {
+        let old = any(oldtype)?;
+        new_type(newtype, types::hvector(count, blocklength, stride, &old))
+    })
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_indexed(
     count: c_int,
@@ -194,16 +210,43 @@ pub unsafe extern "C" fn MPI_Type_create_hindexed(
     newtype: *mut c_int,
 ) -> c_int {
     call("MPI_Type_create_hindexed", 1, || {
-        let n = state::count(count)?;
-        // SAFETY: arrays of `count` ints and MPI_Aints.
-        let (lens, disps) = unsafe {
-            (
-                arr(blocklengths, n, "the block length array")?,
-                arr(displacements, n, "the displacement array")?,
-            )
-        };
-        let old = any(oldtype)?;
-        new_type(newtype, types::hindexed(lens, disps, &old))
+        // SAFETY: passed on.
+        unsafe { hindexed(count, blocklengths, displacements, oldtype, newtype) }
+    })
+}
+
+unsafe fn hindexed(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    oldtype: c_int,
+    newtype: *mut c_int,
+) -> Result<(), MpiError> {
+    let n = state::count(count)?;
+    // SAFETY: arrays of `count` ints and MPI_Aints.
+    let (lens, disps) = unsafe {
+        (
+            arr(blocklengths, n, "the block length array")?,
+            arr(displacements, n, "the displacement array")?,
+        )
+    };
+    let old = any(oldtype)?;
+    new_type(newtype, types::hindexed(lens, disps, &old))
+}
+
+/// `MPI_Type_hindexed`: MPI 1's name of `MPI_Type_create_hindexed` (removed in
+/// MPI 3.0; kept for old codes).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Type_hindexed(
+    count: c_int,
+    blocklengths: *const c_int,
+    displacements: *const isize,
+    oldtype: c_int,
+    newtype: *mut c_int,
+) -> c_int {
+    call("MPI_Type_hindexed", 1, || {
+        // SAFETY: passed on.
+        unsafe { hindexed(count, blocklengths, displacements, oldtype, newtype) }
     })
 }
 

@@ -520,8 +520,18 @@ int main(int argc, char **argv) {
         MPI_Type_commit(&huge);
         e = MPI_Send(buf, 2, huge, 0, 0, MPI_COMM_SELF);
         MPI_Error_class(e, &cls2);
+        /* MPI 1's names (Open MPI 4.1 refuses them at compile time). */
+        MPI_Datatype h1, h2;
+        MPI_Aint l1, e1, l2, e2;
+        MPI_Type_hvector(2, 1, -10, MPI_DOUBLE, &h1);
+        MPI_Type_get_extent(h1, &l1, &e1);
+        MPI_Type_hindexed(2, bl2, od, MPI_INT, &h2);
+        MPI_Type_get_extent(h2, &l2, &e2);
         printf("rank %d: qcg-only: receive into an overlapping type: class %d; "
-               "overflowing count: class %d\n", me, cls, cls2);
+               "overflowing count: class %d; MPI 1 names: %ld %ld %ld %ld\n", me, cls, cls2,
+               (long)l1, (long)e1, (long)l2, (long)e2);
+        MPI_Type_free(&h1);
+        MPI_Type_free(&h2);
         MPI_Type_free(&ov);
         MPI_Type_free(&g1);
         MPI_Type_free(&huge);
