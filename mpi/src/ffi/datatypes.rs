@@ -376,7 +376,7 @@ pub unsafe extern "C" fn MPI_Type_create_resized(
 ) -> c_int {
     call("MPI_Type_create_resized", 1, || {
         let old = any(oldtype)?;
-        new_type(newtype, Ok(types::resized(&old, lb, extent)))
+        new_type(newtype, types::resized(&old, lb, extent))
     })
 }
 
@@ -384,7 +384,7 @@ pub unsafe extern "C" fn MPI_Type_create_resized(
 pub unsafe extern "C" fn MPI_Type_dup(oldtype: c_int, newtype: *mut c_int) -> c_int {
     call("MPI_Type_dup", 1, || {
         let old = any(oldtype)?;
-        new_type(newtype, Ok(types::dup(&old)))
+        new_type(newtype, types::dup(&old))
     })
 }
 

@@ -48,31 +48,37 @@ fn block<'a>(out: &mut Placed<'a>, disp: isize, len: usize, old: &'a TypeInfo) {
     out.push((disp, len, old));
 }
 
+/// `a * b` in bytes, saturated (a saturated displacement fails [`derive`]'s
+/// bounds check instead of wrapping around).
+fn mul(a: impl Into<i128>, b: impl Into<i128>) -> isize {
+    isize::try_from(a.into() * b.into()).unwrap_or(isize::MAX)
+}
+
 /// Where the old types' elements of a derived type go.
 pub fn placements(e: &Envelope) -> Placed<'_> {
     let mut out = Vec::new();
     let i = &e.ints;
     let first = e.types.first().map(|t| &**t);
     let Some(old) = first else { return out };
+    let ext = old.extent as i128;
     match e.combiner {
         Combiner::Named => {}
         Combiner::Dup | Combiner::Resized => out.push((0, 1, old)),
         Combiner::Contiguous => block(&mut out, 0, i[0] as usize, old),
         Combiner::Vector => {
-            for k in 0..i[0] as isize {
-                block(&mut out, k * i[2] as isize * old.extent, i[1] as usize, old);
+            for k in 0..i[0] {
+                block(&mut out, mul(k * i[2], ext), i[1] as usize, old);
             }
         }
         Combiner::Hvector => {
-            for k in 0..i[0] as isize {
-                block(&mut out, k * e.aints[0], i[1] as usize, old);
+            for k in 0..i[0] {
+                block(&mut out, mul(k, e.aints[0] as i128), i[1] as usize, old);
             }
         }
         Combiner::Indexed => {
             let n = i[0] as usize;
             for k in 0..n {
-                let d = i[1 + n + k] as isize * old.extent;
-                block(&mut out, d, i[1 + k] as usize, old);
+                block(&mut out, mul(i[1 + n + k], ext), i[1 + k] as usize, old);
             }
         }
         Combiner::Hindexed => {
@@ -82,7 +88,7 @@ pub fn placements(e: &Envelope) -> Placed<'_> {
         }
         Combiner::IndexedBlock => {
             for k in 0..i[0] as usize {
-                block(&mut out, i[2 + k] as isize * old.extent, i[1] as usize, old);
+                block(&mut out, mul(i[2 + k], ext), i[1] as usize, old);
             }
         }
         Combiner::HindexedBlock => {
@@ -95,30 +101,64 @@ pub fn placements(e: &Envelope) -> Placed<'_> {
                 block(&mut out, e.aints[k], i[1 + k] as usize, &e.types[k]);
             }
         }
-        Combiner::Subarray => {
-            let n = i[0] as usize;
-            let (sizes, subs, starts) = (&i[1..1 + n], &i[1 + n..1 + 2 * n], &i[1 + 2 * n..]);
-            let owned: Vec<Vec<usize>> = (0..n)
-                .map(|d| (starts[d] as usize..(starts[d] + subs[d]) as usize).collect())
-                .collect();
-            grid(&mut out, sizes, &owned, i[1 + 3 * n] == ORDER_C, old);
-        }
-        Combiner::Darray => {
-            let n = i[2] as usize;
-            let g = &i[3..3 + n];
-            let owned = darray_owned(i[0], i[1], &i[3..]);
-            grid(&mut out, g, &owned, i[3 + 4 * n] == ORDER_C, old);
+        Combiner::Subarray | Combiner::Darray => {
+            let (sizes, owned, c) = grid_args(e);
+            grid(&mut out, sizes, &owned, c, old);
         }
     }
     out
 }
 
+/// Ranges of indices along one dimension: (start, length).
+type Ranges = Vec<(usize, usize)>;
+
+/// A subarray's or darray's array sizes, the ranges of indices it takes along
+/// each dimension, and whether the order is C's.
+fn grid_args(e: &Envelope) -> (&[i32], Vec<Ranges>, bool) {
+    let i = &e.ints;
+    if e.combiner == Combiner::Subarray {
+        let n = i[0] as usize;
+        let (sizes, subs, starts) = (&i[1..1 + n], &i[1 + n..1 + 2 * n], &i[1 + 2 * n..]);
+        let owned = (0..n)
+            .map(|d| vec![(starts[d] as usize, subs[d] as usize)])
+            .collect();
+        (sizes, owned, i[1 + 3 * n] == ORDER_C)
+    } else {
+        let n = i[2] as usize;
+        let owned = darray_owned(i[1], &i[3..]);
+        (&i[3..3 + n], owned, i[3 + 4 * n] == ORDER_C)
+    }
+}
+
+/// How many blocks [`placements`] makes, counted without making them.
+fn blocks(e: &Envelope) -> i128 {
+    match e.combiner {
+        Combiner::Named => 0,
+        Combiner::Dup | Combiner::Resized | Combiner::Contiguous => 1,
+        Combiner::Subarray | Combiner::Darray => {
+            let (_, owned, c) = grid_args(e);
+            let n = owned.len();
+            let fast = if c { n - 1 } else { 0 };
+            (0..n)
+                .map(|d| {
+                    if d == fast {
+                        owned[d].len() as i128
+                    } else {
+                        owned[d].iter().map(|r| r.1 as i128).sum()
+                    }
+                })
+                .product()
+        }
+        _ => i128::from(e.ints[0]),
+    }
+}
+
 /// The elements of an array of `sizes` whose index along each dimension is in
-/// `owned`, in storage order (C: last index fastest); consecutive indices along
-/// the fastest dimension make one block.
-fn grid<'a>(out: &mut Placed<'a>, sizes: &[i32], owned: &[Vec<usize>], c: bool, old: &'a TypeInfo) {
+/// one of the ranges `owned` gives, in storage order (C: last index fastest); a
+/// range along the fastest dimension makes one block.
+fn grid<'a>(out: &mut Placed<'a>, sizes: &[i32], owned: &[Ranges], c: bool, old: &'a TypeInfo) {
     let n = sizes.len();
-    if n == 0 || owned.iter().any(Vec::is_empty) {
+    if n == 0 || owned.iter().any(|o| o.iter().all(|r| r.1 == 0)) {
         return;
     }
     // Dimensions from slowest to fastest, with each one's stride in elements.
@@ -127,28 +167,33 @@ fn grid<'a>(out: &mut Placed<'a>, sizes: &[i32], owned: &[Vec<usize>], c: bool, 
     } else {
         (0..n).rev().collect()
     };
-    let mut stride = vec![1isize; n];
-    let mut s = 1isize;
+    let mut stride = vec![1i128; n];
+    let mut s = 1i128;
     for &d in order.iter().rev() {
         stride[d] = s;
-        s *= sizes[d] as isize;
+        s *= sizes[d] as i128;
     }
     let fast = order[n - 1];
-    let mut rows: Vec<(usize, usize)> = Vec::new();
-    for &i in &owned[fast] {
-        match rows.last_mut() {
-            Some((start, len)) if *start + *len == i => *len += 1,
-            _ => rows.push((i, 1)),
-        }
-    }
+    // The indices of the slower dimensions, one by one.
+    let slow: Vec<Vec<usize>> = (0..n)
+        .map(|d| {
+            if d == fast {
+                vec![0]
+            } else {
+                owned[d].iter().flat_map(|&(a, l)| a..a + l).collect()
+            }
+        })
+        .collect();
     let mut idx = vec![0usize; n];
     loop {
-        let base: isize = order[..n - 1]
+        let base: i128 = order[..n - 1]
             .iter()
-            .map(|&d| owned[d][idx[d]] as isize * stride[d])
+            .map(|&d| slow[d][idx[d]] as i128 * stride[d])
             .sum();
-        for &(start, len) in &rows {
-            out.push(((base + start as isize) * old.extent, len, old));
+        for &(start, len) in &owned[fast] {
+            if len > 0 {
+                out.push((mul(base + start as i128, old.extent as i128), len, old));
+            }
         }
         // The next row: the slower dimensions count like digits.
         let mut k = n - 1;
@@ -159,7 +204,7 @@ fn grid<'a>(out: &mut Placed<'a>, sizes: &[i32], owned: &[Vec<usize>], c: bool, 
             k -= 1;
             let d = order[k];
             idx[d] += 1;
-            if idx[d] < owned[d].len() {
+            if idx[d] < slow[d].len() {
                 break;
             }
             idx[d] = 0;
@@ -167,9 +212,10 @@ fn grid<'a>(out: &mut Placed<'a>, sizes: &[i32], owned: &[Vec<usize>], c: bool, 
     }
 }
 
-/// The global indices process `rank` of a darray owns along each dimension;
-/// `rest` is `gsizes, distribs, dargs, psizes` (validated).
-fn darray_owned(size: i32, rank: i32, rest: &[i32]) -> Vec<Vec<usize>> {
+/// The ranges (start, length) of global indices process `rank` of a darray
+/// owns along each dimension; `rest` is `gsizes, distribs, dargs, psizes`
+/// (validated).
+fn darray_owned(rank: i32, rest: &[i32]) -> Vec<Ranges> {
     let n = rest.len().saturating_sub(1) / 4;
     let (g, dist, darg, ps) = (
         &rest[..n],
@@ -177,8 +223,8 @@ fn darray_owned(size: i32, rank: i32, rest: &[i32]) -> Vec<Vec<usize>> {
         &rest[2 * n..3 * n],
         &rest[3 * n..4 * n],
     );
-    let _ = size;
-    // Process coordinates in row-major order of the process grid.
+    // Process coordinates in row-major order of the process grid, whatever the
+    // array's order (MPI 3.1 §4.1.4).
     let mut coord = vec![0usize; n];
     let mut r = rank as usize;
     for d in (0..n).rev() {
@@ -195,7 +241,8 @@ fn darray_owned(size: i32, rank: i32, rest: &[i32]) -> Vec<Vec<usize>> {
                     } else {
                         darg[d] as usize
                     };
-                    ((c * b).min(gs)..((c + 1) * b).min(gs)).collect()
+                    let a = (c * b).min(gs);
+                    vec![(a, ((c + 1) * b).min(gs) - a)]
                 }
                 DISTRIBUTE_CYCLIC => {
                     let k = if darg[d] == DISTRIBUTE_DFLT_DARG {
@@ -203,24 +250,77 @@ fn darray_owned(size: i32, rank: i32, rest: &[i32]) -> Vec<Vec<usize>> {
                     } else {
                         darg[d] as usize
                     };
+                    if p == 1 {
+                        return vec![(0, gs)];
+                    }
                     let mut v = Vec::new();
                     let mut s = c * k;
                     while s < gs {
-                        v.extend(s..(s + k).min(gs));
+                        v.push((s, k.min(gs - s)));
                         s += p * k;
                     }
                     v
                 }
-                _ => (0..gs).collect(),
+                _ => vec![(0, gs)],
             }
         })
         .collect()
 }
 
+/// Displacements and sizes stay below this (1 EiB), so that sums of a few of
+/// them never overflow an `isize`.
+const MAX_BYTES: i128 = 1 << 60;
+/// Blocks or runs a type may have (16 bytes each in memory).
+const MAX_RUNS: i128 = 1 << 27;
+
+/// Checks that the layout of `e` can be compiled: bounded blocks, runs,
+/// displacements and size.
+fn check_layout(name: &str, e: &Envelope) -> Result<(), MpiError> {
+    let too_many = |what: &str, n: i128| {
+        MpiError::new(
+            Class::NoMem,
+            format!("{name} would have {n} {what}; at most {MAX_RUNS} are supported"),
+        )
+    };
+    let b = blocks(e);
+    if b > MAX_RUNS {
+        return Err(too_many("blocks", b));
+    }
+    let (mut runs, mut size) = (0i128, 0i128);
+    for (d, len, t) in placements(e) {
+        let (len, ext) = (len as i128, t.extent as i128);
+        let dense = t.extent == t.size as isize && t.runs == [(0, t.size)];
+        runs += if dense { 1 } else { len * t.runs.len() as i128 };
+        size += len * t.size as i128;
+        let far = (d as i128).abs() + len * ext.abs() + (t.lb as i128).abs();
+        if far > MAX_BYTES || size > MAX_BYTES {
+            return Err(MpiError::new(
+                Class::Count,
+                format!("{name} spans more than 2^60 bytes"),
+            ));
+        }
+    }
+    if runs > MAX_RUNS {
+        return Err(too_many("runs", runs));
+    }
+    Ok(())
+}
+
 /// Compiles an envelope into a type: runs, bounds, extent (MPI 3.1 §4.1.6-4.1.7,
 /// as Open MPI computes them: explicit bounds are sticky, and otherwise the
 /// extent is padded to the alignment of the largest basic type inside).
-pub fn derive(name: String, e: Envelope) -> TypeInfo {
+pub fn derive(name: String, e: Envelope) -> Result<TypeInfo, MpiError> {
+    check_layout(&name, &e)?;
+    if let [lb, extent] = e.aints[..] {
+        if e.combiner == Combiner::Resized
+            && (lb as i128).abs() + (extent as i128).abs() > MAX_BYTES
+        {
+            return Err(MpiError::new(
+                Class::Arg,
+                format!("{name}: bounds beyond 2^60 bytes"),
+            ));
+        }
+    }
     let placed = placements(&e);
     let mut runs = Vec::new();
     let (mut lb, mut ub) = (isize::MAX, isize::MIN);
@@ -295,12 +395,10 @@ pub fn derive(name: String, e: Envelope) -> TypeInfo {
     }
     let runs = merge(runs);
     let overlaps = overlaps || overlapping(runs.clone());
-    let kind = match (e.combiner, &old) {
-        (Combiner::Dup, Some(o)) => o.kind,
-        // MPI 3.1 §5.9.2: the predefined operations apply to predefined types only.
-        _ => Kind::Opaque,
-    };
-    TypeInfo {
+    // MPI 3.1 §5.9.2: the predefined operations apply to predefined types only
+    // (Open MPI refuses them on a dup of MPI_INT too).
+    let kind = Kind::Opaque;
+    Ok(TypeInfo {
         name,
         size,
         lb,
@@ -316,7 +414,7 @@ pub fn derive(name: String, e: Envelope) -> TypeInfo {
         committed: e.combiner == Combiner::Dup && old.as_ref().is_some_and(|o| o.committed),
         handle: 0,
         envelope: e,
-    }
+    })
 }
 
 fn counts(what: &str, v: &[i32]) -> Result<(), MpiError> {
@@ -327,7 +425,7 @@ fn counts(what: &str, v: &[i32]) -> Result<(), MpiError> {
 pub fn contiguous(count: i32, old: &Arc<TypeInfo>) -> Result<TypeInfo, MpiError> {
     let n = count_arg("count", count)?;
     let e = env(Combiner::Contiguous, vec![count], vec![], vec![old.clone()]);
-    Ok(derive(format!("contiguous({n}, {})", old.name), e))
+    derive(format!("contiguous({n}, {})", old.name), e)
 }
 
 /// `MPI_Type_vector`: `count` blocks of `blocklength` elements, `stride` elements apart.
@@ -345,10 +443,7 @@ pub fn vector(
         vec![],
         vec![old.clone()],
     );
-    Ok(derive(
-        format!("vector({n}, {b}, {stride}, {})", old.name),
-        e,
-    ))
+    derive(format!("vector({n}, {b}, {stride}, {})", old.name), e)
 }
 
 /// `MPI_Type_create_hvector`: the stride in bytes.
@@ -366,10 +461,7 @@ pub fn hvector(
         vec![stride],
         vec![old.clone()],
     );
-    Ok(derive(
-        format!("hvector({n}, {b}, {stride}, {})", old.name),
-        e,
-    ))
+    derive(format!("hvector({n}, {b}, {stride}, {})", old.name), e)
 }
 
 /// `MPI_Type_indexed`: displacements in extents of `old`.
@@ -379,10 +471,7 @@ pub fn indexed(lens: &[i32], disps: &[i32], old: &Arc<TypeInfo>) -> Result<TypeI
     ints.extend_from_slice(lens);
     ints.extend_from_slice(disps);
     let e = env(Combiner::Indexed, ints, vec![], vec![old.clone()]);
-    Ok(derive(
-        format!("indexed({} blocks, {})", lens.len(), old.name),
-        e,
-    ))
+    derive(format!("indexed({} blocks, {})", lens.len(), old.name), e)
 }
 
 /// `MPI_Type_create_hindexed`: displacements in bytes.
@@ -391,10 +480,7 @@ pub fn hindexed(lens: &[i32], disps: &[isize], old: &Arc<TypeInfo>) -> Result<Ty
     let mut ints = vec![lens.len() as i32];
     ints.extend_from_slice(lens);
     let e = env(Combiner::Hindexed, ints, disps.to_vec(), vec![old.clone()]);
-    Ok(derive(
-        format!("hindexed({} blocks, {})", lens.len(), old.name),
-        e,
-    ))
+    derive(format!("hindexed({} blocks, {})", lens.len(), old.name), e)
 }
 
 /// `MPI_Type_create_indexed_block`.
@@ -403,10 +489,10 @@ pub fn indexed_block(len: i32, disps: &[i32], old: &Arc<TypeInfo>) -> Result<Typ
     let mut ints = vec![disps.len() as i32, len];
     ints.extend_from_slice(disps);
     let e = env(Combiner::IndexedBlock, ints, vec![], vec![old.clone()]);
-    Ok(derive(
+    derive(
         format!("indexed_block({} blocks, {})", disps.len(), old.name),
         e,
-    ))
+    )
 }
 
 /// `MPI_Type_create_hindexed_block`.
@@ -423,10 +509,10 @@ pub fn hindexed_block(
         disps.to_vec(),
         vec![old.clone()],
     );
-    Ok(derive(
+    derive(
         format!("hindexed_block({} blocks, {})", disps.len(), old.name),
         e,
-    ))
+    )
 }
 
 /// `MPI_Type_create_struct`.
@@ -440,11 +526,11 @@ pub fn create_struct(blocks: &[(i32, isize, Arc<TypeInfo>)]) -> Result<TypeInfo,
         blocks.iter().map(|b| b.1).collect(),
         blocks.iter().map(|b| b.2.clone()).collect(),
     );
-    Ok(derive(format!("struct of {} blocks", blocks.len()), e))
+    derive(format!("struct of {} blocks", blocks.len()), e)
 }
 
 /// `MPI_Type_create_resized`.
-pub fn resized(old: &Arc<TypeInfo>, lb: isize, extent: isize) -> TypeInfo {
+pub fn resized(old: &Arc<TypeInfo>, lb: isize, extent: isize) -> Result<TypeInfo, MpiError> {
     let e = env(
         Combiner::Resized,
         vec![],
@@ -455,7 +541,7 @@ pub fn resized(old: &Arc<TypeInfo>, lb: isize, extent: isize) -> TypeInfo {
 }
 
 /// `MPI_Type_dup`.
-pub fn dup(old: &Arc<TypeInfo>) -> TypeInfo {
+pub fn dup(old: &Arc<TypeInfo>) -> Result<TypeInfo, MpiError> {
     let e = env(Combiner::Dup, vec![], vec![], vec![old.clone()]);
     derive(format!("dup({})", old.name), e)
 }
@@ -497,7 +583,7 @@ pub fn subarray(
     ints.extend_from_slice(starts);
     ints.push(order);
     let e = env(Combiner::Subarray, ints, vec![], vec![old.clone()]);
-    Ok(derive(format!("subarray({n} dims, {})", old.name), e))
+    derive(format!("subarray({n} dims, {})", old.name), e)
 }
 
 /// `MPI_Type_create_darray`.
@@ -539,7 +625,18 @@ pub fn darray(
             DISTRIBUTE_BLOCK => {
                 a == DISTRIBUTE_DFLT_DARG || (a >= 1 && i64::from(a) * i64::from(p) >= i64::from(g))
             }
-            DISTRIBUTE_CYCLIC => a == DISTRIBUTE_DFLT_DARG || a >= 1,
+            DISTRIBUTE_CYCLIC => {
+                let k = if a == DISTRIBUTE_DFLT_DARG { 1 } else { a };
+                if k >= 1 && p > 1 && i128::from(g) / (i128::from(k) * i128::from(p)) > MAX_RUNS {
+                    return Err(MpiError::new(
+                        Class::NoMem,
+                        format!(
+                            "dimension {d}: cyclic({k}) over {p} processes makes too many blocks"
+                        ),
+                    ));
+                }
+                k >= 1
+            }
             _ => false,
         };
         if !ok {
@@ -555,10 +652,7 @@ pub fn darray(
     }
     ints.push(order);
     let e = env(Combiner::Darray, ints, vec![], vec![old.clone()]);
-    Ok(derive(
-        format!("darray({n} dims, rank {rank}, {})", old.name),
-        e,
-    ))
+    derive(format!("darray({n} dims, rank {rank}, {})", old.name), e)
 }
 
 #[cfg(test)]
@@ -595,7 +689,7 @@ mod tests {
         assert!(s.overlaps);
         let h = hindexed(&[1, 1], &[0, 2], &int).expect("hindexed");
         assert_eq!(bounds(&h), (8, 0, 8, 0, 6));
-        let r3 = Arc::new(resized(&int, 0, 3));
+        let r3 = Arc::new(resized(&int, 0, 3).expect("resized"));
         assert_eq!(bounds(&r3), (4, 0, 3, 0, 4));
         let c = contiguous(2, &r3).expect("contiguous");
         assert_eq!(bounds(&c), (8, 0, 6, 0, 7));
@@ -614,7 +708,10 @@ mod tests {
         let v = Arc::new(vector(2, 1, 2, &int).expect("vector"));
         let s = st(&[(1, 0, v), (1, 12, ch.clone())]);
         assert_eq!(bounds(&s), (9, 0, 16, 0, 13));
-        assert_eq!(bounds(&resized(&int, -4, 16)), (4, -4, 16, 0, 4));
+        assert_eq!(
+            bounds(&resized(&int, -4, 16).expect("resized")),
+            (4, -4, 16, 0, 4)
+        );
         assert_eq!(
             bounds(&vector(3, 1, -2, &int).expect("vector")),
             (12, -16, 20, -16, 20)
@@ -728,6 +825,47 @@ mod tests {
     }
 
     #[test]
+    fn huge_layouts_are_refused_not_allocated() {
+        let (int, ch) = (t(INT), t(CHAR));
+        let e = vector(i32::MAX, 1, 2, &int).unwrap_err();
+        assert_eq!(e.class, Class::NoMem);
+        let g = Arc::new(contiguous(1 << 30, &int).expect("4 GiB"));
+        let g = Arc::new(contiguous(1 << 28, &g).expect("2^60 bytes"));
+        assert_eq!(contiguous(4, &g).unwrap_err().class, Class::Count);
+        assert_eq!(g.check_count(8).unwrap_err().class, Class::Count);
+        assert_eq!(
+            hvector(2, 1, isize::MAX / 2, &int).unwrap_err().class,
+            Class::Count
+        );
+        assert_eq!(resized(&int, isize::MAX, 1).unwrap_err().class, Class::Arg);
+        // Big but plain: one block, not billions of indices.
+        let s = subarray(&[i32::MAX], &[i32::MAX - 1], &[1], ORDER_C, &ch).expect("subarray");
+        assert_eq!(s.runs, vec![(1, i32::MAX as usize - 1)]);
+        let d = darray(
+            1,
+            0,
+            &[i32::MAX],
+            &[DISTRIBUTE_CYCLIC],
+            &[1],
+            &[1],
+            ORDER_C,
+            &ch,
+        );
+        assert_eq!(d.expect("darray").runs.len(), 1);
+        let d = darray(
+            2,
+            0,
+            &[i32::MAX],
+            &[DISTRIBUTE_CYCLIC],
+            &[1],
+            &[2],
+            ORDER_C,
+            &ch,
+        );
+        assert_eq!(d.unwrap_err().class, Class::NoMem);
+    }
+
+    #[test]
     fn elements_count_basic_elements_and_refuse_partial_ones() {
         let s = st(&[(2, 0, t(INT)), (1, 8, t(DOUBLE))]);
         assert_eq!(s.basics, 3);
@@ -775,8 +913,8 @@ mod tests {
                 prop::collection::vec((0..3i32, -30..50isize, inner.clone()), 1..4)
                     .prop_map(|b| Arc::new(create_struct(&b).expect("struct"))),
                 (-8..8isize, 1..40isize, inner.clone())
-                    .prop_map(|(lb, e, o)| Arc::new(resized(&o, lb, e))),
-                inner.clone().prop_map(|o| Arc::new(dup(&o))),
+                    .prop_map(|(lb, e, o)| Arc::new(resized(&o, lb, e).expect("resized"))),
+                inner.clone().prop_map(|o| Arc::new(dup(&o).expect("dup"))),
                 (1..4i32, 1..4i32, inner).prop_map(|(a, b, o)| Arc::new(
                     subarray(&[a + 1, b + 1], &[a, b], &[1, 0], ORDER_C, &o).expect("subarray")
                 )),

@@ -513,12 +513,12 @@ int main(int argc, char **argv) {
         int buf[4], cls, cls2;
         int e = MPI_Recv(buf, 1, ov, 0, 0, MPI_COMM_SELF, MPI_STATUS_IGNORE);
         MPI_Error_class(e, &cls);
-        /* 2^62 bytes a piece: two of them overflow an MPI_Aint. */
+        /* 2^60 bytes a piece: eight of them overflow an MPI_Aint. */
         MPI_Datatype g1;
         MPI_Type_contiguous(1 << 30, MPI_INT, &g1);
-        MPI_Type_contiguous(1 << 30, g1, &huge);
+        MPI_Type_contiguous(1 << 28, g1, &huge);
         MPI_Type_commit(&huge);
-        e = MPI_Send(buf, 2, huge, 0, 0, MPI_COMM_SELF);
+        e = MPI_Send(buf, 8, huge, 0, 0, MPI_COMM_SELF);
         MPI_Error_class(e, &cls2);
         /* MPI 1's names (Open MPI 4.1 refuses them at compile time). */
         MPI_Datatype h1, h2;
