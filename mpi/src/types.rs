@@ -137,8 +137,12 @@ pub struct TypeInfo {
     /// Extent of the data itself.
     pub true_extent: isize,
     /// Data runs (offset from the origin, length), in type-map order, adjacent
-    /// runs coalesced.
+    /// runs coalesced: one element's, or one block's when `reps` > 1.
     pub runs: Vec<(isize, usize)>,
+    /// How many times an element repeats `runs` (a vector's blocks), ...
+    pub reps: usize,
+    /// ... and how many bytes apart.
+    pub rep_stride: isize,
     /// Alignment of the largest basic type inside.
     pub align: usize,
     /// Whether the bounds were set by `MPI_Type_create_resized` (or a subarray or
@@ -170,6 +174,8 @@ impl TypeInfo {
             true_lb: 0,
             true_extent: size as isize,
             runs: vec![(0, size)],
+            reps: 1,
+            rep_stride: 0,
             align: size.clamp(1, 16),
             explicit_bounds: false,
             overlaps: false,
@@ -205,7 +211,7 @@ impl TypeInfo {
     pub fn is_contiguous(&self) -> bool {
         self.lb == 0
             && self.extent == self.size as isize
-            && (self.size == 0 || self.runs == [(0, self.size)])
+            && (self.size == 0 || (self.reps == 1 && self.runs == [(0, self.size)]))
     }
 
     /// The bytes `count` elements touch, relative to the buffer's address:
@@ -225,10 +231,12 @@ impl TypeInfo {
     /// The data runs of `count` elements, relative to the buffer's address, in
     /// the order their bytes are packed.
     pub fn runs_of(&self, count: usize) -> impl Iterator<Item = (isize, usize)> + '_ {
+        let (reps, stride) = (self.reps as isize, self.rep_stride);
         (0..count as isize).flat_map(move |i| {
-            self.runs
-                .iter()
-                .map(move |&(off, len)| (i * self.extent + off, len))
+            (0..reps).flat_map(move |r| {
+                let at = i * self.extent + r * stride;
+                self.runs.iter().map(move |&(off, len)| (at + off, len))
+            })
         })
     }
 
@@ -295,7 +303,7 @@ impl TypeInfo {
                 && self.size > 0
                 && self.extent.unsigned_abs() < self.true_extent.unsigned_abs()
                 // Elements interleave: look at every byte range (bounded work).
-                && count.saturating_mul(self.runs.len()) <= 1 << 20
+                && count.saturating_mul(self.runs.len() * self.reps) <= 1 << 20
                 && overlapping(self.runs_of(count).collect()));
         if bad {
             Err(MpiError::new(

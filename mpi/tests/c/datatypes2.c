@@ -182,6 +182,21 @@ int main(int argc, char **argv) {
                 MPI_Type_free(&t);
             }
         }
+        int one[2] = {1, 2};
+        MPI_Aint at[2] = {0, 20};
+        MPI_Datatype two[2] = {nev, ev};
+        MPI_Type_create_struct(1, one, at, two, &t);
+        show("struct{nev}", t);
+        MPI_Type_free(&t);
+        MPI_Type_create_struct(2, one, at, two, &t);
+        show("struct{nev,2 ev@20}", t);
+        MPI_Type_free(&t);
+        MPI_Type_create_hindexed(2, one, at, nev, &t);
+        show("hindexed(nev)", t);
+        MPI_Type_free(&t);
+        MPI_Type_dup(nev, &t);
+        show("dup(nev)", t);
+        MPI_Type_free(&t);
         MPI_Type_free(&b4);
         MPI_Type_free(&ev);
         MPI_Type_free(&nev);
