@@ -3,6 +3,11 @@
 //! types' elements and where they go, and [`derive`] compiles those into runs,
 //! bounds and extents. The same placements give the reference type map
 //! ([`TypeInfo::type_map`]) that the runs are tested against.
+//!
+//! A vector or hvector keeps one block's runs and a repeat count, so its size in
+//! memory does not grow with its count; other types list every run of an element.
+//! Limits, checked before anything is allocated: 2^27 blocks or runs
+//! (`MPI_ERR_NO_MEM`), displacements and sizes within 2^60 bytes (`MPI_ERR_COUNT`).
 
 use super::{merge, overlapping, Combiner, Envelope, Kind, TypeInfo};
 use crate::error::{Class, MpiError};
@@ -67,7 +72,12 @@ pub fn placements(e: &Envelope) -> Placed<'_> {
         Combiner::Contiguous => block(&mut out, 0, i[0] as usize, old),
         Combiner::Vector => {
             for k in 0..i[0] {
-                block(&mut out, mul(k * i[2], ext), i[1] as usize, old);
+                block(
+                    &mut out,
+                    mul(i128::from(k) * i128::from(i[2]), ext),
+                    i[1] as usize,
+                    old,
+                );
             }
         }
         Combiner::Hvector => {
@@ -290,6 +300,26 @@ fn strided(e: &Envelope) -> Option<(usize, isize, usize, &TypeInfo)> {
 /// Whether one element of `t` is one run filling its extent.
 fn dense(t: &TypeInfo) -> bool {
     t.reps == 1 && t.extent == t.size as isize && t.runs == [(0, t.size)]
+}
+
+/// Checks that an array of `sizes` elements of `old` (a subarray's or darray's
+/// extent) fits in 2^60 bytes.
+fn check_array(sizes: &[i32], old: &TypeInfo) -> Result<(), MpiError> {
+    let bytes = sizes
+        .iter()
+        .try_fold(i128::from(old.extent.unsigned_abs() as u64), |a, &g| {
+            Some(a * i128::from(g)).filter(|&b| b <= MAX_BYTES)
+        });
+    match bytes {
+        Some(_) => Ok(()),
+        None => Err(MpiError::new(
+            Class::Count,
+            format!(
+                "an array of {sizes:?} elements of {} spans more than 2^60 bytes",
+                old.name
+            ),
+        )),
+    }
 }
 
 /// Checks that the layout of `e` can be compiled: bounded blocks, runs,
@@ -680,6 +710,7 @@ pub fn subarray(
             )));
         }
     }
+    check_array(sizes, old)?;
     let mut ints = vec![n as i32];
     ints.extend_from_slice(sizes);
     ints.extend_from_slice(subsizes);
@@ -749,6 +780,7 @@ pub fn darray(
             )));
         }
     }
+    check_array(gsizes, old)?;
     let mut ints = vec![size, rank, n as i32];
     for v in [gsizes, distribs, dargs, psizes] {
         ints.extend_from_slice(v);
@@ -975,6 +1007,12 @@ mod tests {
             &ch,
         );
         assert_eq!(d.unwrap_err().class, Class::NoMem);
+        let big = [i32::MAX; 3];
+        let e = subarray(&big, &[1, 1, 1], &[0, 0, 0], ORDER_C, &ch).unwrap_err();
+        assert_eq!(e.class, Class::Count);
+        // Strides in extents reach 2^65 bytes: refused, without an i32 overflow.
+        let e = vector(3, 1, i32::MAX, &Arc::new(v)).unwrap_err();
+        assert_eq!(e.class, Class::Count);
     }
 
     #[test]
