@@ -346,6 +346,22 @@ impl TypeInfo {
         out
     }
 
+    /// The basic elements of one element in packed order, as (size, unit of its
+    /// numbers): a block of them and how many times it repeats (a vector's
+    /// blocks, without listing them all).
+    fn units(&self) -> (Vec<(usize, usize)>, usize) {
+        if let (true, Some(old), Some(&len)) = (
+            self.reps > 1,
+            self.envelope.types.first(),
+            self.envelope.ints.get(1),
+        ) {
+            let one: Vec<(usize, usize)> = old.type_map().iter().map(|&(_, s, u)| (s, u)).collect();
+            return (one.repeat(len as usize), self.reps);
+        }
+        let map = self.type_map();
+        (map.into_iter().map(|(_, s, u)| (s, u)).collect(), 1)
+    }
+
     /// `MPI_Get_elements`: how many basic elements `bytes` of packed data hold
     /// (None when they end inside one: MPI_UNDEFINED).
     pub fn elements(&self, bytes: usize) -> Option<usize> {
@@ -355,12 +371,18 @@ impl TypeInfo {
         let (whole, mut rest) = (bytes / self.size, bytes % self.size);
         let mut n = whole * self.basics;
         if rest > 0 {
-            for (_, s, _) in self.type_map() {
-                if rest < s {
-                    break;
+            let (seq, reps) = self.units();
+            'walk: for _ in 0..reps {
+                for &(s, _) in &seq {
+                    if rest < s {
+                        break 'walk;
+                    }
+                    rest -= s;
+                    n += 1;
+                    if rest == 0 {
+                        break 'walk;
+                    }
                 }
-                rest -= s;
-                n += 1;
             }
         }
         (rest == 0).then_some(n)
@@ -369,23 +391,25 @@ impl TypeInfo {
     /// Turns packed elements (native byte order) into external32's big-endian
     /// form, or back: the same swap both ways.
     pub fn swap_external32(&self, packed: &mut [u8]) {
-        if cfg!(target_endian = "big") {
+        if cfg!(target_endian = "big") || self.size == 0 {
             return;
         }
-        let map = self.type_map();
+        let (seq, reps) = self.units();
         let mut p = 0;
-        while p < packed.len() {
-            for &(_, s, u) in &map {
-                let end = (p + s).min(packed.len());
-                if u > 1 {
-                    for chunk in packed[p..end].chunks_exact_mut(u) {
-                        chunk.reverse();
+        'walk: loop {
+            for _ in 0..reps {
+                for &(s, u) in &seq {
+                    if p >= packed.len() {
+                        break 'walk;
                     }
+                    let end = (p + s).min(packed.len());
+                    if u > 1 {
+                        for chunk in packed[p..end].chunks_exact_mut(u) {
+                            chunk.reverse();
+                        }
+                    }
+                    p = end;
                 }
-                p = end;
-            }
-            if map.is_empty() {
-                break;
             }
         }
     }

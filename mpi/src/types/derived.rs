@@ -1101,6 +1101,35 @@ mod tests {
             let from = (ORIGIN + first) as usize;
             let got = ty.pack(&buf[from..from + len], count);
             prop_assert_eq!(&got, &want);
+            // MPI_Get_elements and external32 follow the type map too.
+            for bytes in [got.len(), got.len().saturating_sub(1), got.len() / 2] {
+                let mut rest = bytes;
+                let mut n = 0;
+                'map: for _ in 0..count {
+                    for &(_, s, _) in &map {
+                        if rest < s || rest == 0 {
+                            break 'map;
+                        }
+                        rest -= s;
+                        n += 1;
+                    }
+                }
+                let want = (rest == 0).then_some(n);
+                prop_assert_eq!(ty.elements(bytes), want, "{} bytes", bytes);
+            }
+            let mut swapped = got.clone();
+            ty.swap_external32(&mut swapped);
+            let mut by_hand = got.clone();
+            let mut at = 0;
+            for _ in 0..count {
+                for &(_, s, u) in &map {
+                    for chunk in by_hand[at..at + s].chunks_exact_mut(u) {
+                        chunk.reverse();
+                    }
+                    at += s;
+                }
+            }
+            prop_assert_eq!(swapped, by_hand);
             // The overlap check is exact at these sizes: two basic elements of the
             // count elements share a byte.
             let ext = ty.extent;
