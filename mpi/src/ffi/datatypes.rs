@@ -39,7 +39,7 @@ fn olds(hs: &[c_int]) -> Result<Vec<Arc<TypeInfo>>, MpiError> {
 // ---- sizes and extents -----------------------------------------------------------
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_size(datatype: c_int, size: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Type_size(datatype: c_int, size: *mut c_int) -> c_int {
     call("MPI_Type_size", 1, || {
         let t = any(datatype)?;
         let n = c_int::try_from(t.size).unwrap_or(UNDEFINED);
@@ -58,7 +58,7 @@ pub unsafe extern "C" fn MPI_Type_size_x(datatype: c_int, size: *mut i64) -> c_i
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_extent(
+pub unsafe extern "C" fn PMPI_Type_get_extent(
     datatype: c_int,
     lb: *mut isize,
     extent: *mut isize,
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn MPI_Type_get_true_extent_x(
 // ---- constructors ----------------------------------------------------------------
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_contiguous(
+pub unsafe extern "C" fn PMPI_Type_contiguous(
     count: c_int,
     oldtype: c_int,
     newtype: *mut c_int,
@@ -136,7 +136,7 @@ pub unsafe extern "C" fn MPI_Type_contiguous(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_vector(
+pub unsafe extern "C" fn PMPI_Type_vector(
     count: c_int,
     blocklength: c_int,
     stride: c_int,
@@ -285,7 +285,7 @@ pub unsafe extern "C" fn MPI_Type_create_hindexed_block(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_struct(
+pub unsafe extern "C" fn PMPI_Type_create_struct(
     count: c_int,
     blocklengths: *const c_int,
     displacements: *const isize,
@@ -389,7 +389,7 @@ pub unsafe extern "C" fn MPI_Type_dup(oldtype: c_int, newtype: *mut c_int) -> c_
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_commit(datatype: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Type_commit(datatype: *mut c_int) -> c_int {
     call("MPI_Type_commit", 1, || {
         // SAFETY: a datatype handle.
         let h = unsafe { get(datatype, "the datatype")? };
@@ -398,7 +398,7 @@ pub unsafe extern "C" fn MPI_Type_commit(datatype: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_free(datatype: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Type_free(datatype: *mut c_int) -> c_int {
     call("MPI_Type_free", 1, || {
         // SAFETY: a datatype handle.
         let h = unsafe { get(datatype, "the datatype")? };
