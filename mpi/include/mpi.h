@@ -159,6 +159,49 @@ typedef struct MPI_Status {
 #define MPI_AINT ((MPI_Datatype)32)
 #define MPI_COUNT ((MPI_Datatype)33)
 #define MPI_OFFSET ((MPI_Datatype)34)
+#define MPI_PACKED ((MPI_Datatype)35)
+#define MPI_C_FLOAT_COMPLEX ((MPI_Datatype)36)
+#define MPI_C_COMPLEX MPI_C_FLOAT_COMPLEX
+#define MPI_C_DOUBLE_COMPLEX ((MPI_Datatype)37)
+#define MPI_C_LONG_DOUBLE_COMPLEX ((MPI_Datatype)38)
+#define MPI_CXX_BOOL ((MPI_Datatype)39)
+#define MPI_CXX_FLOAT_COMPLEX ((MPI_Datatype)40)
+#define MPI_CXX_DOUBLE_COMPLEX ((MPI_Datatype)41)
+#define MPI_CXX_LONG_DOUBLE_COMPLEX ((MPI_Datatype)42)
+
+/* Datatype combiners (MPI_Type_get_envelope) */
+#define MPI_COMBINER_NAMED 1
+#define MPI_COMBINER_DUP 2
+#define MPI_COMBINER_CONTIGUOUS 3
+#define MPI_COMBINER_VECTOR 4
+#define MPI_COMBINER_HVECTOR_INTEGER 5
+#define MPI_COMBINER_HVECTOR 6
+#define MPI_COMBINER_INDEXED 7
+#define MPI_COMBINER_HINDEXED_INTEGER 8
+#define MPI_COMBINER_HINDEXED 9
+#define MPI_COMBINER_INDEXED_BLOCK 10
+#define MPI_COMBINER_STRUCT_INTEGER 11
+#define MPI_COMBINER_STRUCT 12
+#define MPI_COMBINER_SUBARRAY 13
+#define MPI_COMBINER_DARRAY 14
+#define MPI_COMBINER_F90_REAL 15
+#define MPI_COMBINER_F90_COMPLEX 16
+#define MPI_COMBINER_F90_INTEGER 17
+#define MPI_COMBINER_RESIZED 18
+#define MPI_COMBINER_HINDEXED_BLOCK 19
+
+/* Subarray and darray layouts */
+#define MPI_ORDER_C 0
+#define MPI_ORDER_FORTRAN 1
+#define MPI_DISTRIBUTE_BLOCK 0
+#define MPI_DISTRIBUTE_CYCLIC 1
+#define MPI_DISTRIBUTE_NONE 2
+#define MPI_DISTRIBUTE_DFLT_DARG (-1)
+
+/* MPI_Type_match_size */
+#define MPI_TYPECLASS_REAL 1
+#define MPI_TYPECLASS_INTEGER 2
+#define MPI_TYPECLASS_COMPLEX 3
 
 /* Reduction operations */
 #define MPI_OP_NULL ((MPI_Op)0)
@@ -293,7 +336,9 @@ int QCG_dup_fn(MPI_Comm oldcomm, int keyval, void *extra_state, void *attribute_
  * them reaches the message of mpi_functions.h that names the missing function. */
 typedef int MPI_Win;
 typedef int MPI_File;
-
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
+/* MPI 1 names removed in MPI 3.0, kept for old codes. */
 /* Process topologies and neighborhood collectives */
 /* Every function, from the table mpi/api/functions.txt: MPI_X and its profiling
  * name PMPI_X. */

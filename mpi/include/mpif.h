@@ -145,6 +145,80 @@
       parameter (MPI_COUNT=33)
       integer MPI_OFFSET
       parameter (MPI_OFFSET=34)
+      integer MPI_PACKED
+      parameter (MPI_PACKED=35)
+      integer MPI_C_FLOAT_COMPLEX
+      parameter (MPI_C_FLOAT_COMPLEX=36)
+      integer MPI_C_COMPLEX
+      parameter (MPI_C_COMPLEX=36)
+      integer MPI_C_DOUBLE_COMPLEX
+      parameter (MPI_C_DOUBLE_COMPLEX=37)
+      integer MPI_C_LONG_DOUBLE_COMPLEX
+      parameter (MPI_C_LONG_DOUBLE_COMPLEX=38)
+      integer MPI_CXX_BOOL
+      parameter (MPI_CXX_BOOL=39)
+      integer MPI_CXX_FLOAT_COMPLEX
+      parameter (MPI_CXX_FLOAT_COMPLEX=40)
+      integer MPI_CXX_DOUBLE_COMPLEX
+      parameter (MPI_CXX_DOUBLE_COMPLEX=41)
+      integer MPI_CXX_LONG_DOUBLE_COMPLEX
+      parameter (MPI_CXX_LONG_DOUBLE_COMPLEX=42)
+      integer MPI_COMBINER_NAMED
+      parameter (MPI_COMBINER_NAMED=1)
+      integer MPI_COMBINER_DUP
+      parameter (MPI_COMBINER_DUP=2)
+      integer MPI_COMBINER_CONTIGUOUS
+      parameter (MPI_COMBINER_CONTIGUOUS=3)
+      integer MPI_COMBINER_VECTOR
+      parameter (MPI_COMBINER_VECTOR=4)
+      integer MPI_COMBINER_HVECTOR_INTEGER
+      parameter (MPI_COMBINER_HVECTOR_INTEGER=5)
+      integer MPI_COMBINER_HVECTOR
+      parameter (MPI_COMBINER_HVECTOR=6)
+      integer MPI_COMBINER_INDEXED
+      parameter (MPI_COMBINER_INDEXED=7)
+      integer MPI_COMBINER_HINDEXED_INTEGER
+      parameter (MPI_COMBINER_HINDEXED_INTEGER=8)
+      integer MPI_COMBINER_HINDEXED
+      parameter (MPI_COMBINER_HINDEXED=9)
+      integer MPI_COMBINER_INDEXED_BLOCK
+      parameter (MPI_COMBINER_INDEXED_BLOCK=10)
+      integer MPI_COMBINER_STRUCT_INTEGER
+      parameter (MPI_COMBINER_STRUCT_INTEGER=11)
+      integer MPI_COMBINER_STRUCT
+      parameter (MPI_COMBINER_STRUCT=12)
+      integer MPI_COMBINER_SUBARRAY
+      parameter (MPI_COMBINER_SUBARRAY=13)
+      integer MPI_COMBINER_DARRAY
+      parameter (MPI_COMBINER_DARRAY=14)
+      integer MPI_COMBINER_F90_REAL
+      parameter (MPI_COMBINER_F90_REAL=15)
+      integer MPI_COMBINER_F90_COMPLEX
+      parameter (MPI_COMBINER_F90_COMPLEX=16)
+      integer MPI_COMBINER_F90_INTEGER
+      parameter (MPI_COMBINER_F90_INTEGER=17)
+      integer MPI_COMBINER_RESIZED
+      parameter (MPI_COMBINER_RESIZED=18)
+      integer MPI_COMBINER_HINDEXED_BLOCK
+      parameter (MPI_COMBINER_HINDEXED_BLOCK=19)
+      integer MPI_ORDER_C
+      parameter (MPI_ORDER_C=0)
+      integer MPI_ORDER_FORTRAN
+      parameter (MPI_ORDER_FORTRAN=1)
+      integer MPI_DISTRIBUTE_BLOCK
+      parameter (MPI_DISTRIBUTE_BLOCK=0)
+      integer MPI_DISTRIBUTE_CYCLIC
+      parameter (MPI_DISTRIBUTE_CYCLIC=1)
+      integer MPI_DISTRIBUTE_NONE
+      parameter (MPI_DISTRIBUTE_NONE=2)
+      integer MPI_DISTRIBUTE_DFLT_DARG
+      parameter (MPI_DISTRIBUTE_DFLT_DARG=-1)
+      integer MPI_TYPECLASS_REAL
+      parameter (MPI_TYPECLASS_REAL=1)
+      integer MPI_TYPECLASS_INTEGER
+      parameter (MPI_TYPECLASS_INTEGER=2)
+      integer MPI_TYPECLASS_COMPLEX
+      parameter (MPI_TYPECLASS_COMPLEX=3)
       integer MPI_OP_NULL
       parameter (MPI_OP_NULL=0)
       integer MPI_MAX
@@ -339,6 +413,10 @@
       parameter (MPI_REAL8=14)
       integer MPI_2INTEGER
       parameter (MPI_2INTEGER=29)
+      integer MPI_COMPLEX
+      parameter (MPI_COMPLEX=36)
+      integer MPI_DOUBLE_COMPLEX
+      parameter (MPI_DOUBLE_COMPLEX=37)
       integer MPI_STATUS_SIZE
       parameter (MPI_STATUS_SIZE=6)
       integer MPI_SOURCE

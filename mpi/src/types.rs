@@ -1,12 +1,17 @@
-//! Datatypes as plain data: the predefined C types, derived types (contiguous,
-//! vector, struct) as runs of bytes, packing to and from the wire's form, and the
-//! predefined reduction operations on packed elements. No pointers, no I/O.
+//! Datatypes as plain data: the predefined C types, derived types (every
+//! constructor of MPI 3.1 §4.1, in [`derived`]) compiled to runs of bytes, packing
+//! to and from the wire's form (and external32's byte order), and the predefined
+//! reduction operations on packed elements. No pointers, no I/O.
 //!
 //! On the wire a message is always *packed*: each element's data bytes in type-map
 //! order, without gaps (`size` bytes per element). A type whose one run starts at 0
 //! and covers its extent is sent straight from the caller's buffer.
 
 use crate::error::{Class, MpiError};
+use std::sync::Arc;
+
+pub mod derived;
+pub use derived::*;
 
 /// A number the predefined operations compute on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,8 +69,56 @@ pub enum Kind {
     Bytes(usize),
     /// A (value, int) pair of MAXLOC/MINLOC types.
     Pair(Num),
+    /// A C complex number of two parts (sum and product only).
+    Complex(Num),
     /// No predefined operation applies (derived types).
     Opaque,
+}
+
+/// How a datatype was made (`MPI_Type_get_envelope`'s combiner); the values are
+/// `mpi.h`'s `MPI_COMBINER_*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Combiner {
+    /// A predefined type.
+    Named = 1,
+    /// `MPI_Type_dup`.
+    Dup = 2,
+    /// `MPI_Type_contiguous`.
+    Contiguous = 3,
+    /// `MPI_Type_vector`.
+    Vector = 4,
+    /// `MPI_Type_create_hvector`.
+    Hvector = 6,
+    /// `MPI_Type_indexed`.
+    Indexed = 7,
+    /// `MPI_Type_create_hindexed`.
+    Hindexed = 9,
+    /// `MPI_Type_create_indexed_block`.
+    IndexedBlock = 10,
+    /// `MPI_Type_create_struct`.
+    Struct = 12,
+    /// `MPI_Type_create_subarray`.
+    Subarray = 13,
+    /// `MPI_Type_create_darray`.
+    Darray = 14,
+    /// `MPI_Type_create_resized`.
+    Resized = 18,
+    /// `MPI_Type_create_hindexed_block`.
+    HindexedBlock = 19,
+}
+
+/// The arguments a derived type was made with (`MPI_Type_get_contents`), in the
+/// standard's order for its combiner (MPI 3.1 §4.1.13).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    /// The constructor.
+    pub combiner: Combiner,
+    /// Its integer arguments.
+    pub ints: Vec<i32>,
+    /// Its address arguments.
+    pub aints: Vec<isize>,
+    /// Its datatype arguments.
+    pub types: Vec<Arc<TypeInfo>>,
 }
 
 /// A datatype: its data as runs of bytes relative to an element's origin.
@@ -79,41 +132,78 @@ pub struct TypeInfo {
     pub lb: isize,
     /// Extent: the stride between consecutive elements in a buffer.
     pub extent: isize,
-    /// Data runs (offset from the origin, length), in type-map order.
+    /// Lower bound of the data itself (`MPI_Type_get_true_extent`).
+    pub true_lb: isize,
+    /// Extent of the data itself.
+    pub true_extent: isize,
+    /// Data runs (offset from the origin, length), in type-map order, adjacent
+    /// runs coalesced: one element's, or one block's when `reps` > 1.
     pub runs: Vec<(isize, usize)>,
+    /// How many times an element repeats `runs` (a vector's blocks), ...
+    pub reps: usize,
+    /// ... and how many bytes apart.
+    pub rep_stride: isize,
     /// Alignment of the largest basic type inside.
     pub align: usize,
+    /// Whether the bounds were set by `MPI_Type_create_resized` (or a subarray or
+    /// darray) somewhere inside: such bounds are sticky (MPI 3.1 §4.1.7), and no
+    /// alignment padding is added to them.
+    pub explicit_bounds: bool,
+    /// Whether two runs of one element cover the same bytes (the type cannot be
+    /// received into).
+    pub overlaps: bool,
+    /// Basic elements per element (`MPI_Get_elements`).
+    pub basics: usize,
     /// What the predefined operations see in a packed element.
     pub kind: Kind,
     /// Whether the type may be used in communication.
     pub committed: bool,
+    /// The handle of a predefined type (0 for a derived one).
+    pub handle: i32,
+    /// How it was made.
+    pub envelope: Envelope,
 }
 
 impl TypeInfo {
-    fn basic(name: &str, size: usize, kind: Kind) -> TypeInfo {
+    fn basic(h: i32, name: &str, size: usize, kind: Kind) -> TypeInfo {
         TypeInfo {
             name: name.into(),
             size,
             lb: 0,
             extent: size as isize,
+            true_lb: 0,
+            true_extent: size as isize,
             runs: vec![(0, size)],
+            reps: 1,
+            rep_stride: 0,
             align: size.clamp(1, 16),
+            explicit_bounds: false,
+            overlaps: false,
+            basics: 1,
             kind,
             committed: true,
+            handle: h,
+            envelope: Envelope::named(),
         }
     }
 
-    fn pair(name: &str, value: usize, int_at: usize, extent: usize, kind: Kind) -> TypeInfo {
+    fn pair(h: i32, name: &str, value: usize, extent: usize, kind: Kind) -> TypeInfo {
+        let int_at = value.max(4);
         TypeInfo {
-            name: name.into(),
             size: value + 4,
-            lb: 0,
             extent: extent as isize,
+            true_extent: (int_at + 4) as isize,
             runs: merge(vec![(0, value), (int_at as isize, 4)]),
             align: value.clamp(4, 16),
-            kind,
-            committed: true,
+            basics: 2,
+            ..TypeInfo::basic(h, name, value, kind)
         }
+    }
+
+    fn complex(h: i32, name: &str, part: Num) -> TypeInfo {
+        let mut t = TypeInfo::basic(h, name, 2 * part.size(), Kind::Complex(part));
+        t.align = part.size().clamp(1, 16);
+        t
     }
 
     /// Whether an element's data is one run filling its extent from offset 0 (the
@@ -121,7 +211,7 @@ impl TypeInfo {
     pub fn is_contiguous(&self) -> bool {
         self.lb == 0
             && self.extent == self.size as isize
-            && (self.size == 0 || self.runs == [(0, self.size)])
+            && (self.size == 0 || (self.reps == 1 && self.runs == [(0, self.size)]))
     }
 
     /// The bytes `count` elements touch, relative to the buffer's address:
@@ -130,17 +220,24 @@ impl TypeInfo {
         if count == 0 || self.runs.is_empty() {
             return (0, 0);
         }
-        let lo = self.runs.iter().map(|r| r.0).min().unwrap_or(0);
-        let hi = self
-            .runs
-            .iter()
-            .map(|r| r.0 + r.1 as isize)
-            .max()
-            .unwrap_or(0);
+        let lo = self.true_lb;
+        let hi = self.true_lb + self.true_extent;
         let last = (count as isize - 1) * self.extent;
         let first = lo.min(lo + last);
         let end = hi.max(hi + last);
         (first, (end - first) as usize)
+    }
+
+    /// The data runs of `count` elements, relative to the buffer's address, in
+    /// the order their bytes are packed.
+    pub fn runs_of(&self, count: usize) -> impl Iterator<Item = (isize, usize)> + '_ {
+        let (reps, stride) = (self.reps as isize, self.rep_stride);
+        (0..count as isize).flat_map(move |i| {
+            (0..reps).flat_map(move |r| {
+                let at = i * self.extent + r * stride;
+                self.runs.iter().map(move |&(off, len)| (at + off, len))
+            })
+        })
     }
 
     /// Packs `count` elements from `buf`, which starts at offset `span(count).0` of
@@ -148,30 +245,192 @@ impl TypeInfo {
     pub fn pack(&self, buf: &[u8], count: usize) -> Vec<u8> {
         let base = self.span(count).0;
         let mut out = Vec::with_capacity(self.size * count);
-        for i in 0..count as isize {
-            for &(off, len) in &self.runs {
-                let at = (i * self.extent + off - base) as usize;
-                out.extend_from_slice(&buf[at..at + len]);
+        for (off, len) in self.runs_of(count) {
+            let at = (off - base) as usize;
+            out.extend_from_slice(&buf[at..at + len]);
+        }
+        out
+    }
+
+    /// Unpacks `packed` into at most `count` elements of `buf` (which starts at
+    /// offset `span(count).0`), the last one partly if the data ends inside it
+    /// (MPI 3.1 §3.3.2 receives what came); returns the bytes used.
+    pub fn unpack(&self, packed: &[u8], buf: &mut [u8], count: usize) -> usize {
+        let base = self.span(count).0;
+        let mut p = 0;
+        for (off, len) in self.runs_of(count) {
+            if p == packed.len() {
+                break;
+            }
+            let len = len.min(packed.len() - p);
+            let at = (off - base) as usize;
+            buf[at..at + len].copy_from_slice(&packed[p..p + len]);
+            p += len;
+        }
+        p
+    }
+
+    /// Checks that `count` elements can be described: their bytes and extents
+    /// fit an `isize` (MPI_ERR_COUNT otherwise).
+    pub fn check_count(&self, count: usize) -> Result<(), MpiError> {
+        let fits = isize::try_from(count)
+            .ok()
+            .and_then(|n| n.checked_mul(self.size as isize))
+            .is_some()
+            && isize::try_from(count)
+                .ok()
+                .and_then(|n| n.checked_mul(self.extent))
+                .is_some();
+        if fits {
+            Ok(())
+        } else {
+            Err(MpiError::new(
+                Class::Count,
+                format!(
+                    "{count} elements of {} ({} bytes each) overflow the address space",
+                    self.name, self.size
+                ),
+            ))
+        }
+    }
+
+    /// Checks that `count` elements can be received into: no byte is written
+    /// twice (MPI 3.1 §4.1.10: overlapping receive types are erroneous).
+    pub fn check_recv(&self, count: usize) -> Result<(), MpiError> {
+        self.check_count(count)?;
+        let bad = (count > 0 && self.overlaps)
+            || (count > 1
+                && self.size > 0
+                && self.extent.unsigned_abs() < self.true_extent.unsigned_abs()
+                // Elements interleave: look at every byte range (bounded work).
+                && count.saturating_mul(self.runs.len() * self.reps) <= 1 << 20
+                && overlapping(self.runs_of(count).collect()));
+        if bad {
+            Err(MpiError::new(
+                Class::Type,
+                format!(
+                    "datatype {} overlaps itself{}: it cannot be received into",
+                    self.name,
+                    if self.overlaps {
+                        String::new()
+                    } else {
+                        format!(" across {count} elements")
+                    }
+                ),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Every basic element of one element, in type-map order: (offset, size,
+    /// unit of its numbers for byte order). The reference the runs are checked
+    /// against, and the map that `MPI_Get_elements` and external32 follow.
+    pub fn type_map(&self) -> Vec<(isize, usize, usize)> {
+        if self.envelope.combiner == Combiner::Named {
+            return match self.kind {
+                Kind::Nums(n, _) => vec![(0, self.size, n.size())],
+                Kind::Complex(n) => vec![(0, self.size, n.size())],
+                Kind::Pair(n) => vec![(0, n.size(), n.size()), (n.size().max(4) as isize, 4, 4)],
+                _ => vec![(0, self.size, 1)],
+            };
+        }
+        let mut out = Vec::new();
+        for (d, len, old) in derived::placements(&self.envelope) {
+            let map = old.type_map();
+            for j in 0..len as isize {
+                let at = d + j * old.extent;
+                out.extend(map.iter().map(|&(o, s, u)| (o + at, s, u)));
             }
         }
         out
     }
 
-    /// Unpacks whole elements of `packed` into `buf` (which starts at offset
-    /// `span(count).0`), at most `count`; returns how many.
-    pub fn unpack(&self, packed: &[u8], buf: &mut [u8], count: usize) -> usize {
-        let base = self.span(count).0;
-        let n = packed.len().checked_div(self.size).unwrap_or(0).min(count);
-        let mut p = 0;
-        for i in 0..n as isize {
-            for &(off, len) in &self.runs {
-                let at = (i * self.extent + off - base) as usize;
-                buf[at..at + len].copy_from_slice(&packed[p..p + len]);
-                p += len;
+    /// The basic elements of one element in packed order, as (size, unit of its
+    /// numbers): a block of them and how many times it repeats (a vector's
+    /// blocks, without listing them all).
+    fn units(&self) -> (Vec<(usize, usize)>, usize) {
+        if let (true, Some(old), Some(&len)) = (
+            self.reps > 1,
+            self.envelope.types.first(),
+            self.envelope.ints.get(1),
+        ) {
+            let one: Vec<(usize, usize)> = old.type_map().iter().map(|&(_, s, u)| (s, u)).collect();
+            return (one.repeat(len as usize), self.reps);
+        }
+        let map = self.type_map();
+        (map.into_iter().map(|(_, s, u)| (s, u)).collect(), 1)
+    }
+
+    /// `MPI_Get_elements`: how many basic elements `bytes` of packed data hold
+    /// (None when they end inside one: MPI_UNDEFINED).
+    pub fn elements(&self, bytes: usize) -> Option<usize> {
+        if self.size == 0 {
+            return Some(0);
+        }
+        let (whole, mut rest) = (bytes / self.size, bytes % self.size);
+        let mut n = whole * self.basics;
+        if rest > 0 {
+            let (seq, reps) = self.units();
+            'walk: for _ in 0..reps {
+                for &(s, _) in &seq {
+                    if rest < s {
+                        break 'walk;
+                    }
+                    rest -= s;
+                    n += 1;
+                    if rest == 0 {
+                        break 'walk;
+                    }
+                }
             }
         }
-        n
+        (rest == 0).then_some(n)
     }
+
+    /// Turns packed elements (native byte order) into external32's big-endian
+    /// form, or back: the same swap both ways.
+    pub fn swap_external32(&self, packed: &mut [u8]) {
+        if cfg!(target_endian = "big") || self.size == 0 {
+            return;
+        }
+        let (seq, reps) = self.units();
+        let mut p = 0;
+        'walk: loop {
+            for _ in 0..reps {
+                for &(s, u) in &seq {
+                    if p >= packed.len() {
+                        break 'walk;
+                    }
+                    let end = (p + s).min(packed.len());
+                    if u > 1 {
+                        for chunk in packed[p..end].chunks_exact_mut(u) {
+                            chunk.reverse();
+                        }
+                    }
+                    p = end;
+                }
+            }
+        }
+    }
+}
+
+impl Envelope {
+    fn named() -> Envelope {
+        Envelope {
+            combiner: Combiner::Named,
+            ints: Vec::new(),
+            aints: Vec::new(),
+            types: Vec::new(),
+        }
+    }
+}
+
+/// Whether two of `runs` share a byte.
+fn overlapping(mut runs: Vec<(isize, usize)>) -> bool {
+    runs.retain(|r| r.1 > 0);
+    runs.sort_unstable();
+    runs.windows(2).any(|w| w[0].0 + w[0].1 as isize > w[1].0)
 }
 
 fn merge(runs: Vec<(isize, usize)>) -> Vec<(isize, usize)> {
@@ -189,18 +448,24 @@ fn merge(runs: Vec<(isize, usize)>) -> Vec<(isize, usize)> {
 }
 
 /// Highest handle of a predefined datatype.
-pub const LAST_PREDEFINED: i32 = 34;
+pub const LAST_PREDEFINED: i32 = 42;
+
+/// `MPI_PACKED`'s handle.
+pub const PACKED: i32 = 35;
 
 /// The predefined datatype of handle `h` (the numbering of `mpi.h`).
 pub fn predefined(h: i32) -> Option<TypeInfo> {
     use Kind::*;
     use Num::*;
-    let t = |name: &str, n: Num| TypeInfo::basic(name, n.size(), Nums(n, 1));
+    let t = |name: &str, n: Num| TypeInfo::basic(h, name, n.size(), Nums(n, 1));
+    let pair = |name: &str, value: usize, extent: usize, n: Num| {
+        TypeInfo::pair(h, name, value, extent, Pair(n))
+    };
     Some(match h {
         1 => t("MPI_CHAR", I8),
         2 => t("MPI_SIGNED_CHAR", I8),
         3 => t("MPI_UNSIGNED_CHAR", U8),
-        4 => TypeInfo::basic("MPI_BYTE", 1, Bytes(1)),
+        4 => TypeInfo::basic(h, "MPI_BYTE", 1, Bytes(1)),
         5 => t("MPI_SHORT", I16),
         6 => t("MPI_UNSIGNED_SHORT", U16),
         7 => t("MPI_INT", I32),
@@ -220,97 +485,27 @@ pub fn predefined(h: i32) -> Option<TypeInfo> {
         21 => t("MPI_UINT16_T", U16),
         22 => t("MPI_UINT32_T", U32),
         23 => t("MPI_UINT64_T", U64),
-        24 => TypeInfo::basic("MPI_C_BOOL", 1, Bools(1)),
+        24 => TypeInfo::basic(h, "MPI_C_BOOL", 1, Bools(1)),
         25 => t("MPI_WCHAR", I32),
-        26 => TypeInfo::pair("MPI_FLOAT_INT", 4, 4, 8, Pair(F32)),
-        27 => TypeInfo::pair("MPI_DOUBLE_INT", 8, 8, 16, Pair(F64)),
-        28 => TypeInfo::pair("MPI_LONG_INT", 8, 8, 16, Pair(I64)),
-        29 => TypeInfo::pair("MPI_2INT", 4, 4, 8, Pair(I32)),
-        30 => TypeInfo::pair("MPI_SHORT_INT", 2, 4, 8, Pair(I16)),
-        31 => TypeInfo::pair("MPI_LONG_DOUBLE_INT", 16, 16, 32, Pair(LongDouble)),
+        26 => pair("MPI_FLOAT_INT", 4, 8, F32),
+        27 => pair("MPI_DOUBLE_INT", 8, 16, F64),
+        28 => pair("MPI_LONG_INT", 8, 16, I64),
+        29 => pair("MPI_2INT", 4, 8, I32),
+        30 => pair("MPI_SHORT_INT", 2, 8, I16),
+        31 => pair("MPI_LONG_DOUBLE_INT", 16, 32, LongDouble),
         32 => t("MPI_AINT", I64),
         33 => t("MPI_COUNT", I64),
         34 => t("MPI_OFFSET", I64),
+        PACKED => TypeInfo::basic(h, "MPI_PACKED", 1, Opaque),
+        36 => TypeInfo::complex(h, "MPI_C_FLOAT_COMPLEX", F32),
+        37 => TypeInfo::complex(h, "MPI_C_DOUBLE_COMPLEX", F64),
+        38 => TypeInfo::complex(h, "MPI_C_LONG_DOUBLE_COMPLEX", LongDouble),
+        39 => TypeInfo::basic(h, "MPI_CXX_BOOL", 1, Bools(1)),
+        40 => TypeInfo::complex(h, "MPI_CXX_FLOAT_COMPLEX", F32),
+        41 => TypeInfo::complex(h, "MPI_CXX_DOUBLE_COMPLEX", F64),
+        42 => TypeInfo::complex(h, "MPI_CXX_LONG_DOUBLE_COMPLEX", LongDouble),
         _ => return None,
     })
-}
-
-/// Builds a derived type from `(displacement, old type)` placements of elements;
-/// `name` names it in messages.
-fn build(name: String, placed: &[(isize, &TypeInfo)]) -> TypeInfo {
-    let mut runs = Vec::new();
-    let mut lb = isize::MAX;
-    let mut ub = isize::MIN;
-    let mut align = 1;
-    let mut size = 0;
-    for &(d, t) in placed {
-        runs.extend(t.runs.iter().map(|&(o, l)| (o + d, l)));
-        lb = lb.min(d + t.lb);
-        ub = ub.max(d + t.lb + t.extent);
-        align = align.max(t.align);
-        size += t.size;
-    }
-    if placed.is_empty() {
-        (lb, ub) = (0, 0);
-    }
-    let span = ub - lb;
-    let a = align as isize;
-    let extent = (span + a - 1) / a * a;
-    TypeInfo {
-        name,
-        size,
-        lb,
-        extent,
-        runs: merge(runs),
-        align,
-        // MPI 3.1 §5.9.2: the predefined operations apply to predefined types only.
-        kind: Kind::Opaque,
-        committed: false,
-    }
-}
-
-fn count_arg(what: &str, n: i32) -> Result<usize, MpiError> {
-    usize::try_from(n).map_err(|_| MpiError::new(Class::Count, format!("{what} {n} is negative")))
-}
-
-/// `MPI_Type_contiguous`.
-pub fn contiguous(count: i32, old: &TypeInfo) -> Result<TypeInfo, MpiError> {
-    let n = count_arg("count", count)?;
-    let placed: Vec<(isize, &TypeInfo)> = (0..n as isize).map(|i| (i * old.extent, old)).collect();
-    Ok(build(format!("contiguous({n}, {})", old.name), &placed))
-}
-
-/// `MPI_Type_vector`: `count` blocks of `blocklength` elements, `stride` elements apart.
-pub fn vector(
-    count: i32,
-    blocklength: i32,
-    stride: i32,
-    old: &TypeInfo,
-) -> Result<TypeInfo, MpiError> {
-    let n = count_arg("count", count)?;
-    let b = count_arg("blocklength", blocklength)?;
-    let mut placed = Vec::with_capacity(n * b);
-    for i in 0..n as isize {
-        for j in 0..b as isize {
-            placed.push(((i * stride as isize + j) * old.extent, old));
-        }
-    }
-    Ok(build(
-        format!("vector({n}, {b}, {stride}, {})", old.name),
-        &placed,
-    ))
-}
-
-/// `MPI_Type_create_struct`.
-pub fn create_struct(blocks: &[(i32, isize, &TypeInfo)]) -> Result<TypeInfo, MpiError> {
-    let mut placed = Vec::new();
-    for &(len, disp, t) in blocks {
-        let len = count_arg("block length", len)?;
-        for j in 0..len as isize {
-            placed.push((disp + j * t.extent, t));
-        }
-    }
-    Ok(build(format!("struct of {} blocks", blocks.len()), &placed))
 }
 
 /// The predefined reduction operations (handles of `mpi.h`).
@@ -375,6 +570,8 @@ impl Op {
             Kind::Bools(_) => matches!(self, Land | Lor | Lxor),
             Kind::Bytes(_) => matches!(self, Band | Bor | Bxor),
             Kind::Pair(_) => matches!(self, Minloc | Maxloc),
+            Kind::Complex(Num::LongDouble) => matches!(self, Sum),
+            Kind::Complex(_) => matches!(self, Sum | Prod),
             Kind::Opaque => false,
         }
     }
@@ -431,9 +628,35 @@ impl Op {
                     a.copy_from_slice(b);
                 }
             }
+            Kind::Complex(n) => complex_op(self, n, a, b),
             Kind::Opaque => {}
         }
     }
+}
+
+/// Sum or product of two complex numbers of parts `n`.
+fn complex_op(op: Op, n: Num, a: &mut [u8], b: &[u8]) {
+    let s = n.size();
+    if n == Num::LongDouble {
+        if op == Op::Sum {
+            crate::longdouble::apply(3, &mut a[..s], &b[..s]);
+            crate::longdouble::apply(3, &mut a[s..2 * s], &b[s..2 * s]);
+        }
+        return;
+    }
+    let get = |x: &[u8]| to_f64(n, x);
+    let (ar, ai, br, bi) = (get(&a[..s]), get(&a[s..]), get(&b[..s]), get(&b[s..]));
+    let (r, i) = match op {
+        Op::Sum => (ar + br, ai + bi),
+        Op::Prod => (ar * br - ai * bi, ar * bi + ai * br),
+        _ => return,
+    };
+    let put = |x: &mut [u8], v: f64| match n {
+        Num::F32 => x.copy_from_slice(&(v as f32).to_ne_bytes()),
+        _ => x.copy_from_slice(&v.to_ne_bytes()),
+    };
+    put(&mut a[..s], r);
+    put(&mut a[s..], i);
 }
 
 fn i32_at(b: &[u8]) -> i32 {
@@ -527,8 +750,8 @@ pub fn check_op(op: Op, t: &TypeInfo) -> Result<(), MpiError> {
 mod tests {
     use super::*;
 
-    fn t(h: i32) -> TypeInfo {
-        predefined(h).expect("predefined")
+    fn t(h: i32) -> Arc<TypeInfo> {
+        Arc::new(predefined(h).expect("predefined"))
     }
 
     #[test]
@@ -552,14 +775,14 @@ mod tests {
         let ints: Vec<i32> = packed.chunks(4).map(i32_at).collect();
         assert_eq!(ints, vec![0, 1, 4, 5, 8, 9]);
         let mut back = vec![0u8; 40];
-        assert_eq!(v.unpack(&packed, &mut back, 1), 1);
+        assert_eq!(v.unpack(&packed, &mut back, 1), 24);
         assert_eq!(&back[16..24], &src[16..24]);
         assert_eq!(&back[8..16], &[0u8; 8]);
     }
 
     #[test]
     fn struct_extent_is_rounded_to_its_alignment() {
-        let s = create_struct(&[(1, 0, &t(14)), (1, 8, &t(1))]).expect("struct");
+        let s = Arc::new(create_struct(&[(1, 0, t(14)), (1, 8, t(1))]).expect("struct"));
         assert_eq!((s.size, s.extent), (9, 16));
         assert_eq!(s.kind, Kind::Opaque);
         let c = contiguous(3, &s).expect("contiguous");

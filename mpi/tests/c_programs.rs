@@ -143,6 +143,10 @@ fn open_mpi() -> Option<PathBuf> {
 
 fn run_open_mpi(mpicc: &Path, name: &str) -> Result<Vec<String>> {
     let exe = build(mpicc, name, "ompi")?;
+    // Each rank's output in a file of its own: mpirun forwards output in 4 KiB
+    // pieces, which splices one rank's line into another's when both print much.
+    let dir = out_dir().join(format!("ompi-out-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
     let o = Command::new("mpirun")
         .args([
             "--allow-run-as-root",
@@ -151,6 +155,8 @@ fn run_open_mpi(mpicc: &Path, name: &str) -> Result<Vec<String>> {
             &RANKS.to_string(),
         ])
         .args(["--mca", "btl", "tcp,self"])
+        .arg("--output-filename")
+        .arg(&dir)
         .arg(&exe)
         .output()?;
     ensure!(
@@ -160,7 +166,16 @@ fn run_open_mpi(mpicc: &Path, name: &str) -> Result<Vec<String>> {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    Ok(lines(&o.stdout))
+    let mut all = Vec::new();
+    for r in 0..RANKS {
+        let f = dir.join("1").join(format!("rank.{r}")).join("stdout");
+        let text = std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?;
+        all.extend_from_slice(&text);
+        if !all.ends_with(b"\n") {
+            all.push(b'\n');
+        }
+    }
+    Ok(lines(&all))
 }
 
 /// Builds and runs `name` under qcg, checks every rank passed, compares with Open
@@ -754,5 +769,17 @@ fn more_point_to_point_mistakes_stop_the_job_naming_the_call() -> Result<()> {
             assert!(all.contains(w), "{mode}: no {w:?} in:\n{all}");
         }
     }
+    Ok(())
+}
+
+#[test]
+fn more_datatypes() -> Result<()> {
+    let got = family("datatypes2")?;
+    assert!(got.contains(
+        &"rank 0: external32 size 8, 10 bytes: 01 02 03 04 ff ff ff fe 05 06".to_string()
+    ));
+    // MPI_ERR_TYPE and MPI_ERR_COUNT on every rank.
+    let bad = "overlapping type: class 3; overflowing count: class 2; MPI 1 names: -10 24 0 8";
+    assert_eq!(got.iter().filter(|l| l.contains(bad)).count(), 4, "{got:?}");
     Ok(())
 }

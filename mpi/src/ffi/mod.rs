@@ -215,27 +215,79 @@ fn buffer_null(t: &TypeInfo, n: usize) -> MpiError {
     )
 }
 
+/// Checks the buffer of `n` elements of `t` at `buf`: `MPI_IN_PLACE` is refused,
+/// and NULL is `MPI_BOTTOM`, fine only when the type's displacements are
+/// absolute addresses (built with `MPI_Get_address`), never in the first page.
+fn check_buf(buf: *const c_void, n: usize, t: &TypeInfo) -> Result<(), MpiError> {
+    t.check_count(n)?;
+    let (first, len) = t.span(n);
+    if len > 0 && (buf == IN_PLACE || (buf.is_null() && first < 4096)) {
+        return Err(buffer_null(t, n));
+    }
+    Ok(())
+}
+
+/// Copies the data of `n` elements of `t` at `buf` out, packed.
+///
+/// # Safety
+/// `buf` (possibly `MPI_BOTTOM`) holds `n` elements of `t`: every run of every
+/// element is readable.
+unsafe fn gather(buf: *const c_void, n: usize, t: &TypeInfo) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n * t.size);
+    for (off, len) in t.runs_of(n) {
+        let p = (buf as *const u8).wrapping_offset(off);
+        // SAFETY: one run of the caller's elements.
+        out.extend_from_slice(unsafe { std::slice::from_raw_parts(p, len) });
+    }
+    out
+}
+
+/// Copies `packed` into the runs of at most `n` elements of `t` at `buf`, the
+/// last partly if the data ends inside it.
+///
+/// # Safety
+/// `buf` (possibly `MPI_BOTTOM`) holds `n` writable elements of `t`.
+unsafe fn scatter(buf: *mut c_void, n: usize, t: &TypeInfo, packed: &[u8]) {
+    let mut at = 0;
+    for (off, len) in t.runs_of(n) {
+        if at == packed.len() {
+            break;
+        }
+        let len = len.min(packed.len() - at);
+        let p = (buf as *mut u8).wrapping_offset(off);
+        // SAFETY: one run of the caller's elements, `len` bytes of `packed`.
+        unsafe { std::ptr::copy_nonoverlapping(packed.as_ptr().add(at), p, len) };
+        at += len;
+    }
+}
+
 /// The packed bytes of `n` elements of `t` at `buf`.
 pub(crate) unsafe fn in_bytes<'a>(
     buf: *const c_void,
     n: usize,
     t: &TypeInfo,
 ) -> Result<Cow<'a, [u8]>, MpiError> {
+    check_buf(buf, n, t)?;
     let (first, len) = t.span(n);
     if len == 0 {
         return Ok(Cow::Borrowed(&[]));
     }
-    if buf.is_null() || buf == IN_PLACE {
-        return Err(buffer_null(t, n));
-    }
-    // SAFETY: the caller passes a buffer of `n` elements of `t`, which spans
-    // `len` bytes from `first`.
-    let s = unsafe { std::slice::from_raw_parts((buf as *const u8).wrapping_offset(first), len) };
-    Ok(if t.is_contiguous() {
-        Cow::Borrowed(s)
+    if t.is_contiguous() {
+        // SAFETY: the caller passes a buffer of `n` elements of `t`, which spans
+        // `len` bytes from `first`.
+        let s =
+            unsafe { std::slice::from_raw_parts((buf as *const u8).wrapping_offset(first), len) };
+        Ok(Cow::Borrowed(s))
     } else {
-        Cow::Owned(t.pack(s, n))
-    })
+        // SAFETY: passed on from the caller.
+        Ok(Cow::Owned(unsafe { gather(buf, n, t) }))
+    }
+}
+
+/// Checks that `n` elements of `t` at `buf` can be received into.
+pub(crate) fn check_recv(buf: *const c_void, n: usize, t: &TypeInfo) -> Result<(), MpiError> {
+    check_buf(buf, n, t)?;
+    t.check_recv(n)
 }
 
 /// The bytes `n` elements of `t` at `buf` span.
@@ -244,11 +296,12 @@ pub(crate) unsafe fn out_span<'a>(
     n: usize,
     t: &TypeInfo,
 ) -> Result<&'a mut [u8], MpiError> {
+    check_recv(buf, n, t)?;
     let (first, len) = t.span(n);
     if len == 0 {
         return Ok(&mut []);
     }
-    if buf.is_null() || std::ptr::eq(buf, IN_PLACE) {
+    if buf.is_null() {
         return Err(buffer_null(t, n));
     }
     // SAFETY: the caller passes a writable buffer of `n` elements of `t`.
@@ -262,13 +315,15 @@ pub(crate) unsafe fn write_packed(
     t: &TypeInfo,
     packed: &[u8],
 ) -> Result<(), MpiError> {
-    // SAFETY: passed on from the caller.
-    let out = unsafe { out_span(buf, n, t)? };
     if t.is_contiguous() {
+        // SAFETY: passed on from the caller.
+        let out = unsafe { out_span(buf, n, t)? };
         let k = packed.len().min(out.len());
         out[..k].copy_from_slice(&packed[..k]);
     } else {
-        t.unpack(packed, out, n);
+        check_recv(buf, n, t)?;
+        // SAFETY: passed on from the caller.
+        unsafe { scatter(buf, n, t, packed) };
     }
     Ok(())
 }

@@ -83,9 +83,9 @@ unsafe fn recv_into(
     src: Option<u32>,
     tag: Option<u32>,
 ) -> Result<St, MpiError> {
-    // SAFETY: `n` elements of `ty` at `buf`.
-    let out = unsafe { out_span(buf, n, ty)? };
     if ty.is_contiguous() {
+        // SAFETY: `n` elements of `ty` at `buf`.
+        let out = unsafe { out_span(buf, n, ty)? };
         // Straight into the caller's buffer (a large message lands there with no copy).
         match c.recv_into(src, tag, out) {
             Ok(st) => Ok(St::of(st)),
@@ -107,9 +107,11 @@ unsafe fn recv_into(
             Err(e) => Err(e.into()),
         }
     } else {
+        check_recv(buf, n, ty)?;
         let mut tmp = vec![0u8; n * ty.size];
         let st = c.recv_into(src, tag, &mut tmp)?;
-        ty.unpack(&tmp[..st.len], out, n);
+        // SAFETY: `n` elements of `ty` at `buf`, checked above.
+        unsafe { write_packed(buf, n, ty, &tmp[..st.len])? };
         Ok(St::of(st))
     }
 }
@@ -150,9 +152,9 @@ pub(super) unsafe fn post_recv(
     src: Option<u32>,
     tag: Option<u32>,
 ) -> Result<Req, MpiError> {
-    // SAFETY: `n` elements of `ty` at `buf`.
-    let out = unsafe { out_span(buf, n, ty)? };
     if ty.is_contiguous() {
+        // SAFETY: `n` elements of `ty` at `buf`.
+        let out = unsafe { out_span(buf, n, ty)? };
         // SAFETY: MPI requires the buffer to stay valid and untouched until the
         // request completes; a request freed early is kept until finalize.
         let r = unsafe { c.irecv_raw(src, tag, out.as_mut_ptr(), out.len())? };
@@ -163,6 +165,7 @@ pub(super) unsafe fn post_recv(
             comm,
         })
     } else {
+        check_recv(buf, n, ty)?;
         let r = c.irecv_into(src, tag, vec![0u8; n * ty.size])?;
         Ok(Req {
             inner: Some(r),
