@@ -152,6 +152,7 @@ pub mod sim;
 mod step;
 pub mod topology;
 mod tree;
+pub mod vector;
 
 pub use schedule::{
     pieces, schedule, schedule_for, tag, MAX_FLITS, PHASE_DOWN, PHASE_EXCHANGE, PHASE_PAIRWISE,

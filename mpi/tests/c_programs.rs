@@ -427,3 +427,16 @@ fn the_cxx_wrapper_builds_a_cxx_program() -> Result<()> {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     Ok(())
 }
+
+#[test]
+fn nonblocking_collectives() -> Result<()> {
+    let got = family("nbc")?;
+    // The progress check ran under qcg: the others finished while rank 0 slept.
+    ensure!(
+        got.iter()
+            .any(|l| l.contains("qcg-only: allreduce done while rank 0 slept: yes")),
+        "no rank reported progress during the sleep:\n{}",
+        got.join("\n")
+    );
+    Ok(())
+}

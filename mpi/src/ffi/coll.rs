@@ -22,7 +22,7 @@ const TAG_SCATTERV: u32 = 2;
 const TAG_ALLTOALLV: u32 = 3;
 const TAG_SCAN: u32 = 4;
 
-type Combine = Box<dyn Fn(&mut [u8], &[u8])>;
+pub(super) type Combine = Box<dyn Fn(&mut [u8], &[u8]) + Send + Sync>;
 
 pub(super) struct Ctx {
     pub(super) comm: Arc<qcg::Comm>,
@@ -107,12 +107,16 @@ pub(super) fn ctx(h: c_int) -> Result<Ctx, MpiError> {
     })
 }
 
-fn ty(h: c_int) -> Result<Arc<TypeInfo>, MpiError> {
+pub(super) fn ty(h: c_int) -> Result<Arc<TypeInfo>, MpiError> {
     state::with(|s| s.ty(h))
 }
 
 /// `a = a ∘ b` for one packed element, and whether the operation commutes.
-fn combiner(h: c_int, dt: c_int, t: &Arc<TypeInfo>) -> Result<(Combine, bool), MpiError> {
+pub(super) fn combiner(
+    h: c_int,
+    dt: c_int,
+    t: &Arc<TypeInfo>,
+) -> Result<(Combine, bool), MpiError> {
     match state::with(|s| s.op(h))? {
         OpKind::Predefined(op) => {
             types::check_op(op, t)?;
@@ -222,12 +226,12 @@ fn combine_all(f: &Combine, size: usize, acc: &mut [u8], other: &[u8]) {
     }
 }
 
-fn in_place(p: *const c_void) -> bool {
+pub(super) fn in_place(p: *const c_void) -> bool {
     p == IN_PLACE
 }
 
 /// The send data of a reduction: `sendbuf`, or `recvbuf` for `MPI_IN_PLACE`.
-unsafe fn reduce_input<'a>(
+pub(super) unsafe fn reduce_input<'a>(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     n: usize,
@@ -503,13 +507,13 @@ pub unsafe extern "C" fn MPI_Exscan(
     }
 }
 
-fn at(buf: *const c_void, elems: usize, t: &TypeInfo) -> *const c_void {
+pub(super) fn at(buf: *const c_void, elems: usize, t: &TypeInfo) -> *const c_void {
     (buf as *const u8)
         .wrapping_offset(elems as isize * t.extent)
         .cast()
 }
 
-fn at_mut(buf: *mut c_void, elems: usize, t: &TypeInfo) -> *mut c_void {
+pub(super) fn at_mut(buf: *mut c_void, elems: usize, t: &TypeInfo) -> *mut c_void {
     (buf as *mut u8)
         .wrapping_offset(elems as isize * t.extent)
         .cast()
@@ -640,7 +644,7 @@ pub unsafe extern "C" fn MPI_Alltoall(
 }
 
 /// Counts and displacements of a v-collective, checked.
-unsafe fn counts_displs(
+pub(super) unsafe fn counts_displs(
     counts: *const c_int,
     displs: *const c_int,
     p: usize,

@@ -262,5 +262,6 @@ mod coll;
 mod comms;
 mod datatypes;
 mod env;
+mod nbc;
 mod p2p;
 mod requests;
