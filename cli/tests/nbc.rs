@@ -120,15 +120,14 @@ async fn every_nonblocking_collective_matches_its_blocking_twin_on_random_sizes(
         on_every_rank(&comms, |c| {
             let p = c.size() as usize;
             let me = c.rank();
-            let sum: Arc<dyn Fn(&mut [u8], &[u8]) + Send + Sync> =
-                Arc::new(|a: &mut [u8], b: &[u8]| {
-                    a[0] = a[0].wrapping_add(b[0]);
-                });
+            let sum: qcg::nbc::ElemOp = Arc::new(|a: &mut [u8], b: &[u8]| {
+                a[0] = a[0].wrapping_add(b[0]);
+            });
             let cat = |a: &mut [u8], b: &[u8]| {
                 // Not commutative: the rank order shows.
                 a[0] = a[0].wrapping_mul(3).wrapping_add(b[0]);
             };
-            let cat_shared: Arc<dyn Fn(&mut [u8], &[u8]) + Send + Sync> = Arc::new(cat);
+            let cat_shared: qcg::nbc::ElemOp = Arc::new(cat);
             for &(n, root) in &cases {
                 let data: Vec<u8> = (0..n).map(|i| (i as u32 * 7 + me * 13) as u8).collect();
                 let got = |r: qcg::Request| r.wait().unwrap().into_collective().unwrap();

@@ -44,6 +44,10 @@ use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// `f(a, b)` leaves `a ∘ b` in `a`, for one element; shareable with the engine's
+/// thread.
+pub type ElemOp = Arc<dyn Fn(&mut [u8], &[u8]) + Send + Sync>;
+
 /// An elementwise combination (`d = d ∘ s` or `s ∘ d`) the engine's thread may run.
 pub type SharedCombine = Arc<dyn Fn(&mut [u8], &[u8], Order) + Send + Sync>;
 
@@ -92,12 +96,13 @@ impl Run {
     pub(crate) fn poll(&self, core: &mut Core<TcpStream>) -> Option<Result<Vec<u8>>> {
         let mut s = self.lock();
         s.advance(core);
-        s.outcome.take().map(|r| {
+        let r = s.outcome.take();
+        if r.is_some() {
             s.outcome = Some(Err(Error::InvalidArgument(
                 "this request has already completed".into(),
             )));
-            r
-        })
+        }
+        r
     }
 
     /// Advances; whether the collective is finished.
@@ -469,7 +474,7 @@ impl Comm {
         data: Vec<u8>,
         elem_size: usize,
         commutative: bool,
-        f: Arc<dyn Fn(&mut [u8], &[u8]) + Send + Sync>,
+        f: ElemOp,
     ) -> Result<Request> {
         self.check_root(root)?;
         self.ireduction(Op::Reduce, root, data, elem_size, commutative, f)
@@ -481,7 +486,7 @@ impl Comm {
         data: Vec<u8>,
         elem_size: usize,
         commutative: bool,
-        f: Arc<dyn Fn(&mut [u8], &[u8]) + Send + Sync>,
+        f: ElemOp,
     ) -> Result<Request> {
         self.ireduction(Op::Allreduce, 0, data, elem_size, commutative, f)
     }
@@ -504,7 +509,7 @@ impl Comm {
         data: Vec<u8>,
         elem_size: usize,
         commutative: bool,
-        f: Arc<dyn Fn(&mut [u8], &[u8]) + Send + Sync>,
+        f: ElemOp,
     ) -> Result<Request> {
         if elem_size == 0 || data.len() % elem_size != 0 {
             return Err(Error::InvalidArgument(format!(
@@ -584,7 +589,7 @@ impl Comm {
 
 /// `f(a, b)` leaves `a ∘ b` in `a` for one element; the schedule's combine, element
 /// by element, in either order.
-pub fn in_order(elem_size: usize, f: Arc<dyn Fn(&mut [u8], &[u8]) + Send + Sync>) -> SharedCombine {
+pub fn in_order(elem_size: usize, f: ElemOp) -> SharedCombine {
     Arc::new(move |d: &mut [u8], s: &[u8], order: Order| {
         for (dc, sc) in d.chunks_exact_mut(elem_size).zip(s.chunks_exact(elem_size)) {
             match order {

@@ -121,8 +121,7 @@ fn start_reduction(
     };
     let layout = agree::Layout::new(t.size, data.len() / t.size.max(1));
     let input = layout.pack(data, c.me, sig);
-    let g: Arc<dyn Fn(&mut [u8], &[u8]) + Send + Sync> =
-        Arc::new(move |a: &mut [u8], b: &[u8]| layout.combine(a, b, &*f));
+    let g: qcg::nbc::ElemOp = Arc::new(move |a: &mut [u8], b: &[u8]| layout.combine(a, b, &*f));
     let req = match root {
         Some(r) => c.comm.ireduce_bytes(r, input, layout.chunk(), commute, g)?,
         None => c.comm.iallreduce_bytes(input, layout.chunk(), commute, g)?,
@@ -325,7 +324,7 @@ unsafe fn iscan(
             let sig = Collective::new(Op::Reduce, 0, bytes)
                 .elem_size(t.size.max(1))
                 .commutative(commute);
-            let f: Arc<dyn Fn(&mut [u8], &[u8]) + Send + Sync> = Arc::from(f);
+            let f: qcg::nbc::ElemOp = Arc::from(f);
             let comb = qcg::nbc::in_order(t.size.max(1), f);
             let req = c.comm.start_schedule(sched, sig, mine, Some(comb))?;
             let finish: Option<Finish> =
