@@ -169,3 +169,71 @@ async fn every_nonblocking_collective_matches_its_blocking_twin_on_random_sizes(
     .unwrap();
     grid.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn caller_made_schedules_exchange_uneven_blocks_and_scan_in_rank_order() {
+    let grid = LocalGrid::start(&[Policy::Open, Policy::Open], 1)
+        .await
+        .unwrap();
+    let comms = join(&grid, "nbc-vector", 4).await;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("seed {seed}");
+    tokio::task::spawn_blocking(move || {
+        on_every_rank(&comms, |c| {
+            let p = c.size() as usize;
+            let me = c.rank() as usize;
+            for round in 0..6u64 {
+                // size(i, j): bytes rank i sends rank j, some of them zero.
+                let size = |i: usize, j: usize| {
+                    let h = (seed ^ round)
+                        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                        .wrapping_add(((i * 31 + j) as u64).wrapping_mul(0x2545_f491_4f6c_dd1d));
+                    ((h >> 40) % 5000) as usize * ((h >> 20) % 3 != 0) as usize
+                };
+                let sends: Vec<usize> = (0..p).map(|j| size(me, j)).collect();
+                let recvs: Vec<usize> = (0..p).map(|i| size(i, me)).collect();
+                let input: Vec<u8> = (0..p)
+                    .flat_map(|j| (0..size(me, j)).map(move |k| (me * 50 + j * 7 + k) as u8))
+                    .collect();
+                let sched = qcg_coll::vector::exchange(me, &sends, &recvs, true);
+                let sig = qcg_coll::Collective::new(qcg_coll::Op::Alltoall, 0, 0);
+                let r = c.start_schedule(sched, sig, input, None).unwrap();
+                let out = r.wait().unwrap().into_collective().unwrap();
+                let want: Vec<u8> = (0..p)
+                    .flat_map(|i| (0..size(i, me)).map(move |k| (i * 50 + me * 7 + k) as u8))
+                    .collect();
+                assert_eq!(out, want, "exchange round {round} on rank {me}");
+            }
+            // a ∘ b = 3a + b per byte: not commutative.
+            let f: qcg::nbc::ElemOp = Arc::new(|a: &mut [u8], b: &[u8]| {
+                a[0] = a[0].wrapping_mul(3).wrapping_add(b[0]);
+            });
+            let mine = vec![me as u8 + 1; 100];
+            for inclusive in [true, false] {
+                let sched = qcg_coll::vector::scan(me, p, 100, inclusive);
+                let sig = qcg_coll::Collective::new(qcg_coll::Op::Reduce, 0, 100);
+                let comb = qcg::nbc::in_order(1, f.clone());
+                let r = c
+                    .start_schedule(sched, sig, mine.clone(), Some(comb))
+                    .unwrap();
+                let out = r.wait().unwrap().into_collective().unwrap();
+                let upto = if inclusive { me + 1 } else { me };
+                let want = (0..upto).fold(None, |acc: Option<u8>, r| {
+                    let x = r as u8 + 1;
+                    Some(acc.map_or(x, |a| a.wrapping_mul(3).wrapping_add(x)))
+                });
+                assert_eq!(
+                    out,
+                    vec![want.unwrap_or(0); 100],
+                    "scan inclusive {inclusive} rank {me}"
+                );
+            }
+        });
+    })
+    .await
+    .unwrap();
+    grid.shutdown().await;
+}

@@ -7,7 +7,9 @@
 //! (source, tag) inside a context of their own, so collective traffic never meets user
 //! messages. The
 //! algorithm and flit count come from [`CollOptions`]: `Auto` asks the cost model
-//! ([`qcg_coll::auto`]) once per call shape.
+//! ([`qcg_coll::auto`]) once per call shape. Local steps run through
+//! [`qcg_coll::exec::local`], the executor the simulator and the non-blocking
+//! collectives ([`crate::nbc`], the same schedules started as requests) share.
 //!
 //! Every rank must make the same calls in the same order with the same root and
 //! sizes. Each message starts with what its sender called ([`crate::callsig`]): a

@@ -5,8 +5,8 @@
 //! topology-aware one the blocking call uses, from [`qcg_coll::schedule_for`]), makes
 //! the links it needs, posts every receive of every round at once (the rounds rule of
 //! [`qcg_coll`], kept a fortiori) and runs the first steps. The rest happens in
-//! [`Run::advance`], which the engine calls after every turn of its loop, whoever
-//! drives it: the background progress thread while the program computes, or any
+//! the collective's [`crate::engine::Progress::advance`], which the engine calls
+//! after every turn of its loop, whoever drives it: the background progress thread while the program computes, or any
 //! thread waiting in the engine. Each call runs the steps in order until one needs
 //! the bytes of a receive that has not landed: that is where a round ends, and the
 //! next turn that brings a message goes on from there. Local steps run through
