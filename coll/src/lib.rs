@@ -44,7 +44,9 @@
 //! | Barrier | 0 | 0 |
 //!
 //! # Steps
-//! A rank executes its steps strictly in order; each completes before the next starts.
+//! A rank's steps take effect in order: a receive's bytes are in place before any later
+//! step reads or writes them, and a send takes its bytes as the steps before it left them
+//! (how an executor overlaps them is the *Rounds* rule below).
 //! * `Send { to, tag, buf, range }`: sends the bytes `buf[range]` *as they are when the
 //!   step runs* to rank `to` with `tag` (the executor copies or queues them; later
 //!   steps may overwrite `buf[range]`). A send is started, never waited for before the
