@@ -237,3 +237,75 @@ async fn caller_made_schedules_exchange_uneven_blocks_and_scan_in_rank_order() {
     .unwrap();
     grid.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_on_a_collective_a_rank_never_joins_fails_naming_it() {
+    let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
+    let comms = join(&grid, "nbc-absent", 3).await;
+    let out = tokio::task::spawn_blocking(move || {
+        on_every_rank(&comms, |c| {
+            c.set_coll_options(qcg::CollOptions {
+                algo: qcg::Algo::FlatLinear,
+                timeout: Duration::from_secs(1),
+                ..qcg::CollOptions::default()
+            });
+            // Links first, so that the absent rank is only absent from the call.
+            c.barrier().unwrap();
+            if c.rank() == 2 {
+                return None;
+            }
+            let t = Instant::now();
+            let e = c.ibarrier().unwrap().wait().unwrap_err();
+            Some((t.elapsed(), e.to_string()))
+        })
+    })
+    .await
+    .unwrap();
+    // Rank 0 (the root of the flat barrier) waits for rank 2's arrival; rank 1 for
+    // rank 0's release.
+    let (t0, e0) = out[0].clone().unwrap();
+    assert!(e0.contains("rank 2 sent nothing for 1 s"), "{e0}");
+    assert!(t0 < Duration::from_secs(5), "rank 0 gave up after {t0:?}");
+    let (_, e1) = out[1].clone().unwrap();
+    assert!(e1.contains("rank 0 sent nothing"), "{e1}");
+    grid.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn barriers_blocking_or_not_wait_for_the_last_rank_to_enter() {
+    let grid = LocalGrid::start(&[Policy::Open, Policy::Open], 1)
+        .await
+        .unwrap();
+    let comms = join(&grid, "nbc-barrier", 4).await;
+    let out = tokio::task::spawn_blocking(move || {
+        on_every_rank(&comms, |c| {
+            c.barrier().unwrap();
+            let mut took = Vec::new();
+            for nonblocking in [false, true] {
+                // Rank 3 enters 300 ms late: nobody may leave before.
+                if c.rank() == 3 {
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                let t = Instant::now();
+                if nonblocking {
+                    c.ibarrier().unwrap().wait().unwrap();
+                } else {
+                    c.barrier().unwrap();
+                }
+                took.push(t.elapsed());
+            }
+            took
+        })
+    })
+    .await
+    .unwrap();
+    for (r, took) in out.iter().enumerate().take(3) {
+        for (t, kind) in took.iter().zip(["barrier", "ibarrier"]) {
+            assert!(
+                *t >= Duration::from_millis(250),
+                "rank {r} left the {kind} after {t:?}, before rank 3 entered"
+            );
+        }
+    }
+    grid.shutdown().await;
+}

@@ -189,8 +189,9 @@ fn touches(step: &Step) -> Vec<(Buf, &Range<usize>, bool)> {
 
 /// The rounds of a rank's steps, as index ranges of `rs.steps`. A round ends just
 /// before the first step (other than a receive) that reads or writes bytes a
-/// receive of the same round writes: that step needs the message, so an executor
-/// waits there. Within a round an executor posts every receive before it starts
+/// receive of the same round writes, or that follows a zero-byte receive of the
+/// round: that step needs the message (a zero-byte message carries only an order,
+/// as a barrier's arrivals do), so an executor waits there. Within a round an executor posts every receive before it starts
 /// any send; the steps otherwise run in order.
 pub fn rounds(rs: &RankSchedule) -> Vec<Range<usize>> {
     let mut out = Vec::new();
@@ -198,9 +199,10 @@ pub fn rounds(rs: &RankSchedule) -> Vec<Range<usize>> {
     let mut pending: Vec<(Buf, &Range<usize>)> = Vec::new();
     for (i, step) in rs.steps.iter().enumerate() {
         let needs = !matches!(step, Step::Recv { .. })
-            && touches(step)
-                .iter()
-                .any(|&(b, r, _)| pending.iter().any(|&(pb, pr)| pb == b && overlaps(pr, r)));
+            && (pending.iter().any(|&(_, pr)| pr.is_empty())
+                || touches(step)
+                    .iter()
+                    .any(|&(b, r, _)| pending.iter().any(|&(pb, pr)| pb == b && overlaps(pr, r))));
         if needs {
             out.push(start..i);
             start = i;

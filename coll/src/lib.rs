@@ -111,7 +111,8 @@
 //! # Rounds (the contract between schedules and executors)
 //! A rank's steps fall into *rounds* ([`exec::rounds`]): a round ends just before the
 //! first step, other than a receive, that reads or writes bytes a receive of the same
-//! round writes (it needs that message). An executor runs a round by posting **every
+//! round writes, or that comes after a zero-byte receive of the round (it needs that
+//! message: a zero-byte message carries only an order, as a barrier's arrivals do). An executor runs a round by posting **every
 //! receive of the round before any of its sends**, then running the round's other
 //! steps in order (sends are started, not awaited); it moves to the next round when
 //! the round's receives have landed, and waits for its sends only at the end of the

@@ -840,6 +840,7 @@ impl Rounds<'_> {
                     buf,
                     range,
                 } => {
+                    self.settle_order(b)?;
                     self.settle(b, *buf, range)?;
                     let g = view.global(*to as u32);
                     self.comm
@@ -889,6 +890,7 @@ impl Rounds<'_> {
                     src_range,
                     ..
                 } => {
+                    self.settle_order(b)?;
                     self.settle(b, *dst, dst_range)?;
                     self.settle(b, *src, src_range)?;
                     qcg_coll::exec::local(b, step, combine)
@@ -948,6 +950,15 @@ impl Rounds<'_> {
             return Ok(());
         };
         self.complete_recvs(b, last + 1)
+    }
+
+    /// Completes the pending zero-byte receives (and those before them): they carry
+    /// no data, only an order (a barrier's arrivals), which every later step keeps.
+    fn settle_order(&mut self, b: &mut Buffers<'_>) -> Result<()> {
+        match self.recvs.iter().rposition(|p| p.range.is_empty()) {
+            Some(last) => self.complete_recvs(b, last + 1),
+            None => Ok(()),
+        }
     }
 
     /// Checks that the message `data` from rank `from` (of the communicator) belongs

@@ -14,9 +14,10 @@
 //!
 //! Calls are numbered with the blocking ones (the tags carry the number), so every
 //! rank must start its collectives, blocking or not, in the same order, as MPI asks.
-//! A message is checked against what this rank called, as in the blocking path; a
-//! rank that never joins is not timed out (a wait on a non-blocking collective may
-//! last as long as the slowest rank computes).
+//! A message is checked against what this rank called, as in the blocking path. A
+//! caller waiting on one while nothing of it moves for the collective timeout
+//! (`QCG_COLL_TIMEOUT`, as the blocking calls) gets an error naming the rank it
+//! waits for; time spent computing before the wait does not count.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), qcg::Error> {
@@ -43,6 +44,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// `f(a, b)` leaves `a ∘ b` in `a`, for one element; shareable with the engine's
 /// thread.
@@ -84,6 +86,10 @@ struct State {
     name: &'static str,
     /// The result, once finished (taken by the request).
     outcome: Option<Result<Vec<u8>>>,
+    /// Receives landed and sends completed so far: whether anything moved.
+    moved: u64,
+    /// How long a waiter waits with nothing moving (the collective timeout).
+    timeout: Duration,
 }
 
 impl Run {
@@ -103,6 +109,40 @@ impl Run {
             )));
         }
         r
+    }
+
+    /// How long a waiter may wait with nothing moving, and how much moved so far.
+    pub(crate) fn stall(&self) -> (Duration, u64) {
+        let s = self.lock();
+        (s.timeout, s.moved)
+    }
+
+    /// Fails the collective because nothing moved for the timeout while a caller
+    /// waited: names the rank it waits for.
+    pub(crate) fn give_up(&self, core: &mut Core<TcpStream>) -> Error {
+        let mut s = self.lock();
+        let peer = s
+            .recvs
+            .front()
+            .map(|p| p.from)
+            .or_else(|| {
+                // The receive the next step needs, posted ahead.
+                let steps = &s.planned.sched.steps;
+                steps[s.next.min(steps.len())..]
+                    .iter()
+                    .find_map(|st| match st {
+                        Step::Recv { from, .. } => Some(*from),
+                        _ => None,
+                    })
+            })
+            .or_else(|| s.sends.last().map(|&(_, to)| to));
+        let e = s.err(format!(
+            "{} sent nothing for {:.0} s: it died, or the ranks disagree on the call (operation, root or size)",
+            peer.map_or("no rank".to_string(), |p| format!("rank {p}")),
+            s.timeout.as_secs_f64()
+        ));
+        s.fail(core, e.to_string());
+        e
     }
 
     /// Advances; whether the collective is finished.
@@ -143,19 +183,30 @@ impl State {
                 self.outcome = Some(Ok(out.into_output()));
             }
             Err(e) => {
-                // Whatever is pending is detached: an unmatched receive is
-                // cancelled, a send finishes on its own.
-                for (id, _) in self.sends.drain(..) {
-                    core.detach(id);
-                }
-                for p in self.recvs.drain(..) {
-                    core.detach(p.id);
-                }
-                for id in self.early.drain(..) {
-                    core.detach(id);
-                }
+                self.detach_all(core);
                 self.outcome = Some(Err(e));
             }
+        }
+    }
+
+    /// Whatever is pending is detached: an unmatched receive is cancelled, a send
+    /// finishes on its own.
+    fn detach_all(&mut self, core: &mut Core<TcpStream>) {
+        for (id, _) in self.sends.drain(..) {
+            core.detach(id);
+        }
+        for p in self.recvs.drain(..) {
+            core.detach(p.id);
+        }
+        for id in self.early.drain(..) {
+            core.detach(id);
+        }
+    }
+
+    fn fail(&mut self, core: &mut Core<TcpStream>, message: String) {
+        if self.outcome.is_none() {
+            self.detach_all(core);
+            self.outcome = Some(Err(self.err(message)));
         }
     }
 
@@ -172,7 +223,7 @@ impl State {
                     buf,
                     range,
                 } => {
-                    if !self.land(core, *buf, range)? {
+                    if !self.land_order(core)? || !self.land(core, *buf, range)? {
                         return Ok(false);
                     }
                     let body = self
@@ -223,7 +274,10 @@ impl State {
                     src_range,
                     ..
                 } => {
-                    if !self.land(core, *dst, dst_range)? || !self.land(core, *src, src_range)? {
+                    if !self.land_order(core)?
+                        || !self.land(core, *dst, dst_range)?
+                        || !self.land(core, *src, src_range)?
+                    {
                         return Ok(false);
                     }
                     let f = self.combine.clone();
@@ -242,6 +296,7 @@ impl State {
                 None => return Ok(false),
                 Some(Ok(_)) => {
                     self.sends.pop();
+                    self.moved += 1;
                 }
                 Some(Err(e)) => {
                     self.sends.pop();
@@ -260,6 +315,15 @@ impl State {
             .iter()
             .rposition(|p| p.buf == buf && exec::overlaps(&p.range, range))
         {
+            Some(last) => self.land_first(core, last + 1),
+            None => Ok(true),
+        }
+    }
+
+    /// Lands the pending zero-byte receives (and those before them): they carry no
+    /// data, only an order (a barrier's arrivals), which every later step keeps.
+    fn land_order(&mut self, core: &mut Core<TcpStream>) -> Result<bool> {
+        match self.recvs.iter().rposition(|p| p.range.is_empty()) {
             Some(last) => self.land_first(core, last + 1),
             None => Ok(true),
         }
@@ -292,6 +356,7 @@ impl State {
             let Some(p) = self.recvs.pop_front() else {
                 return Ok(true);
             };
+            self.moved += 1;
             self.check_header(from, &data)?;
             let body = &data[HEADER..];
             if body.len() != p.range.len() {
@@ -420,6 +485,8 @@ impl Comm {
             header: planned.sig.encode(),
             name,
             outcome: None,
+            moved: 0,
+            timeout: self.coll_options().timeout,
         };
         let engine = self.inner.engine.clone();
         {

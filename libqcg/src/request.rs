@@ -155,11 +155,17 @@ impl Request {
     /// Waits for the request to complete.
     pub fn wait(mut self) -> Result<Completion> {
         if let Some(run) = self.coll.take() {
-            let r = self
-                .engine
-                .wait(|core| run.poll(core), None)
-                .unwrap_or_else(|| Err(Self::spent()));
-            return r.map(Completion::Collective);
+            // Wait while the collective moves; nothing for the timeout fails it.
+            loop {
+                let (timeout, seen) = run.stall();
+                let deadline = Instant::now() + timeout;
+                if let Some(r) = self.engine.wait(|core| run.poll(core), Some(deadline)) {
+                    return r.map(Completion::Collective);
+                }
+                if run.stall().1 == seen {
+                    return Err(run.give_up(&mut self.engine.core()));
+                }
+            }
         }
         let id = self.id.take().ok_or_else(Self::spent)?;
         let r = self
