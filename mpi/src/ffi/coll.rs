@@ -247,12 +247,12 @@ pub(super) unsafe fn reduce_input<'a>(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Barrier(comm: c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Barrier(comm: c_int) -> c_int {
     call("MPI_Barrier", comm, || Ok(ctx(comm)?.comm.barrier()?))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Bcast(
+pub unsafe extern "C" fn PMPI_Bcast(
     buffer: *mut c_void,
     count_: c_int,
     datatype: c_int,
@@ -286,7 +286,7 @@ pub unsafe extern "C" fn MPI_Bcast(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce(
+pub unsafe extern "C" fn PMPI_Reduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count_: c_int,
@@ -322,7 +322,7 @@ pub unsafe extern "C" fn MPI_Reduce(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Allreduce(
+pub unsafe extern "C" fn PMPI_Allreduce(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count_: c_int,
@@ -371,7 +371,7 @@ unsafe fn reduce_all(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce_scatter_block(
+pub unsafe extern "C" fn PMPI_Reduce_scatter_block(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     recvcount: c_int,
@@ -393,7 +393,7 @@ pub unsafe extern "C" fn MPI_Reduce_scatter_block(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Reduce_scatter(
+pub unsafe extern "C" fn PMPI_Reduce_scatter(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     recvcounts: *const c_int,
@@ -467,7 +467,7 @@ unsafe fn scan(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Scan(
+pub unsafe extern "C" fn PMPI_Scan(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count_: c_int,
@@ -484,7 +484,7 @@ pub unsafe extern "C" fn MPI_Scan(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Exscan(
+pub unsafe extern "C" fn PMPI_Exscan(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     count_: c_int,
@@ -520,7 +520,7 @@ pub(super) fn at_mut(buf: *mut c_void, elems: usize, t: &TypeInfo) -> *mut c_voi
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Gather(
+pub unsafe extern "C" fn PMPI_Gather(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: c_int,
@@ -552,7 +552,7 @@ pub unsafe extern "C" fn MPI_Gather(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Scatter(
+pub unsafe extern "C" fn PMPI_Scatter(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: c_int,
@@ -588,7 +588,7 @@ pub unsafe extern "C" fn MPI_Scatter(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Allgather(
+pub unsafe extern "C" fn PMPI_Allgather(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: c_int,
@@ -616,7 +616,7 @@ pub unsafe extern "C" fn MPI_Allgather(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Alltoall(
+pub unsafe extern "C" fn PMPI_Alltoall(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: c_int,
@@ -667,7 +667,7 @@ pub(super) unsafe fn counts_displs(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Gatherv(
+pub unsafe extern "C" fn PMPI_Gatherv(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: c_int,
@@ -708,7 +708,7 @@ pub unsafe extern "C" fn MPI_Gatherv(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Scatterv(
+pub unsafe extern "C" fn PMPI_Scatterv(
     sendbuf: *const c_void,
     sendcounts: *const c_int,
     displs: *const c_int,
@@ -750,7 +750,7 @@ pub unsafe extern "C" fn MPI_Scatterv(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Allgatherv(
+pub unsafe extern "C" fn PMPI_Allgatherv(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: c_int,
@@ -803,7 +803,7 @@ pub unsafe extern "C" fn MPI_Allgatherv(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Alltoallv(
+pub unsafe extern "C" fn PMPI_Alltoallv(
     sendbuf: *const c_void,
     sendcounts: *const c_int,
     sdispls: *const c_int,
@@ -849,7 +849,7 @@ pub unsafe extern "C" fn MPI_Alltoallv(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Op_create(
+pub unsafe extern "C" fn PMPI_Op_create(
     user_fn: Option<state::UserFn>,
     commute: c_int,
     op: *mut c_int,
@@ -863,7 +863,7 @@ pub unsafe extern "C" fn MPI_Op_create(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Op_free(op: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Op_free(op: *mut c_int) -> c_int {
     call("MPI_Op_free", COMM_WORLD, || {
         // SAFETY: an op handle.
         unsafe {

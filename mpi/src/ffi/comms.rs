@@ -10,7 +10,7 @@ use crate::state::{self, count, COMM_WORLD, UNDEFINED};
 use libc::c_int;
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
     call("MPI_Comm_rank", comm, || {
         let c = ctx(comm)?;
         // SAFETY: an output int.
@@ -19,7 +19,7 @@ pub unsafe extern "C" fn MPI_Comm_rank(comm: c_int, rank: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_size(comm: c_int, size: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_size(comm: c_int, size: *mut c_int) -> c_int {
     call("MPI_Comm_size", comm, || {
         let c = ctx(comm)?;
         // SAFETY: an output int.
@@ -48,7 +48,7 @@ fn key(k: c_int) -> u32 {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_dup", comm, || {
         let me = ctx(comm)?.me;
         split(comm, Some(0), me, newcomm)
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn MPI_Comm_dup(comm: c_int, newcomm: *mut c_int) -> c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_split(
+pub unsafe extern "C" fn PMPI_Comm_split(
     comm: c_int,
     color: c_int,
     key_: c_int,
@@ -78,7 +78,7 @@ pub unsafe extern "C" fn MPI_Comm_split(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_split_type(
+pub unsafe extern "C" fn PMPI_Comm_split_type(
     comm: c_int,
     split_type: c_int,
     key_: c_int,
@@ -118,7 +118,7 @@ pub unsafe extern "C" fn QCG_Comm_split_level(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_free(comm: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut c_int) -> c_int {
     // SAFETY: a communicator handle.
     let h = unsafe { crate::ffi::get(comm, "the communicator") }.unwrap_or(0);
     call("MPI_Comm_free", h, || {
@@ -130,7 +130,7 @@ pub unsafe extern "C" fn MPI_Comm_free(comm: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int {
     call("MPI_Comm_group", comm, || {
         let c = ctx(comm)?;
         let h = state::with(|s| Ok(s.add_group(state::members(&c.comm))))?;
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn MPI_Comm_group(comm: c_int, group: *mut c_int) -> c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *mut c_int) -> c_int {
     call("MPI_Comm_create", comm, || {
         let c = ctx(comm)?;
         let g = state::with(|s| Ok(s.group(group)?.to_vec()))?;
@@ -162,7 +162,7 @@ pub unsafe extern "C" fn MPI_Comm_create(comm: c_int, group: c_int, newcomm: *mu
 /// The members derive the new context alike from the communicator, the group, the
 /// tag and how many such calls they made before (see [`qcg::Comm::subset`]).
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_create_group(
+pub unsafe extern "C" fn PMPI_Comm_create_group(
     comm: c_int,
     group: c_int,
     tag: c_int,
@@ -208,7 +208,11 @@ pub unsafe extern "C" fn MPI_Comm_create_group(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_compare(comm1: c_int, comm2: c_int, result: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_compare(
+    comm1: c_int,
+    comm2: c_int,
+    result: *mut c_int,
+) -> c_int {
     call("MPI_Comm_compare", comm1, || {
         let (a, b) = (ctx(comm1)?, ctx(comm2)?);
         let r = state::compare(
@@ -264,7 +268,7 @@ unsafe fn group_pick(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_incl(
+pub unsafe extern "C" fn PMPI_Group_incl(
     group: c_int,
     n: c_int,
     ranks: *const c_int,
@@ -277,7 +281,7 @@ pub unsafe extern "C" fn MPI_Group_incl(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_excl(
+pub unsafe extern "C" fn PMPI_Group_excl(
     group: c_int,
     n: c_int,
     ranks: *const c_int,
@@ -290,7 +294,7 @@ pub unsafe extern "C" fn MPI_Group_excl(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_rank(group: c_int, rank: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Group_rank(group: c_int, rank: *mut c_int) -> c_int {
     call("MPI_Group_rank", COMM_WORLD, || {
         let r = state::with(|s| {
             let me = s.rank;
@@ -305,7 +309,7 @@ pub unsafe extern "C" fn MPI_Group_rank(group: c_int, rank: *mut c_int) -> c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_size(group: c_int, size: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Group_size(group: c_int, size: *mut c_int) -> c_int {
     call("MPI_Group_size", COMM_WORLD, || {
         let n = state::with(|s| Ok(s.group(group)?.len()))?;
         // SAFETY: an output int.
@@ -314,7 +318,7 @@ pub unsafe extern "C" fn MPI_Group_size(group: c_int, size: *mut c_int) -> c_int
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Group_free(group: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Group_free(group: *mut c_int) -> c_int {
     call("MPI_Group_free", COMM_WORLD, || {
         // SAFETY: a group handle.
         unsafe {

@@ -8,7 +8,7 @@ use super::*;
 // ---- datatypes -----------------------------------------------------------------
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_size(datatype: c_int, size: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Type_size(datatype: c_int, size: *mut c_int) -> c_int {
     call("MPI_Type_size", 1, || {
         let t = match types::predefined(datatype) {
             Some(t) => t.size,
@@ -20,7 +20,7 @@ pub unsafe extern "C" fn MPI_Type_size(datatype: c_int, size: *mut c_int) -> c_i
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_get_extent(
+pub unsafe extern "C" fn PMPI_Type_get_extent(
     datatype: c_int,
     lb: *mut isize,
     extent: *mut isize,
@@ -46,7 +46,7 @@ fn new_type(newtype: *mut c_int, t: Result<TypeInfo, MpiError>) -> Result<(), Mp
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_contiguous(
+pub unsafe extern "C" fn PMPI_Type_contiguous(
     count: c_int,
     oldtype: c_int,
     newtype: *mut c_int,
@@ -58,7 +58,7 @@ pub unsafe extern "C" fn MPI_Type_contiguous(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_vector(
+pub unsafe extern "C" fn PMPI_Type_vector(
     count: c_int,
     blocklength: c_int,
     stride: c_int,
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn MPI_Type_vector(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_create_struct(
+pub unsafe extern "C" fn PMPI_Type_create_struct(
     count: c_int,
     blocklengths: *const c_int,
     displacements: *const isize,
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn MPI_Type_create_struct(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_commit(datatype: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Type_commit(datatype: *mut c_int) -> c_int {
     call("MPI_Type_commit", 1, || {
         // SAFETY: a datatype handle.
         let h = unsafe { get(datatype, "the datatype")? };
@@ -117,7 +117,7 @@ pub unsafe extern "C" fn MPI_Type_commit(datatype: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Type_free(datatype: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Type_free(datatype: *mut c_int) -> c_int {
     call("MPI_Type_free", 1, || {
         // SAFETY: a datatype handle.
         let h = unsafe { get(datatype, "the datatype")? };

@@ -37,12 +37,12 @@ fn init(level: c_int) -> Result<c_int, MpiError> {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
+pub unsafe extern "C" fn PMPI_Init(_argc: *mut c_int, _argv: *mut *mut *mut c_char) -> c_int {
     call("MPI_Init", 1, || init(0).map(|_| ()))
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Init_thread(
+pub unsafe extern "C" fn PMPI_Init_thread(
     _argc: *mut c_int,
     _argv: *mut *mut *mut c_char,
     required: c_int,
@@ -56,7 +56,7 @@ pub unsafe extern "C" fn MPI_Init_thread(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Query_thread(provided: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
     call("MPI_Query_thread", 1, || {
         let p = state::with(|s| Ok(s.thread_level))?;
         // SAFETY: an output int.
@@ -65,7 +65,7 @@ pub unsafe extern "C" fn MPI_Query_thread(provided: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Initialized(flag: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
     call("MPI_Initialized", 1, || {
         // SAFETY: an output int.
         unsafe { put(flag, c_int::from(PHASE.load(Ordering::SeqCst) >= 1)) }
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn MPI_Initialized(flag: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Finalized(flag: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
     call("MPI_Finalized", 1, || {
         // SAFETY: an output int.
         unsafe { put(flag, c_int::from(PHASE.load(Ordering::SeqCst) == 2)) }
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn MPI_Finalized(flag: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Finalize() -> c_int {
+pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
     call("MPI_Finalize", 1, || {
         let (world, orphans) = state::with(|s| {
             Ok((
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn MPI_Finalize() -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Abort(_comm: c_int, errorcode: c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Abort(_comm: c_int, errorcode: c_int) -> c_int {
     die(
         &format!(
             "MPI_Abort called on {} with error code {errorcode}; aborting the job",
@@ -116,14 +116,14 @@ pub unsafe extern "C" fn MPI_Abort(_comm: c_int, errorcode: c_int) -> c_int {
 }
 
 #[no_mangle]
-pub extern "C" fn MPI_Wtime() -> f64 {
+pub extern "C" fn PMPI_Wtime() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[no_mangle]
-pub extern "C" fn MPI_Wtick() -> f64 {
+pub extern "C" fn PMPI_Wtick() -> f64 {
     1e-9
 }
 
@@ -146,7 +146,10 @@ unsafe fn put_text(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Get_processor_name(
+    name: *mut c_char,
+    resultlen: *mut c_int,
+) -> c_int {
     call("MPI_Get_processor_name", 1, || {
         let node = state::with(|s| Ok(s.comm(state::COMM_WORLD)?.comm.node().to_string()))?;
         // SAFETY: MPI_MAX_PROCESSOR_NAME chars.
@@ -155,7 +158,7 @@ pub unsafe extern "C" fn MPI_Get_processor_name(name: *mut c_char, resultlen: *m
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
     call("MPI_Get_version", 1, || {
         // SAFETY: output ints.
         unsafe {
@@ -166,7 +169,7 @@ pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Error_string(
+pub unsafe extern "C" fn PMPI_Error_string(
     code: c_int,
     string: *mut c_char,
     resultlen: *mut c_int,
@@ -178,7 +181,7 @@ pub unsafe extern "C" fn MPI_Error_string(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Error_class(code: c_int, class: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Error_class(code: c_int, class: *mut c_int) -> c_int {
     call("MPI_Error_class", 1, || {
         if !(0..=64).contains(&code) {
             return Err(MpiError::new(
@@ -192,14 +195,14 @@ pub unsafe extern "C" fn MPI_Error_class(code: c_int, class: *mut c_int) -> c_in
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_set_errhandler(comm: c_int, errhandler: c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: c_int, errhandler: c_int) -> c_int {
     call("MPI_Comm_set_errhandler", comm, || {
         state::with(|s| s.set_errhandler(comm, errhandler))
     })
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Comm_get_errhandler(comm: c_int, errhandler: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: c_int, errhandler: *mut c_int) -> c_int {
     call("MPI_Comm_get_errhandler", comm, || {
         let e = state::with(|s| Ok(s.comm(comm)?.errhandler))?;
         // SAFETY: an output handle.

@@ -31,7 +31,7 @@ unsafe fn send(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Send(
+pub unsafe extern "C" fn PMPI_Send(
     buf: *const c_void,
     count: c_int,
     datatype: c_int,
@@ -47,7 +47,7 @@ pub unsafe extern "C" fn MPI_Send(
 /// receiver has matched it with a receive, whatever its size, so the call returns
 /// after the match (MPI 3.1 §3.4).
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Ssend(
+pub unsafe extern "C" fn PMPI_Ssend(
     buf: *const c_void,
     count_: c_int,
     datatype: c_int,
@@ -112,7 +112,7 @@ unsafe fn recv_into(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Recv(
+pub unsafe extern "C" fn PMPI_Recv(
     buf: *mut c_void,
     count: c_int,
     datatype: c_int,
@@ -184,7 +184,7 @@ fn null_req(comm: c_int) -> Req {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Isend(
+pub unsafe extern "C" fn PMPI_Isend(
     buf: *const c_void,
     count: c_int,
     datatype: c_int,
@@ -225,7 +225,7 @@ pub unsafe extern "C" fn MPI_Isend(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Irecv(
+pub unsafe extern "C" fn PMPI_Irecv(
     buf: *mut c_void,
     count: c_int,
     datatype: c_int,
@@ -262,7 +262,7 @@ fn probe_args(comm: c_int, source: c_int, tag: c_int) -> Result<ProbeArgs, MpiEr
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Probe(
+pub unsafe extern "C" fn PMPI_Probe(
     source: c_int,
     tag: c_int,
     comm: c_int,
@@ -281,7 +281,7 @@ pub unsafe extern "C" fn MPI_Probe(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Iprobe(
+pub unsafe extern "C" fn PMPI_Iprobe(
     source: c_int,
     tag: c_int,
     comm: c_int,
@@ -306,7 +306,7 @@ pub unsafe extern "C" fn MPI_Iprobe(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Get_count(
+pub unsafe extern "C" fn PMPI_Get_count(
     status: *const MpiStatus,
     datatype: c_int,
     count: *mut c_int,
@@ -334,7 +334,7 @@ pub unsafe extern "C" fn MPI_Get_count(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Sendrecv(
+pub unsafe extern "C" fn PMPI_Sendrecv(
     sendbuf: *const c_void,
     sendcount: c_int,
     sendtype: c_int,
@@ -404,7 +404,7 @@ unsafe fn exchange(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Sendrecv_replace(
+pub unsafe extern "C" fn PMPI_Sendrecv_replace(
     buf: *mut c_void,
     count: c_int,
     datatype: c_int,

@@ -88,7 +88,7 @@ unsafe fn wait_one(p: *mut c_int) -> (St, Option<(c_int, MpiError)>) {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Wait(request: *mut c_int, status: *mut MpiStatus) -> c_int {
+pub unsafe extern "C" fn PMPI_Wait(request: *mut c_int, status: *mut MpiStatus) -> c_int {
     // SAFETY: a request handle.
     let (st, err) = unsafe { wait_one(request) };
     // SAFETY: a status or MPI_STATUS_IGNORE.
@@ -109,7 +109,7 @@ unsafe fn status_at(statuses: *mut MpiStatus, i: usize) -> *mut MpiStatus {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Waitall(
+pub unsafe extern "C" fn PMPI_Waitall(
     count: c_int,
     requests: *mut c_int,
     statuses: *mut MpiStatus,
@@ -256,7 +256,7 @@ fn spent(live: &[qcg::Request]) -> usize {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Waitany(
+pub unsafe extern "C" fn PMPI_Waitany(
     count: c_int,
     requests: *mut c_int,
     index: *mut c_int,
@@ -288,7 +288,7 @@ pub unsafe extern "C" fn MPI_Waitany(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Waitsome(
+pub unsafe extern "C" fn PMPI_Waitsome(
     incount: c_int,
     requests: *mut c_int,
     outcount: *mut c_int,
@@ -359,7 +359,7 @@ fn test_first(live: &mut [qcg::Request]) -> Outcomes {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Test(
+pub unsafe extern "C" fn PMPI_Test(
     request: *mut c_int,
     flag: *mut c_int,
     status: *mut MpiStatus,
@@ -387,7 +387,7 @@ pub unsafe extern "C" fn MPI_Test(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Testany(
+pub unsafe extern "C" fn PMPI_Testany(
     count: c_int,
     requests: *mut c_int,
     index: *mut c_int,
@@ -422,7 +422,7 @@ pub unsafe extern "C" fn MPI_Testany(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Testall(
+pub unsafe extern "C" fn PMPI_Testall(
     count: c_int,
     requests: *mut c_int,
     flag: *mut c_int,
@@ -468,7 +468,7 @@ pub unsafe extern "C" fn MPI_Testall(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Cancel(request: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Cancel(request: *mut c_int) -> c_int {
     call("MPI_Cancel", 1, || {
         // SAFETY: a request handle.
         let h = unsafe { get(request, "the request")? };
@@ -487,7 +487,7 @@ pub unsafe extern "C" fn MPI_Cancel(request: *mut c_int) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MpiStatus, flag: *mut c_int) -> c_int {
     call("MPI_Test_cancelled", 1, || {
         if status.is_null() || status as usize == STATUS_IGNORE {
             return Err(MpiError::new(
@@ -501,7 +501,7 @@ pub unsafe extern "C" fn MPI_Test_cancelled(status: *const MpiStatus, flag: *mut
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn MPI_Request_free(request: *mut c_int) -> c_int {
+pub unsafe extern "C" fn PMPI_Request_free(request: *mut c_int) -> c_int {
     call("MPI_Request_free", 1, || {
         // SAFETY: a request handle.
         let h = unsafe { get(request, "the request")? };
