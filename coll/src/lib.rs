@@ -5,7 +5,8 @@
 //! [`sim`] runs them in memory (real bytes, deadlock and size checks, message counts per
 //! level, a time estimate); [`model`] prices a schedule in closed form and [`auto`] uses
 //! it to pick an algorithm and a flit count from the level costs of the [`Topology`].
-//! This crate does no I/O and holds no clocks or threads: an executor runs the steps.
+//! This crate does no I/O and holds no clocks or threads: an executor runs the steps
+//! (its local steps through [`exec`]).
 //!
 //! ```
 //! use qcg_coll::{schedule, sim, Algorithm, Collective, Op, Topology};
@@ -43,11 +44,15 @@
 //! | Barrier | 0 | 0 |
 //!
 //! # Steps
-//! A rank executes its steps strictly in order; each completes before the next starts.
+//! A rank's steps take effect in order: a receive's bytes are in place before any later
+//! step reads or writes them, and a send takes its bytes as the steps before it left them
+//! (how an executor overlaps them is the *Rounds* rule below).
 //! * `Send { to, tag, buf, range }`: sends the bytes `buf[range]` *as they are when the
-//!   step runs* to rank `to` with `tag`. A send is eager: it must not wait for the
-//!   matching receive (queue or copy the bytes; later steps may overwrite `buf[range]`).
-//!   Zero-byte messages are real messages and must be delivered.
+//!   step runs* to rank `to` with `tag` (the executor copies or queues them; later
+//!   steps may overwrite `buf[range]`). A send is started, never waited for before the
+//!   end of the schedule, and may be a rendezvous: it need not complete before the
+//!   receiver has posted the matching receive (see *Rounds* below). Zero-byte
+//!   messages are real messages and must be delivered.
 //! * `Recv { from, tag, buf, range }`: waits for the oldest undelivered message from
 //!   `from` with `tag` (messages match on (source, tag), FIFO per pair) and stores it in
 //!   `buf[range]`. The message has exactly `range.len()` bytes; anything else is an error.
@@ -103,10 +108,29 @@
 //! * [`Algorithm::Chain`]: a path through all ranks, in topology order, or in rank order
 //!   for non-commutative reductions.
 //!
+//! # Rounds (the contract between schedules and executors)
+//! A rank's steps fall into *rounds* ([`exec::rounds`]): a round ends just before the
+//! first step, other than a receive, that reads or writes bytes a receive of the same
+//! round writes, or that comes after a zero-byte receive of the round (it needs that
+//! message: a zero-byte message carries only an order, as a barrier's arrivals do). An executor runs a round by posting **every
+//! receive of the round before any of its sends**, then running the round's other
+//! steps in order (sends are started, not awaited); it moves to the next round when
+//! the round's receives have landed, and waits for its sends only at the end of the
+//! schedule. libqcg's executors post the receives of *all* rounds at the start, which
+//! satisfies the rule a fortiori; its non-blocking collectives advance the rounds from
+//! the engine's progress loop as receives land. The rule a schedule must meet: it
+//! completes under that executor with rendezvous sends, i.e. without any message being
+//! buffered before its receive is posted and without a round waiting on a later round
+//! of a peer. [`sim::check_rounds`] checks this, and [`sim::run`] calls it for every
+//! schedule it runs; local steps run through the one executor of [`exec::local`] in
+//! the simulator and in libqcg alike.
+//!
 //! # Deadlock freedom
-//! With eager sends every schedule completes: receives wait only on messages sent
-//! earlier along a tree edge, a pairwise round or a representative's relay. A rendezvous (synchronous) send is not
-//! supported. [`sim::run`] proves this for every tested case.
+//! Under the rounds rule every schedule completes: receives wait only on messages sent
+//! earlier along a tree edge, a pairwise round or a representative's relay, and every
+//! send is started before its rank waits on anything after it. A send that blocks the
+//! sender until it completes (MPI's synchronous mode inside a round) is not supported.
+//! [`sim::run`] proves this for every tested case.
 //!
 //! # Non-commutative reductions
 //! The result is always `x_0 ∘ x_1 ∘ … ∘ x_{P−1}` when [`Collective::commutative`] is
@@ -124,12 +148,14 @@
 
 mod alltoall;
 pub mod auto;
+pub mod exec;
 pub mod model;
 mod schedule;
 pub mod sim;
 mod step;
 pub mod topology;
 mod tree;
+pub mod vector;
 
 pub use schedule::{
     pieces, schedule, schedule_for, tag, MAX_FLITS, PHASE_DOWN, PHASE_EXCHANGE, PHASE_PAIRWISE,

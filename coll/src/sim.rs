@@ -24,8 +24,10 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::ops::Range;
 
+use crate::exec::{self, Buffers};
 use crate::step::{Buf, Order, RankSchedule, Step};
 use crate::topology::Topology;
+use std::borrow::Cow;
 
 /// Messages and bytes that crossed one level.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -148,7 +150,87 @@ pub fn run(
             return Err(SimError::InputLength { rank });
         }
     }
-    Engine::new(schedules, topo, Some((inputs, elem_size.max(1), combine)))?.run()
+    let report = Engine::new(schedules, topo, Some((inputs, elem_size.max(1), combine)))?.run()?;
+    check_rounds(schedules)?;
+    Ok(report)
+}
+
+/// Checks the rounds rule (see the crate documentation): the schedules complete when
+/// every rank runs its [`exec::rounds`] one after the other, posting each round's
+/// receives, then its sends, and moving to the next round once every receive of the
+/// round has met its send. A send is a rendezvous: it meets its receive only once the
+/// receiver has reached the round that posts it, and it is waited for only at the
+/// end of the schedule, so nothing relies on a message being buffered before its
+/// receive is posted, and no round waits on a peer's later round. On failure, the
+/// blocked operations: (rank, first step of its round, peer, tag), the peer being
+/// the source of a receive or the destination of a send.
+pub fn check_rounds(schedules: &[RankSchedule]) -> Result<(), SimError> {
+    use std::collections::HashSet;
+    if schedules.iter().enumerate().any(|(i, s)| s.rank != i) {
+        return Err(SimError::Ranks);
+    }
+    let rounds: Vec<Vec<Range<usize>>> = schedules.iter().map(exec::rounds).collect();
+    // (from, to, tag) of the sends and receives posted so far.
+    let mut sends: HashSet<(usize, usize, u32)> = HashSet::new();
+    let mut recvs: HashSet<(usize, usize, u32)> = HashSet::new();
+    let key = |r: usize, s: &Step| match s {
+        Step::Send { to, tag, .. } => Some((true, (r, *to, *tag))),
+        Step::Recv { from, tag, .. } => Some((false, (*from, r, *tag))),
+        _ => None,
+    };
+    let post = |r: usize, k: usize, sends: &mut HashSet<_>, recvs: &mut HashSet<_>| {
+        let Some(range) = rounds[r].get(k) else {
+            return;
+        };
+        for s in &schedules[r].steps[range.clone()] {
+            match key(r, s) {
+                Some((true, k)) => sends.insert(k),
+                Some((false, k)) => recvs.insert(k),
+                None => false,
+            };
+        }
+    };
+    let mut at = vec![0usize; schedules.len()];
+    for r in 0..schedules.len() {
+        post(r, 0, &mut sends, &mut recvs);
+    }
+    loop {
+        let mut moved = false;
+        for r in 0..schedules.len() {
+            while let Some(range) = rounds[r].get(at[r]) {
+                let done = schedules[r].steps[range.clone()]
+                    .iter()
+                    .filter_map(|s| key(r, s))
+                    .all(|(send, k)| send || sends.contains(&k));
+                if !done {
+                    break;
+                }
+                at[r] += 1;
+                moved = true;
+                post(r, at[r], &mut sends, &mut recvs);
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    let mut blocked = Vec::new();
+    for (r, s) in schedules.iter().enumerate() {
+        // A rank that is through its rounds still waits for its sends.
+        let range = rounds[r].get(at[r]).cloned().unwrap_or(0..s.steps.len());
+        for step in &s.steps[range.clone()] {
+            match key(r, step) {
+                Some((true, k)) if !recvs.contains(&k) => blocked.push((r, range.start, k.1, k.2)),
+                Some((false, k)) if !sends.contains(&k) => blocked.push((r, range.start, k.0, k.2)),
+                _ => {}
+            }
+        }
+    }
+    if blocked.is_empty() {
+        Ok(())
+    } else {
+        Err(SimError::Deadlock(blocked))
+    }
 }
 
 /// Runs the schedules without data: counts and time only.
@@ -165,14 +247,14 @@ struct Msg {
     port: usize,
 }
 
-struct RankState {
+struct RankState<'a> {
     pc: usize,
     clock: f64,
     /// When each port (see [`Topology::port`]) is free again.
     out_free: HashMap<usize, f64>,
     in_free: HashMap<usize, f64>,
-    /// Input, Output, then the temps (empty when running without data).
-    bufs: Vec<Vec<u8>>,
+    /// The buffers (`None` when running without data).
+    bufs: Option<Buffers<'a>>,
     lens: Vec<usize>,
 }
 
@@ -180,7 +262,7 @@ struct Engine<'a> {
     schedules: &'a [RankSchedule],
     topo: &'a Topology,
     data: Option<(usize, Combine<'a>)>,
-    ranks: Vec<RankState>,
+    ranks: Vec<RankState<'a>>,
     queues: HashMap<(usize, usize, u32), VecDeque<Msg>>,
     report: SimReport,
 }
@@ -210,14 +292,9 @@ impl<'a> Engine<'a> {
             .map(|(r, s)| {
                 let mut lens = vec![s.input_len, s.output_len];
                 lens.extend_from_slice(&s.temps);
-                let bufs = match &data {
-                    Some((inputs, _, _)) => {
-                        let mut v = vec![inputs[r].clone()];
-                        v.extend(lens[1..].iter().map(|&l| vec![0u8; l]));
-                        v
-                    }
-                    None => Vec::new(),
-                };
+                let bufs = data
+                    .as_ref()
+                    .map(|(inputs, _, _)| Buffers::new(s, Cow::Owned(inputs[r].clone())));
                 RankState {
                     pc: 0,
                     clock: 0.0,
@@ -289,7 +366,7 @@ impl<'a> Engine<'a> {
         report.outputs = self
             .ranks
             .iter_mut()
-            .map(|s| s.bufs.get_mut(1).map(std::mem::take).unwrap_or_default())
+            .map(|s| s.bufs.take().map(Buffers::into_output).unwrap_or_default())
             .collect();
         Ok(report)
     }
@@ -344,7 +421,7 @@ impl<'a> Engine<'a> {
                     .or_insert(0.0);
                 let start = st.clock.max(*free);
                 *free = start + cost.busy(len);
-                let data = match st.bufs.get(slot(*buf)) {
+                let data = match st.bufs.as_ref().and_then(|b| b.get(*buf)) {
                     Some(b) => b[range.clone()].to_vec(),
                     None => Vec::new(),
                 };
@@ -400,8 +477,8 @@ impl<'a> Engine<'a> {
                 let port = msg.arrival.max(*free + beta * msg.len as f64);
                 *free = port;
                 st.clock = st.clock.max(port);
-                if let Some(b) = st.bufs.get_mut(slot(*buf)) {
-                    b[range.clone()].copy_from_slice(&msg.data);
+                if let Some(b) = st.bufs.as_mut() {
+                    b.store(*buf, range, &msg.data).map_err(bad)?;
                 }
                 Ok(Progress::Done)
             }
@@ -411,7 +488,7 @@ impl<'a> Engine<'a> {
                 src,
                 src_range,
             } => {
-                self.local(r, *dst, dst_range, *src, src_range, None)
+                self.local(r, pc, *dst, dst_range, *src, src_range, None)
                     .map_err(bad)?;
                 Ok(Progress::Done)
             }
@@ -422,16 +499,18 @@ impl<'a> Engine<'a> {
                 src_range,
                 order,
             } => {
-                self.local(r, *dst, dst_range, *src, src_range, Some(*order))
+                self.local(r, pc, *dst, dst_range, *src, src_range, Some(*order))
                     .map_err(bad)?;
                 Ok(Progress::Done)
             }
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn local(
         &mut self,
         r: usize,
+        pc: usize,
         dst: Buf,
         dr: &Range<usize>,
         src: Buf,
@@ -449,22 +528,23 @@ impl<'a> Engine<'a> {
         let Some((elem, combine)) = self.data else {
             return Ok(());
         };
+        let step = &self.schedules[r].steps[pc];
         if reduce.is_some() && dr.len() % elem != 0 {
             return Err("partial elements");
         }
-        let bufs = &mut self.ranks[r].bufs;
-        let s = bufs[slot(src)][sr.clone()].to_vec();
-        let d = &mut bufs[slot(dst)][dr.clone()];
-        match reduce {
-            None => d.copy_from_slice(&s),
-            Some(order) => {
-                let old = d.to_vec();
-                match order {
-                    Order::DstFirst => combine(&old, &s, d),
-                    Order::SrcFirst => combine(&s, &old, d),
-                }
+        let Some(bufs) = self.ranks[r].bufs.as_mut() else {
+            return Ok(());
+        };
+        // The simulator's combine writes `left ∘ right` to a third slice; the
+        // executor's combines in place.
+        let inplace = |d: &mut [u8], s: &[u8], order: Order| {
+            let old = d.to_vec();
+            match order {
+                Order::DstFirst => combine(&old, s, d),
+                Order::SrcFirst => combine(s, &old, d),
             }
-        }
+        };
+        exec::local(bufs, step, Some(&inplace))?;
         Ok(())
     }
 }
@@ -473,4 +553,57 @@ enum Progress {
     Done,
     Sent(usize, u32),
     Blocked(usize, u32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rs(rank: usize, steps: Vec<Step>) -> RankSchedule {
+        RankSchedule {
+            rank,
+            input_len: 1,
+            output_len: 1,
+            temps: vec![1],
+            steps,
+        }
+    }
+
+    fn send(to: usize, buf: Buf) -> Step {
+        Step::Send {
+            to,
+            tag: 0,
+            buf,
+            range: 0..1,
+        }
+    }
+
+    fn recv(from: usize) -> Step {
+        Step::Recv {
+            from,
+            tag: 0,
+            buf: Buf::Temp(0),
+            range: 0..1,
+        }
+    }
+
+    #[test]
+    fn the_rounds_check_names_a_schedule_that_waits_before_it_sends() {
+        // Each rank forwards what it received: neither sends before it received.
+        let cyclic = vec![
+            rs(0, vec![recv(1), send(1, Buf::Temp(0))]),
+            rs(1, vec![recv(0), send(0, Buf::Temp(0))]),
+        ];
+        assert_eq!(
+            check_rounds(&cyclic),
+            Err(SimError::Deadlock(vec![(0, 0, 1, 0), (1, 0, 0, 0)]))
+        );
+        // Both receive first and send their input: one round each, no buffering
+        // needed since every receive is posted before the round's send.
+        let exchange = vec![
+            rs(0, vec![recv(1), send(1, Buf::Input)]),
+            rs(1, vec![recv(0), send(0, Buf::Input)]),
+        ];
+        assert_eq!(check_rounds(&exchange), Ok(()));
+    }
 }

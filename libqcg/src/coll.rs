@@ -7,7 +7,9 @@
 //! (source, tag) inside a context of their own, so collective traffic never meets user
 //! messages. The
 //! algorithm and flit count come from [`CollOptions`]: `Auto` asks the cost model
-//! ([`qcg_coll::auto`]) once per call shape.
+//! ([`qcg_coll::auto`]) once per call shape. Local steps run through
+//! [`qcg_coll::exec::local`], the executor the simulator and the non-blocking
+//! collectives ([`crate::nbc`], the same schedules started as requests) share.
 //!
 //! Every rank must make the same calls in the same order with the same root and
 //! sizes. Each message starts with what its sender called ([`crate::callsig`]): a
@@ -22,6 +24,7 @@ use crate::comm::{Comm, View};
 use crate::engine::core::{Outcome, RecvBuf, SendBuf};
 use crate::engine::matching::Pattern;
 use crate::error::{Error, Result};
+use qcg_coll::exec::Buffers;
 use qcg_coll::{Algorithm, Buf, Collective, Op, Order, RankSchedule, Step};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,8 +32,8 @@ use std::time::Duration;
 /// Context bit of collective traffic.
 pub(crate) const COLL_CONTEXT: u32 = 1 << 31;
 /// Successive calls are kept apart by a sequence number above the schedule's tags.
-const SEQ_SHIFT: u32 = 18;
-const SEQ_MASK: u32 = (1 << 13) - 1;
+pub(crate) const SEQ_SHIFT: u32 = 18;
+pub(crate) const SEQ_MASK: u32 = (1 << 13) - 1;
 /// Tag of the message a failing rank sends everyone so that no one waits for it.
 const ABORT_TAG: u32 = u32::MAX;
 
@@ -74,8 +77,8 @@ pub(crate) type Schedules =
 
 /// A call shape's schedule on this rank, and the signature its messages carry.
 pub(crate) struct Planned {
-    sched: RankSchedule,
-    sig: CallSig,
+    pub(crate) sched: RankSchedule,
+    pub(crate) sig: CallSig,
 }
 
 /// Most schedules a communicator keeps before starting afresh.
@@ -233,41 +236,7 @@ fn from_bytes<T: Number>(b: &[u8]) -> Vec<T> {
 }
 
 /// Combines `d = d ∘ s` (or `s ∘ d`) elementwise over byte slices.
-type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8], Order);
-
-struct Buffers<'a> {
-    input: &'a [u8],
-    output: Vec<u8>,
-    temps: Vec<Vec<u8>>,
-}
-
-impl Buffers<'_> {
-    fn get(&self, b: Buf) -> &[u8] {
-        match b {
-            Buf::Input => self.input,
-            Buf::Output => &self.output,
-            Buf::Temp(i) => &self.temps[i as usize],
-        }
-    }
-
-    /// Takes a writable buffer out (put it back with `put`), so that another buffer
-    /// can be read meanwhile.
-    fn take(&mut self, b: Buf) -> Vec<u8> {
-        match b {
-            Buf::Input => Vec::new(),
-            Buf::Output => std::mem::take(&mut self.output),
-            Buf::Temp(i) => std::mem::take(&mut self.temps[i as usize]),
-        }
-    }
-
-    fn put(&mut self, b: Buf, v: Vec<u8>) {
-        match b {
-            Buf::Input => {}
-            Buf::Output => self.output = v,
-            Buf::Temp(i) => self.temps[i as usize] = v,
-        }
-    }
-}
+type Combine<'a> = qcg_coll::exec::Combine<'a>;
 
 impl Comm {
     /// The collective options of this communicator.
@@ -290,7 +259,7 @@ impl Comm {
 
     /// This rank's schedule of `coll` under the current options: built once per call
     /// shape (algorithm and flits from the cost model when asked), then kept.
-    fn schedule(&self, coll: &Collective) -> Result<Arc<Planned>> {
+    pub(crate) fn schedule(&self, coll: &Collective) -> Result<Arc<Planned>> {
         let o = self.coll_options();
         let key = (*coll, o.algo, o.flits);
         let lock = || {
@@ -425,11 +394,7 @@ impl Comm {
         }
         let ctx = view.context | COLL_CONTEXT;
         let timeout = self.coll_options().timeout;
-        let mut b = Buffers {
-            input,
-            output: vec![0u8; sched.output_len],
-            temps: sched.temps.iter().map(|&n| vec![0u8; n]).collect(),
-        };
+        let mut b = Buffers::new(sched, std::borrow::Cow::Borrowed(input));
         let mut run = Rounds {
             comm: self,
             ctx,
@@ -458,7 +423,7 @@ impl Comm {
         }
         drop(core);
         r?;
-        Ok(b.output)
+        Ok(b.into_output())
     }
 
     /// Broadcasts `buf` from `root` to every rank. Every rank passes a buffer of the
@@ -472,7 +437,7 @@ impl Comm {
         Ok(())
     }
 
-    fn check_root(&self, root: u32) -> Result<()> {
+    pub(crate) fn check_root(&self, root: u32) -> Result<()> {
         if root >= self.size() {
             return Err(Error::InvalidRank {
                 rank: root,
@@ -871,7 +836,7 @@ struct Rounds<'a> {
 
 /// How many calls back a message still unreceived is taken for one of an earlier
 /// call (the tags' sequence numbers wrap; one that far ahead is of a later call).
-const STALE_WINDOW: u32 = 64;
+pub(crate) const STALE_WINDOW: u32 = 64;
 
 /// Whether a message of call `theirs` is of a call before `current`, and recent.
 fn stale(current: u32, theirs: u32) -> bool {
@@ -923,12 +888,16 @@ impl Rounds<'_> {
                     buf,
                     range,
                 } => {
+                    self.settle_order(b)?;
                     self.settle(b, *buf, range)?;
                     let g = view.global(*to as u32);
                     self.comm
                         .ensure_link(g)
                         .map_err(|e| self.err(format!("sending to rank {to}: {e}")))?;
-                    let body = &b.get(*buf)[range.clone()];
+                    let body = b
+                        .get(*buf)
+                        .and_then(|d| d.get(range.clone()))
+                        .ok_or_else(|| self.err("a send outside its buffer".into()))?;
                     let mut data = Vec::with_capacity(HEADER + body.len());
                     data.extend_from_slice(&self.header);
                     data.extend_from_slice(body);
@@ -961,43 +930,19 @@ impl Rounds<'_> {
                     dst_range,
                     src,
                     src_range,
-                } => {
-                    self.settle(b, *dst, dst_range)?;
-                    self.settle(b, *src, src_range)?;
-                    let mut d = b.take(*dst);
-                    if dst == src {
-                        d.copy_within(src_range.clone(), dst_range.start);
-                    } else {
-                        d[dst_range.clone()].copy_from_slice(&b.get(*src)[src_range.clone()]);
-                    }
-                    b.put(*dst, d);
                 }
-                Step::Reduce {
+                | Step::Reduce {
                     dst,
                     dst_range,
                     src,
                     src_range,
-                    order,
+                    ..
                 } => {
-                    let Some(f) = combine else {
-                        return Err(
-                            self.err("schedule asked for a reduction without an operation".into())
-                        );
-                    };
+                    self.settle_order(b)?;
                     self.settle(b, *dst, dst_range)?;
                     self.settle(b, *src, src_range)?;
-                    let mut d = b.take(*dst);
-                    if dst == src {
-                        let s = d[src_range.clone()].to_vec();
-                        f(&mut d[dst_range.clone()], &s, *order);
-                    } else {
-                        f(
-                            &mut d[dst_range.clone()],
-                            &b.get(*src)[src_range.clone()],
-                            *order,
-                        );
-                    }
-                    b.put(*dst, d);
+                    qcg_coll::exec::local(b, step, combine)
+                        .map_err(|e| self.err(format!("a local step of the schedule: {e}")))?;
                 }
             }
         }
@@ -1053,6 +998,15 @@ impl Rounds<'_> {
             return Ok(());
         };
         self.complete_recvs(b, last + 1)
+    }
+
+    /// Completes the pending zero-byte receives (and those before them): they carry
+    /// no data, only an order (a barrier's arrivals), which every later step keeps.
+    fn settle_order(&mut self, b: &mut Buffers<'_>) -> Result<()> {
+        match self.recvs.iter().rposition(|p| p.range.is_empty()) {
+            Some(last) => self.complete_recvs(b, last + 1),
+            None => Ok(()),
+        }
     }
 
     /// Checks that the message `data` from rank `from` (of the communicator) belongs
@@ -1174,9 +1128,8 @@ impl Rounds<'_> {
                     p.range.len()
                 )));
             }
-            let mut dst = b.take(p.buf);
-            dst[p.range.clone()].copy_from_slice(body);
-            b.put(p.buf, dst);
+            b.store(p.buf, &p.range, body)
+                .map_err(|e| self.err(format!("a receive of the schedule: {e}")))?;
         }
         Ok(())
     }

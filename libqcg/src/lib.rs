@@ -35,6 +35,7 @@ pub mod groups;
 pub mod handshake;
 pub(crate) mod link;
 pub mod mailbox;
+pub mod nbc;
 pub mod request;
 pub mod topo;
 

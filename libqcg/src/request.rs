@@ -33,11 +33,14 @@
 //! ```
 
 use crate::comm::{Comm, View};
+use crate::engine::core::Core;
 use crate::engine::core::{Outcome, RecvBuf, SendBuf, Status as CoreStatus};
 use crate::engine::matching::Pattern;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::mailbox::Message;
+use crate::nbc::Run;
+use mio::net::TcpStream;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -64,9 +67,19 @@ pub enum Completion {
     Received(Status, Vec<u8>),
     /// A cancelled receive, with its buffer if it was given one.
     Cancelled(Option<Vec<u8>>),
+    /// A non-blocking collective: its output (see [`crate::nbc`]).
+    Collective(Vec<u8>),
 }
 
 impl Completion {
+    /// The output of a non-blocking collective.
+    pub fn into_collective(self) -> Option<Vec<u8>> {
+        match self {
+            Completion::Collective(out) => Some(out),
+            _ => None,
+        }
+    }
+
     /// The message of a receive (its buffer cut to the message's length).
     pub fn into_message(self) -> Option<Message> {
         match self {
@@ -90,6 +103,8 @@ pub struct Request {
     engine: Arc<Engine>,
     view: Arc<View>,
     id: Option<usize>,
+    /// A non-blocking collective (then `id` is `None`), until its outcome is taken.
+    coll: Option<Arc<Run>>,
 }
 
 impl std::fmt::Debug for Request {
@@ -113,8 +128,45 @@ impl Request {
         Error::InvalidArgument("this request has already completed".into())
     }
 
+    /// A request for a non-blocking collective in flight.
+    pub(crate) fn collective(engine: Arc<Engine>, view: Arc<View>, run: Arc<Run>) -> Request {
+        Request {
+            engine,
+            view,
+            id: None,
+            coll: Some(run),
+        }
+    }
+
+    /// Whether the request is done, advancing a collective (with `core` locked).
+    fn done_in(&self, core: &mut Core<TcpStream>) -> bool {
+        match (&self.coll, self.id) {
+            (Some(run), _) => run.done(core),
+            (None, Some(id)) => core.is_done(id),
+            (None, None) => true,
+        }
+    }
+
+    /// Whether it is (or was) a non-blocking collective's.
+    fn is_coll(&self) -> bool {
+        self.coll.is_some()
+    }
+
     /// Waits for the request to complete.
     pub fn wait(mut self) -> Result<Completion> {
+        if let Some(run) = self.coll.take() {
+            // Wait while the collective moves; nothing for the timeout fails it.
+            loop {
+                let (timeout, seen) = run.stall();
+                let deadline = Instant::now() + timeout;
+                if let Some(r) = self.engine.wait(|core| run.poll(core), Some(deadline)) {
+                    return r.map(Completion::Collective);
+                }
+                if run.stall().1 == seen {
+                    return Err(run.give_up(&mut self.engine.core()));
+                }
+            }
+        }
         let id = self.id.take().ok_or_else(Self::spent)?;
         let r = self
             .engine
@@ -126,8 +178,15 @@ impl Request {
     /// The outcome if the request has completed (then it is spent), else `None`.
     /// Drives the engine once.
     pub fn test(&mut self) -> Result<Option<Completion>> {
-        let id = self.id.ok_or_else(Self::spent)?;
         self.engine.poke();
+        if let Some(run) = &self.coll {
+            let r = run.poll(&mut self.engine.core());
+            if r.is_some() {
+                self.coll = None;
+            }
+            return r.map(|r| r.map(Completion::Collective)).transpose();
+        }
+        let id = self.id.ok_or_else(Self::spent)?;
         let taken = self.engine.core().take(id);
         match taken {
             Some(r) => {
@@ -140,7 +199,7 @@ impl Request {
 
     /// Whether the request is done (or spent), without taking its outcome.
     pub fn is_done(&self) -> bool {
-        self.id.is_none_or(|id| self.engine.core().is_done(id))
+        self.done_in(&mut self.engine.core())
     }
 
     /// Cancels a receive that has not matched a message yet: true if it was
@@ -185,9 +244,8 @@ pub fn wait_all(reqs: Vec<Request>) -> Result<Vec<Completion>> {
     let Some(engine) = same_engine(&reqs)? else {
         return Ok(Vec::new());
     };
-    let ids: Vec<usize> = reqs.iter().filter_map(|r| r.id).collect();
     engine.wait(
-        |core| ids.iter().all(|&id| core.is_done(id)).then_some(()),
+        |core| reqs.iter().all(|r| r.done_in(core)).then_some(()),
         None,
     );
     let mut out = Vec::with_capacity(reqs.len());
@@ -214,27 +272,30 @@ pub fn wait_any(reqs: &mut [Request]) -> Result<(usize, Completion)> {
     let Some(engine) = same_engine(reqs)? else {
         return Err(Error::InvalidArgument("wait_any of no requests".into()));
     };
-    let ids: Vec<(usize, usize)> = reqs
+    let live: Vec<usize> = reqs
         .iter()
         .enumerate()
-        .filter_map(|(i, r)| r.id.map(|id| (i, id)))
+        .filter(|(_, r)| r.id.is_some() || r.coll.is_some())
+        .map(|(i, _)| i)
         .collect();
-    if ids.is_empty() {
+    if live.is_empty() {
         return Err(Error::InvalidArgument(
             "wait_any: every request is already spent".into(),
         ));
     }
     let i = engine
         .wait(
-            |core| {
-                ids.iter()
-                    .find(|(_, id)| core.is_done(*id))
-                    .map(|(i, _)| *i)
-            },
+            |core| live.iter().copied().find(|&i| reqs[i].done_in(core)),
             None,
         )
         .ok_or_else(Request::spent)?;
     let r = &mut reqs[i];
+    if r.is_coll() {
+        return match r.test()? {
+            Some(c) => Ok((i, c)),
+            None => Err(Request::spent()),
+        };
+    }
     let id = r.id.take().ok_or_else(Request::spent)?;
     let taken = engine
         .core()
@@ -268,6 +329,7 @@ impl Comm {
             engine: self.inner.engine.clone(),
             view: self.view_arc(),
             id: Some(id),
+            coll: None,
         }
     }
 

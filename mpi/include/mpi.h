@@ -343,7 +343,9 @@ MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
 /* Every function, from the table mpi/api/functions.txt: MPI_X and its profiling
  * name PMPI_X. */
 #include "mpi_functions.h"
-
+/* Collectives */
+/* Collectives: the rest of chapter 5 (non-blocking collectives, 5.12) */
+/* Communicators and groups */
 /* Intercommunicators (MPI 3.1 6.6) */
 /* qcg extension: see the top of this file. */
 int QCG_Comm_split_level(MPI_Comm comm, int level, MPI_Comm *newcomm);

@@ -106,7 +106,12 @@ pub enum Meta {
     },
     /// A request on `MPI_PROC_NULL`: complete at once.
     Null,
+    /// A non-blocking collective: writes its output into the caller's buffers.
+    Finish(Finish),
 }
+
+/// What completing a non-blocking collective does with its output (called once).
+pub type Finish = Box<dyn Fn(&[u8]) -> Result<(), MpiError> + Send>;
 
 /// A request handle's content.
 pub struct Req {

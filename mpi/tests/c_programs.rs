@@ -783,3 +783,20 @@ fn more_datatypes() -> Result<()> {
     assert_eq!(got.iter().filter(|l| l.contains(bad)).count(), 4, "{got:?}");
     Ok(())
 }
+
+#[test]
+fn nonblocking_collectives() -> Result<()> {
+    let got = family("nbc")?;
+    // Under qcg the collective moved on while rank 0 slept without calling MPI:
+    // the others' waits returned during the sleep, and rank 0's returned at once.
+    let progress: Vec<&String> = got
+        .iter()
+        .filter(|l| l.contains("qcg-only: iallreduce done"))
+        .collect();
+    ensure!(
+        progress.len() == RANKS && progress.iter().all(|l| l.contains(": yes")),
+        "the iallreduce did not progress during rank 0's sleep:\n{}",
+        got.join("\n")
+    );
+    Ok(())
+}

@@ -96,8 +96,18 @@ struct Loop {
     next_tick: Instant,
 }
 
+/// Work the loop advances after every turn, whoever drives it (a waiting caller or
+/// the background thread): the schedules of non-blocking collectives, whose next
+/// round starts when the receives of the current one land.
+pub trait Progress: Send + Sync {
+    /// Advances with the state machine locked; true once finished (then dropped).
+    fn advance(&self, core: &mut Core<TcpStream>) -> bool;
+}
+
 /// The engine of one process.
 pub struct Engine {
+    /// Work advanced after every turn of the loop (locked before `core`).
+    progress: Mutex<Vec<Arc<dyn Progress>>>,
     id: Identity,
     core: Mutex<Core<TcpStream>>,
     lp: Mutex<Loop>,
@@ -156,6 +166,7 @@ impl Engine {
             None => None,
         };
         let engine = Arc::new(Engine {
+            progress: Mutex::new(Vec::new()),
             core: Mutex::new(Core::new(id.rank, id.size, limits)),
             id,
             lp: Mutex::new(Loop {
@@ -298,6 +309,26 @@ impl Engine {
         r
     }
 
+    /// Adds work the loop advances after every turn until it says it is finished.
+    /// The caller must not hold the state machine's lock.
+    pub fn add_progress(&self, p: Arc<dyn Progress>) {
+        lock(&self.progress).push(p);
+        // Whoever is in the loop now sees it after its current turn.
+        if self.bg_in_loop.load(Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Advances the registered work (see [`Progress`]).
+    fn advance_progress(&self) {
+        let mut list = lock(&self.progress);
+        if list.is_empty() {
+            return;
+        }
+        let mut core = self.core();
+        list.retain(|p| !p.advance(&mut core));
+    }
+
     /// Drives the loop once without waiting, unless someone else is driving it.
     pub fn poke(&self) {
         if let Ok(mut lp) = self.lp.try_lock() {
@@ -353,6 +384,7 @@ impl Engine {
                 }
             }
         }
+        self.advance_progress();
         for &(t, ..) in &ready {
             if t.0 >= HANDSHAKE_BASE && t != WAKER && t != LISTENER {
                 self.handshake(lp, t.0 - HANDSHAKE_BASE);

@@ -23,7 +23,7 @@ const TAG_SCATTERV: u32 = 2;
 const TAG_ALLTOALLV: u32 = 3;
 const TAG_SCAN: u32 = 4;
 
-pub(super) type Combine = Box<dyn Fn(&mut [u8], &[u8])>;
+pub(super) type Combine = Box<dyn Fn(&mut [u8], &[u8]) + Send + Sync>;
 
 pub(super) struct Ctx {
     pub(super) comm: Arc<qcg::Comm>,
@@ -236,12 +236,12 @@ fn combine_all(f: &Combine, size: usize, acc: &mut [u8], other: &[u8]) {
     }
 }
 
-fn in_place(p: *const c_void) -> bool {
+pub(super) fn in_place(p: *const c_void) -> bool {
     p == IN_PLACE
 }
 
 /// The send data of a reduction: `sendbuf`, or `recvbuf` for `MPI_IN_PLACE`.
-unsafe fn reduce_input<'a>(
+pub(super) unsafe fn reduce_input<'a>(
     sendbuf: *const c_void,
     recvbuf: *mut c_void,
     n: usize,

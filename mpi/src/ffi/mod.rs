@@ -346,6 +346,7 @@ mod env;
 mod info;
 mod inter;
 mod modes;
+mod nbc;
 mod neighbor;
 mod p2p;
 mod requests;
@@ -379,7 +380,7 @@ mod pmpi {
 /// Every `PMPI_X` implementation, whichever module holds it.
 mod pmpi_impls {
     pub use super::{
-        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, inter::*, modes::*,
+        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, inter::*, modes::*, nbc::*,
         neighbor::*, p2p::*, requests::*, topo::*,
     };
 }

@@ -27,6 +27,15 @@ pub(super) unsafe fn complete(
             cancelled: true,
             ..St::empty(ANY_SOURCE)
         }),
+        Completion::Collective(out) => {
+            if let Meta::Finish(f) = meta {
+                f(&out)?;
+            }
+            Ok(St {
+                cancelled,
+                ..St::empty(ANY_SOURCE)
+            })
+        }
         Completion::Received(st, data) => {
             if let Meta::Unpack { base, count, ty } = meta {
                 let room = count * ty.size;

@@ -1,0 +1,314 @@
+//! The one executor of local steps, and the rounds a schedule runs in.
+//!
+//! Every executor of schedules (the simulator, libqcg's blocking collectives and its
+//! non-blocking ones) keeps a rank's buffers in a [`Buffers`] and runs `Copy` and
+//! `Reduce` steps through [`local`], so the three cannot drift apart in what a local
+//! step means. Messages are the executor's business; [`rounds`] says how a rank's
+//! steps fall into rounds (see the crate documentation for the rule).
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use crate::step::{Buf, Order, RankSchedule, Step};
+
+/// `d = d ∘ s` ([`Order::DstFirst`]) or `d = s ∘ d` ([`Order::SrcFirst`]), element by
+/// element over slices of equal length (whole elements).
+pub type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8], Order);
+
+/// One rank's buffers: the input (borrowed or owned), the output and the temps,
+/// zero-filled as the schedule's sizes say.
+#[derive(Clone, Debug)]
+pub struct Buffers<'a> {
+    input: Cow<'a, [u8]>,
+    /// `Output`, then the temps.
+    rest: Vec<Vec<u8>>,
+}
+
+impl<'a> Buffers<'a> {
+    /// The buffers of `rs` around `input` (which should have `rs.input_len` bytes).
+    pub fn new(rs: &RankSchedule, input: Cow<'a, [u8]>) -> Self {
+        let mut rest = Vec::with_capacity(1 + rs.temps.len());
+        rest.push(vec![0u8; rs.output_len]);
+        rest.extend(rs.temps.iter().map(|&n| vec![0u8; n]));
+        Buffers { input, rest }
+    }
+
+    /// The bytes of `b` (`None` for a temp the schedule does not have).
+    pub fn get(&self, b: Buf) -> Option<&[u8]> {
+        match b {
+            Buf::Input => Some(&self.input),
+            Buf::Output => Some(&self.rest[0]),
+            Buf::Temp(i) => self.rest.get(1 + i as usize).map(|v| &v[..]),
+        }
+    }
+
+    /// The bytes of `b` for writing (`None` for the input or a missing temp).
+    pub fn get_mut(&mut self, b: Buf) -> Option<&mut [u8]> {
+        match b {
+            Buf::Input => None,
+            Buf::Output => Some(&mut self.rest[0]),
+            Buf::Temp(i) => self.rest.get_mut(1 + i as usize).map(|v| &mut v[..]),
+        }
+    }
+
+    /// Stores `data` into `b[range]`: the landing of a receive. Fails if the range
+    /// is not writable or not `data`'s length.
+    pub fn store(&mut self, b: Buf, range: &Range<usize>, data: &[u8]) -> Result<(), &'static str> {
+        let d = self
+            .get_mut(b)
+            .ok_or("writes to the input or a missing temp")?;
+        let d = d.get_mut(range.clone()).ok_or("range out of bounds")?;
+        if d.len() != data.len() {
+            return Err("message of another length than its receive");
+        }
+        d.copy_from_slice(data);
+        Ok(())
+    }
+
+    /// The output, once the schedule is done.
+    pub fn into_output(mut self) -> Vec<u8> {
+        std::mem::take(&mut self.rest[0])
+    }
+}
+
+/// Runs one local step (`Copy` or `Reduce`) on `bufs`, after checking it (ranges in
+/// bounds, equal lengths, no write to the input, no overlap within a buffer). A
+/// `Reduce` without `combine` is an error; `Send` and `Recv` are not local steps.
+pub fn local(
+    bufs: &mut Buffers<'_>,
+    step: &Step,
+    combine: Option<Combine<'_>>,
+) -> Result<(), &'static str> {
+    let (dst, dr, src, sr, order) = match step {
+        Step::Copy {
+            dst,
+            dst_range,
+            src,
+            src_range,
+        } => (*dst, dst_range, *src, src_range, None),
+        Step::Reduce {
+            dst,
+            dst_range,
+            src,
+            src_range,
+            order,
+        } => (*dst, dst_range, *src, src_range, Some(*order)),
+        Step::Send { .. } | Step::Recv { .. } => return Err("not a local step"),
+    };
+    if dr.len() != sr.len() {
+        return Err("operands of different lengths");
+    }
+    if dst == src && overlaps(dr, sr) {
+        return Err("overlapping operands");
+    }
+    if bufs.get(src).and_then(|s| s.get(sr.clone())).is_none() {
+        return Err("range out of bounds");
+    }
+    if dst == Buf::Input {
+        return Err("writes to the input");
+    }
+    if bufs.get(dst).and_then(|d| d.get(dr.clone())).is_none() {
+        return Err("range out of bounds");
+    }
+    if order.is_some() && combine.is_none() {
+        return Err("a reduction without an operation");
+    }
+    // Take the destination out so the source can be read meanwhile (same buffer:
+    // the ranges do not overlap, so a copy of the source is enough).
+    let s: Cow<'_, [u8]> = if dst == src {
+        Cow::Owned(
+            bufs.get(src)
+                .map(|b| b[sr.clone()].to_vec())
+                .unwrap_or_default(),
+        )
+    } else {
+        Cow::Borrowed(&[])
+    };
+    let (input, rest) = (&bufs.input, &mut bufs.rest);
+    let (d, s): (&mut [u8], &[u8]) = match (dst, src) {
+        (Buf::Output, Buf::Input) => (&mut rest[0][dr.clone()], &input[sr.clone()]),
+        (Buf::Temp(i), Buf::Input) => (&mut rest[1 + i as usize][dr.clone()], &input[sr.clone()]),
+        _ if dst == src => {
+            let d = match dst {
+                Buf::Output => &mut rest[0],
+                Buf::Temp(i) => &mut rest[1 + i as usize],
+                Buf::Input => return Err("writes to the input"),
+            };
+            (&mut d[dr.clone()], &s[..])
+        }
+        _ => {
+            let (di, si) = (slot(dst), slot(src));
+            let (lo, hi) = rest.split_at_mut(di.max(si));
+            if di < si {
+                (&mut lo[di][dr.clone()], &hi[0][sr.clone()])
+            } else {
+                (&mut hi[0][dr.clone()], &lo[si][sr.clone()])
+            }
+        }
+    };
+    match (order, combine) {
+        (Some(o), Some(f)) => f(d, s, o),
+        _ => d.copy_from_slice(s),
+    }
+    Ok(())
+}
+
+/// Index in `Buffers::rest` of a writable buffer.
+fn slot(b: Buf) -> usize {
+    match b {
+        Buf::Input | Buf::Output => 0,
+        Buf::Temp(i) => 1 + i as usize,
+    }
+}
+
+/// Whether two byte ranges share a byte.
+pub fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+/// The bytes a step reads and writes: (buffer, range, written).
+fn touches(step: &Step) -> Vec<(Buf, &Range<usize>, bool)> {
+    match step {
+        Step::Send { buf, range, .. } => vec![(*buf, range, false)],
+        Step::Recv { buf, range, .. } => vec![(*buf, range, true)],
+        Step::Copy {
+            dst,
+            dst_range,
+            src,
+            src_range,
+        }
+        | Step::Reduce {
+            dst,
+            dst_range,
+            src,
+            src_range,
+            ..
+        } => vec![(*src, src_range, false), (*dst, dst_range, true)],
+    }
+}
+
+/// The rounds of a rank's steps, as index ranges of `rs.steps`. A round ends just
+/// before the first step (other than a receive) that reads or writes bytes a
+/// receive of the same round writes, or that follows a zero-byte receive of the
+/// round: that step needs the message (a zero-byte message carries only an order,
+/// as a barrier's arrivals do), so an executor waits there. Within a round an executor posts every receive before it starts
+/// any send; the steps otherwise run in order.
+pub fn rounds(rs: &RankSchedule) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut pending: Vec<(Buf, &Range<usize>)> = Vec::new();
+    for (i, step) in rs.steps.iter().enumerate() {
+        let needs = !matches!(step, Step::Recv { .. })
+            && (pending.iter().any(|&(_, pr)| pr.is_empty())
+                || touches(step)
+                    .iter()
+                    .any(|&(b, r, _)| pending.iter().any(|&(pb, pr)| pb == b && overlaps(pr, r))));
+        if needs {
+            out.push(start..i);
+            start = i;
+            pending.clear();
+        }
+        if let Step::Recv { buf, range, .. } = step {
+            pending.push((*buf, range));
+        }
+    }
+    if start < rs.steps.len() {
+        out.push(start..rs.steps.len());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rs(steps: Vec<Step>) -> RankSchedule {
+        RankSchedule {
+            rank: 0,
+            input_len: 4,
+            output_len: 4,
+            temps: vec![4],
+            steps,
+        }
+    }
+
+    #[test]
+    fn a_step_that_needs_a_message_starts_a_round() {
+        let s = rs(vec![
+            Step::Recv {
+                from: 1,
+                tag: 0,
+                buf: Buf::Temp(0),
+                range: 0..2,
+            },
+            Step::Send {
+                to: 2,
+                tag: 0,
+                buf: Buf::Input,
+                range: 0..4,
+            },
+            Step::Copy {
+                dst: Buf::Output,
+                dst_range: 2..4,
+                src: Buf::Temp(0),
+                src_range: 2..4,
+            },
+            Step::Send {
+                to: 2,
+                tag: 1,
+                buf: Buf::Temp(0),
+                range: 1..3,
+            },
+            Step::Recv {
+                from: 1,
+                tag: 1,
+                buf: Buf::Output,
+                range: 0..2,
+            },
+        ]);
+        assert_eq!(rounds(&s), vec![0..3, 3..5]);
+    }
+
+    #[test]
+    fn local_steps_copy_and_combine_in_either_order() {
+        let s = rs(Vec::new());
+        let mut b = Buffers::new(&s, Cow::Borrowed(&[1, 2, 3, 4]));
+        let copy = Step::Copy {
+            dst: Buf::Output,
+            dst_range: 0..4,
+            src: Buf::Input,
+            src_range: 0..4,
+        };
+        local(&mut b, &copy, None).unwrap();
+        let sub = |d: &mut [u8], s: &[u8], o: Order| {
+            for (x, y) in d.iter_mut().zip(s) {
+                *x = match o {
+                    Order::DstFirst => x.wrapping_sub(*y),
+                    Order::SrcFirst => y.wrapping_sub(*x),
+                };
+            }
+        };
+        let red = |order| Step::Reduce {
+            dst: Buf::Output,
+            dst_range: 0..2,
+            src: Buf::Output,
+            src_range: 2..4,
+            order,
+        };
+        local(&mut b, &red(Order::DstFirst), Some(&sub)).unwrap();
+        assert_eq!(b.get(Buf::Output).unwrap(), &[254, 254, 3, 4]);
+        local(&mut b, &red(Order::SrcFirst), Some(&sub)).unwrap();
+        assert_eq!(b.get(Buf::Output).unwrap(), &[5, 6, 3, 4]);
+        let bad = Step::Copy {
+            dst: Buf::Input,
+            dst_range: 0..1,
+            src: Buf::Output,
+            src_range: 0..1,
+        };
+        assert_eq!(local(&mut b, &bad, None), Err("writes to the input"));
+        assert_eq!(
+            local(&mut b, &red(Order::DstFirst), None),
+            Err("a reduction without an operation")
+        );
+    }
+}
