@@ -54,6 +54,8 @@ typedef ptrdiff_t MPI_Aint;
 typedef long long MPI_Count;
 typedef long long MPI_Offset;
 typedef int MPI_Message;
+/* A Fortran INTEGER (handles are the same ints in C and Fortran). */
+typedef int MPI_Fint;
 
 /* The first three fields are the standard's; the rest is the library's. Six ints,
  * so that Fortran's status(MPI_STATUS_SIZE) has the same layout. */
@@ -336,8 +338,6 @@ int QCG_dup_fn(MPI_Comm oldcomm, int keyval, void *extra_state, void *attribute_
  * them reaches the message of mpi_functions.h that names the missing function. */
 typedef int MPI_Win;
 typedef int MPI_File;
-MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
-MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
 /* MPI 1 names removed in MPI 3.0, kept for old codes. */
 /* Process topologies and neighborhood collectives */
 /* Every function, from the table mpi/api/functions.txt: MPI_X and its profiling

@@ -133,8 +133,10 @@ fn parse_proto(s: &str, chapter: u32) -> Result<Func, String> {
     let mut head = head.split_whitespace();
     let ret = head.next().ok_or("no return type")?.to_string();
     let name = head.next().ok_or("no name")?.to_string();
-    if !matches!(ret.as_str(), "int" | "double") {
-        return Err(format!("return type {ret} is not int or double"));
+    if !(matches!(ret.as_str(), "int" | "double" | "MPI_Aint") || HANDLES.contains(&ret.as_str())) {
+        return Err(format!(
+            "return type {ret} is not int, double, MPI_Aint or a handle"
+        ));
     }
     let params = if params.trim() == "void" {
         Vec::new()
@@ -197,6 +199,12 @@ fn parse_param(p: &str) -> Result<Param, String> {
             }
         }
     }
+    const KEYWORDS: &[&str] = &[
+        "type", "fn", "in", "ref", "match", "move", "loop", "mod", "use",
+    ];
+    if KEYWORDS.contains(&name) {
+        return Err(format!("parameter name {name} is a Rust keyword in {c}"));
+    }
     Ok(Param {
         name: name.into(),
         base: base.ok_or_else(|| format!("no type in {c}"))?,
@@ -218,6 +226,8 @@ const HANDLES: &[&str] = &[
     "MPI_Info",
     "MPI_Message",
     "MPI_Fint",
+    "MPI_Win",
+    "MPI_File",
 ];
 
 /// The Rust type of a C base type, without pointers.
@@ -272,7 +282,7 @@ pub fn pmpi_rs(api: &Api) -> Result<String, String> {
             .map(|p| Ok(format!("{}: {}", p.name, rust_type(p)?)))
             .collect::<Result<_, String>>()?;
         let names: Vec<&str> = params.map(|p| p.name.as_str()).collect();
-        let ret = if f.ret == "double" { "f64" } else { "c_int" };
+        let ret = rust_base(&f.ret)?;
         let _ = writeln!(
             o,
             "/// `{n}`: calls `P{n}` (MPI 3.1 chapter {ch}).\n#[no_mangle]\npub unsafe extern \"C\" fn {n}({a}) -> {ret} {{\n    unsafe {{ P{n}({c}) }}\n}}",
@@ -330,6 +340,9 @@ pub const FORTRAN_STRING_MAX: usize = 8192;
 
 /// Why `f` has no Fortran binding, if it has none.
 pub fn fortran_skip(f: &Func) -> Option<String> {
+    if f.name.ends_with("_c2f") || f.name.ends_with("_f2c") {
+        return Some(format!("{} converts handles for C", f.name));
+    }
     for p in &f.params {
         if p.base.ends_with("_function") && p.base != "MPI_User_function" {
             return Some(format!("{} takes a C callback ({})", f.name, p.base));
@@ -397,10 +410,13 @@ pub fn fortran_rs(api: &Api) -> Result<String, String> {
         }
         let lower = f.name.to_lowercase();
         let inner = format!("P{}({})", f.name, call.join(", "));
-        if f.ret == "double" {
+        if f.ret != "int" {
+            // A Fortran function of the same value (MPI_WTIME, MPI_AINT_ADD).
             let _ = writeln!(
                 o,
-                "#[no_mangle]\npub unsafe extern \"C\" fn {lower}_() -> f64 {{\n    unsafe {{ {inner} }}\n}}"
+                "#[no_mangle]\npub unsafe extern \"C\" fn {lower}_({a}) -> {r} {{\n{pre}    unsafe {{ {inner} }}\n}}",
+                a = args.join(", "),
+                r = rust_base(&f.ret)?
             );
             continue;
         }

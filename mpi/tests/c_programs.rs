@@ -800,3 +800,16 @@ fn nonblocking_collectives() -> Result<()> {
     );
     Ok(())
 }
+
+/// Handle conversions between C and Fortran and MPI 1's names of datatype calls
+/// (`MPI_Address`, `MPI_Type_extent`/`lb`/`ub`, `MPI_Type_struct`), as Open MPI
+/// has them.
+#[test]
+fn handle_conversions_and_mpi1_names() -> Result<()> {
+    let got = family("compat")?;
+    assert!(
+        got.iter().any(|l| l == "rank 1: got 1 0.5 ab from 0"),
+        "{got:?}"
+    );
+    Ok(())
+}

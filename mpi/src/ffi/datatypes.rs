@@ -603,12 +603,12 @@ pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut
 }
 
 #[no_mangle]
-pub extern "C" fn MPI_Aint_add(base: isize, disp: isize) -> isize {
+pub extern "C" fn PMPI_Aint_add(base: isize, disp: isize) -> isize {
     base.wrapping_add(disp)
 }
 
 #[no_mangle]
-pub extern "C" fn MPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
+pub extern "C" fn PMPI_Aint_diff(addr1: isize, addr2: isize) -> isize {
     addr1.wrapping_sub(addr2)
 }
 

@@ -341,6 +341,7 @@ fn comm_ty(h: c_int, t: c_int) -> Result<(Arc<qcg::Comm>, Arc<TypeInfo>), MpiErr
 mod attrs;
 mod coll;
 mod comms;
+mod compat;
 mod datatypes;
 mod env;
 mod info;
@@ -380,8 +381,8 @@ mod pmpi {
 /// Every `PMPI_X` implementation, whichever module holds it.
 mod pmpi_impls {
     pub use super::{
-        attrs::*, coll::*, comms::*, datatypes::*, env::*, info::*, inter::*, modes::*, nbc::*,
-        neighbor::*, p2p::*, requests::*, topo::*,
+        attrs::*, coll::*, comms::*, compat::*, datatypes::*, env::*, info::*, inter::*, modes::*,
+        nbc::*, neighbor::*, p2p::*, requests::*, topo::*,
     };
 }
 
