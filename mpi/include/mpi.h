@@ -114,8 +114,12 @@ typedef struct MPI_Status {
 #define MPI_GRAPH 1
 #define MPI_CART 2
 #define MPI_DIST_GRAPH 3
-#define MPI_UNWEIGHTED ((int *)2)
-#define MPI_WEIGHTS_EMPTY ((int *)3)
+/* Sentinels with addresses of their own (a constant pointer such as (int *)2
+ * makes gcc's -Wstringop-overread reject every call that passes it). */
+extern int qcg_mpi_unweighted[];
+extern int qcg_mpi_weights_empty[];
+#define MPI_UNWEIGHTED (qcg_mpi_unweighted)
+#define MPI_WEIGHTS_EMPTY (qcg_mpi_weights_empty)
 
 /* MPI_Comm_split_type */
 #define MPI_COMM_TYPE_SHARED 1

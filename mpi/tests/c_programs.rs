@@ -813,3 +813,17 @@ fn handle_conversions_and_mpi1_names() -> Result<()> {
     );
     Ok(())
 }
+
+/// The non-blocking neighbourhood collectives give what the blocking ones give, on
+/// a 2x2 periodic grid (one process on both sides of a dimension), a ring and a
+/// distributed graph, as under Open MPI.
+#[test]
+fn nonblocking_neighbourhood_collectives() -> Result<()> {
+    let got = family("ineighbor")?;
+    assert!(
+        got.iter()
+            .any(|l| l.starts_with("rank 0: ring alltoall 301 100")),
+        "{got:?}"
+    );
+    Ok(())
+}

@@ -344,6 +344,7 @@ mod comms;
 mod compat;
 mod datatypes;
 mod env;
+mod ineighbor;
 mod info;
 mod inter;
 mod modes;
@@ -381,8 +382,8 @@ mod pmpi {
 /// Every `PMPI_X` implementation, whichever module holds it.
 mod pmpi_impls {
     pub use super::{
-        attrs::*, coll::*, comms::*, compat::*, datatypes::*, env::*, info::*, inter::*, modes::*,
-        nbc::*, neighbor::*, p2p::*, requests::*, topo::*,
+        attrs::*, coll::*, comms::*, compat::*, datatypes::*, env::*, ineighbor::*, info::*,
+        inter::*, modes::*, nbc::*, neighbor::*, p2p::*, requests::*, topo::*,
     };
 }
 

@@ -24,7 +24,7 @@ use qcg_coll::{vector, Collective, Op};
 use std::sync::Arc;
 
 /// Registers `inner` (or, for `None`, a request complete at once) as `*request`.
-unsafe fn register(
+pub(super) unsafe fn register(
     comm: c_int,
     inner: Option<qcg::Request>,
     finish: Option<Finish>,
@@ -519,14 +519,14 @@ pub unsafe extern "C" fn PMPI_Ialltoall(
 
 /// One block of a v- or w-collective: where it is (an address), how many
 /// elements, of which type.
-struct Block {
-    at: usize,
-    n: usize,
-    t: Arc<TypeInfo>,
+pub(super) struct Block {
+    pub(super) at: usize,
+    pub(super) n: usize,
+    pub(super) t: Arc<TypeInfo>,
 }
 
 impl Block {
-    fn new(base: *const c_void, n: usize, t: Arc<TypeInfo>) -> Block {
+    pub(super) fn new(base: *const c_void, n: usize, t: Arc<TypeInfo>) -> Block {
         Block {
             at: base as usize,
             n,
@@ -534,7 +534,7 @@ impl Block {
         }
     }
 
-    fn bytes(&self) -> usize {
+    pub(super) fn bytes(&self) -> usize {
         self.n * self.t.size
     }
 }

@@ -19,10 +19,22 @@ use crate::topo::{self, Cart, DistGraph, Graph, Topology};
 use libc::c_int;
 use std::sync::Arc;
 
-/// `MPI_UNWEIGHTED` as `mpi.h` defines it.
-const UNWEIGHTED: usize = 2;
-/// `MPI_WEIGHTS_EMPTY`.
-const WEIGHTS_EMPTY: usize = 3;
+/// `MPI_UNWEIGHTED` is the address of this (`mpi.h`).
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static qcg_mpi_unweighted: [c_int; 1] = [0];
+/// `MPI_WEIGHTS_EMPTY` is the address of this.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static qcg_mpi_weights_empty: [c_int; 1] = [0];
+
+fn is_unweighted(p: *const c_int) -> bool {
+    std::ptr::eq(p, qcg_mpi_unweighted.as_ptr())
+}
+
+fn is_weights_empty(p: *const c_int) -> bool {
+    std::ptr::eq(p, qcg_mpi_weights_empty.as_ptr())
+}
 
 /// `n` ints the caller lets us write.
 unsafe fn out_ints<'a>(p: *mut c_int, n: usize, what: &str) -> Result<&'a mut [c_int], MpiError> {
@@ -424,11 +436,13 @@ unsafe fn weights<'a>(
     n: usize,
     what: &str,
 ) -> Result<Option<&'a [c_int]>, MpiError> {
-    match p as usize {
-        UNWEIGHTED => Ok(None),
-        WEIGHTS_EMPTY => Ok(Some(&[])),
+    if is_unweighted(p) {
+        Ok(None)
+    } else if is_weights_empty(p) {
+        Ok(Some(&[]))
+    } else {
         // SAFETY: `n` ints.
-        _ => unsafe { ints(p, n, what).map(Some) },
+        unsafe { ints(p, n, what).map(Some) }
     }
 }
 
@@ -461,7 +475,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(
             )?
         };
         let g = DistGraph {
-            weighted: sourceweights as usize != UNWEIGHTED,
+            weighted: !is_unweighted(sourceweights),
             ..g
         };
         let h = make(comm_old, Some(0), c.me, Topology::DistGraph(g))?;
@@ -521,7 +535,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create(
             let at = q * longest;
             edges.extend(topo::decode_edges(all.get(at..at + len).unwrap_or(&[])));
         }
-        let g = DistGraph::from_edges(c.me, &edges, weights_ as usize != UNWEIGHTED);
+        let g = DistGraph::from_edges(c.me, &edges, !is_unweighted(weights_));
         let h = make(comm_old, Some(0), c.me, Topology::DistGraph(g))?;
         // SAFETY: an output handle.
         unsafe { put(comm_dist_graph, h) }
@@ -561,7 +575,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(
         let ki = count(maxindegree)?.min(g.sources.len());
         let ko = count(maxoutdegree)?.min(g.destinations.len());
         let fill = |p: *mut c_int, v: &[i32], k: usize, what: &str| -> Result<(), MpiError> {
-            if matches!(p as usize, UNWEIGHTED | WEIGHTS_EMPTY) {
+            if is_unweighted(p) || is_weights_empty(p) {
                 return Ok(());
             }
             // SAFETY: an array of at least `k` ints.
