@@ -109,6 +109,13 @@ enum Cmd {
         /// Ping-pong round trips per size.
         #[arg(long, default_value_t = 200)]
         pp_reps: usize,
+        /// MPI_Iallreduce overlapped with a computation of its own length: bytes (0:
+        /// skip), on every rank of the collectives, qcg and Open MPI defaults.
+        #[arg(long, default_value_t = 4 << 20)]
+        overlap: usize,
+        /// Timed rounds of the overlap test (each side: pure, then overlapped).
+        #[arg(long, default_value_t = 10)]
+        overlap_iters: usize,
         #[command(flatten)]
         args: coll::CollArgs,
     },
@@ -219,8 +226,10 @@ fn main() -> anyhow::Result<()> {
             ppn,
             pp_max,
             pp_reps,
+            overlap,
+            overlap_iters,
             args,
-        } => mpi_lab::run(&lab, ppn, &args, pp_max, pp_reps),
+        } => mpi_lab::run(&lab, ppn, &args, pp_max, pp_reps, (overlap, overlap_iters)),
         Cmd::Netpipe {
             max,
             trial,

@@ -12,6 +12,10 @@
 //!   (`--mca coll_han_priority 100`). The table gives each one's slowest rank and the
 //!   ratios Open MPI / qcg.
 //!
+//! - Overlap (`--overlap BYTES`): `bench/mpi/overlap.c` (OSU's `osu_iallreduce`
+//!   method) on the same ranks, built both ways: how much of an `MPI_Iallreduce` a
+//!   computation of its own length hides, qcg against Open MPI's defaults.
+//!
 //! The qcg ranks start as `coll --lab` starts its Rust ranks (each in its node, with
 //! the job's environment and its node's helper: what `qcg run` gives a rank).
 
@@ -28,6 +32,45 @@ use std::process::{Child, Stdio};
 
 const HARNESS: &str = include_str!("../mpi/coll_osu.c");
 const PINGPONG: &str = include_str!("../../mpi/bench/pingpong.c");
+const OVERLAP: &str = include_str!("../mpi/overlap.c");
+
+/// A line `bytes,pure_us,compute_us,total_us,overlap_pct` of `bench/mpi/overlap.c`.
+pub fn parse_overlap(text: &str) -> Option<[f64; 5]> {
+    text.lines().rev().find_map(|l| {
+        let f: Vec<f64> = l
+            .split(',')
+            .map(|x| x.trim().parse().ok())
+            .collect::<Option<_>>()?;
+        f.try_into().ok()
+    })
+}
+
+/// The overlap table: qcg's and Open MPI's lines side by side.
+pub fn overlap_report(qcg: &[f64; 5], ompi: Option<&[f64; 5]>) -> String {
+    let mut s = String::from(
+        "# MPI_Iallreduce overlapped with a computation of its own length (OSU's method; slowest rank, us)\n",
+    );
+    let _ = writeln!(
+        s,
+        "{:<10}{:>9}{:>12}{:>12}{:>12}{:>10}",
+        "impl", "bytes", "pure", "compute", "total", "overlap%"
+    );
+    for (name, v) in [("qcg", Some(qcg)), ("ompi", ompi)] {
+        if let Some(v) = v {
+            let _ = writeln!(
+                s,
+                "{name:<10}{:>9}{:>12.1}{:>12.1}{:>12.1}{:>10.1}",
+                v[0], v[1], v[2], v[3], v[4]
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "# qcg hides {:.1} % of the communication (target 80 %)",
+        qcg[4]
+    );
+    s
+}
 
 /// One ping-pong size: one-way µs and MB/s.
 type PingPong = BTreeMap<usize, (f64, f64)>;
@@ -246,6 +289,7 @@ pub fn run(
     a: &CollArgs,
     pp_max: usize,
     pp_reps: usize,
+    (overlap, overlap_iters): (usize, usize),
 ) -> anyhow::Result<()> {
     anyhow::ensure!(ppn >= 1, "--ppn must be at least 1");
     let t = topo::load(topo_path)?;
@@ -402,6 +446,48 @@ pub fn run(
         &["--mca", "coll_han_priority", "100"],
         "ompi-han",
     )?);
+    // Overlap: qcg's ranks, then Open MPI's defaults, on the same nodes.
+    let mut overlap_text = String::new();
+    if overlap > 0 {
+        let ov_qcg = coll_lab::build_c(&qcg_cc, OVERLAP, dir, "overlap_qcg")?;
+        let ov_ompi = coll_lab::build_c(mpicc, OVERLAP, dir, "overlap_ompi")?;
+        let ov_args = [overlap.to_string(), overlap_iters.max(1).to_string()];
+        eprintln!(
+            "# overlap: MPI_Iallreduce of {overlap} bytes, {} ranks",
+            nodes.len()
+        );
+        let text = run_ranks(
+            &g,
+            &nodes,
+            "ovl",
+            &ov_qcg,
+            &ov_args,
+            &[
+                (qcg::topo::ENV_TOPOLOGY, topo_env.as_str()),
+                (qcg::topo::ENV_COSTS, costs.as_str()),
+            ],
+        )?;
+        let q = parse_overlap(&text)
+            .ok_or_else(|| anyhow::anyhow!("no overlap line from qcg's rank 0:\n{text}"))?;
+        let np = coll_lab::mpirun_setup(&lab, &t, ppn, dir, None)?;
+        let file = out.join("ompi-overlap.out");
+        let status = coll_lab::bounded_mpirun(
+            || {
+                let mut c = coll_lab::mpirun(&lab, dir, np, &[]);
+                c.arg(&ov_ompi).args(&ov_args);
+                c
+            },
+            &file,
+            "overlap",
+        )?;
+        let o = if status.success() {
+            parse_overlap(&std::fs::read_to_string(&file)?)
+        } else {
+            eprintln!("# mpirun overlap failed ({status}): Open MPI's column left out");
+            None
+        };
+        overlap_text = overlap_report(&q, o.as_ref());
+    }
     let mut csv = String::from("op,impl,bytes,avg_us,min_us,max_us,late\n");
     for p in &points {
         let _ = writeln!(
@@ -416,7 +502,7 @@ pub fn run(
         topo_path.display(),
         nodes.len()
     );
-    print!("{pp}\n{}", coll_report(&points));
+    print!("{pp}\n{}\n{overlap_text}", coll_report(&points));
     println!("# wrote {}/mpi-lab.csv", out.display());
     Ok(())
 }
@@ -433,6 +519,16 @@ mod tests {
         let r = pingpong_report(&p, &p, &PingPong::new());
         assert!(r.contains("latency up to 1 KiB <= 1.00x"), "{r}");
         assert!(r.contains("bandwidth from 1 MiB >= 1.00x"), "{r}");
+    }
+
+    #[test]
+    fn overlap_lines_parse_and_report() {
+        let q = parse_overlap("4194304,1000.0,1001.0,1150.0,85.0\n").expect("parses");
+        assert_eq!(q[4], 85.0);
+        assert!(parse_overlap("garbage\n1,2\n").is_none());
+        let r = overlap_report(&q, Some(&[4194304.0, 900.0, 901.0, 1750.0, 5.7]));
+        assert!(r.contains("qcg hides 85.0 %"), "{r}");
+        assert!(r.contains("ompi"), "{r}");
     }
 
     #[test]

@@ -362,6 +362,8 @@ fn qcg_bench_mpi_runs_qcg_and_open_mpi_side_by_side() {
             "--skip=1",
             "--pp-max=1024",
             "--pp-reps=20",
+            "--overlap=65536",
+            "--overlap-iters=2",
         ])
         .arg(format!("--out={}", out_dir.display()))
         .env_remove("LD_LIBRARY_PATH")
@@ -389,6 +391,7 @@ fn qcg_bench_mpi_runs_qcg_and_open_mpi_side_by_side() {
     // Both tables: C over qcg against the Rust API and Open MPI, and the collectives.
     assert!(stdout.contains("latency up to 1 KiB"), "{stdout}");
     assert!(stdout.contains("defaults / qcg"), "{stdout}");
+    assert!(stdout.contains("qcg hides"), "{stdout}");
     let csv = std::fs::read_to_string(out_dir.join("mpi-lab.csv")).unwrap();
     for op in ["bcast", "allreduce"] {
         for imp in ["qcg", "ompi", "ompi-han"] {
