@@ -143,7 +143,10 @@ impl Attrs {
             ));
         }
         match self.keyvals.get(&k) {
-            Some(kv) if kv.freed => Err(MpiError::new(
+            // A freed keyval lives on while attributes still use it (MPI 3.1
+            // §6.7.2: the free happens once its last attribute is deleted), so a
+            // program that kept a copy of it may still read and delete them.
+            Some(kv) if kv.freed && !self.in_use(k) => Err(MpiError::new(
                 Class::Keyval,
                 format!("keyval {k} was freed"),
             )),
@@ -160,9 +163,22 @@ impl Attrs {
         }
     }
 
+    /// Whether some object has an attribute of keyval `k`.
+    fn in_use(&self, k: i32) -> bool {
+        self.values
+            .values()
+            .any(|l| l.iter().any(|&(kk, _)| kk == k))
+    }
+
     /// Frees keyval `k` (attributes set with it stay until deleted).
     pub fn free_keyval(&mut self, kind: Kind, k: i32) -> Result<(), MpiError> {
         self.usable(kind, k)?;
+        if self.keyvals.get(&k).is_some_and(|kv| kv.freed) {
+            return Err(MpiError::new(
+                Class::Keyval,
+                format!("keyval {k} was freed already"),
+            ));
+        }
         if let Some(kv) = self.keyvals.get_mut(&k) {
             kv.freed = true;
         }
@@ -317,6 +333,14 @@ mod tests {
             a.free_keyval(Kind::Comm, k).map_err(|e| e.class),
             Err(Class::Keyval)
         );
+        // Freed while an attribute uses it: still there for that attribute.
+        let k2 = a.create_keyval(Kind::Comm, None, None, 0);
+        a.set(C, k2, 9).unwrap();
+        a.free_keyval(Kind::Comm, k2).unwrap();
+        assert_eq!(class(a.get(C, k2)), Ok(Some(9)));
+        assert!(a.before_delete(C, k2).is_ok());
+        a.remove(C, k2);
+        assert_eq!(class(a.get(C, k2)), Err(Class::Keyval));
     }
 
     #[test]

@@ -62,6 +62,9 @@ pub struct CommEntry {
     /// `MPI_Comm_create_group` calls made on it, per (group's job ranks, tag):
     /// the members number their calls alike, which keeps the new contexts apart.
     pub create_group_calls: HashMap<(Vec<u32>, i32), u32>,
+    /// Duplicates made of it (`MPI_Comm_dup`, `idup`, `dup_with_info`): every rank
+    /// counts them alike, which keeps the new contexts apart without a message.
+    pub dups: u64,
     /// The remote group of an intercommunicator (`comm` and `twin` are then its
     /// local group's); `None` for an intracommunicator.
     pub remote: Option<Remote>,
@@ -211,6 +214,7 @@ impl State {
                 twin: wtwin,
                 errhandler: ERRORS_ARE_FATAL,
                 create_group_calls: HashMap::new(),
+                dups: 0,
                 remote: None,
                 topo: None,
             },
@@ -227,6 +231,7 @@ impl State {
                 twin: stwin,
                 errhandler: ERRORS_ARE_FATAL,
                 create_group_calls: HashMap::new(),
+                dups: 0,
                 remote: None,
                 topo: None,
             },
@@ -313,11 +318,22 @@ impl State {
                 twin: t,
                 errhandler,
                 create_group_calls: HashMap::new(),
+                dups: 0,
                 remote: None,
                 topo: None,
             },
         );
         Ok(h)
+    }
+
+    /// The number of the next duplicate of communicator `h` (counted).
+    pub fn next_dup(&mut self, h: i32) -> Result<u64, MpiError> {
+        let c = self
+            .comms
+            .get_mut(&h)
+            .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))?;
+        c.dups += 1;
+        Ok(c.dups)
     }
 
     /// Gives communicator `h` a process topology.
@@ -518,9 +534,16 @@ pub fn members(c: &qcg::Comm) -> Vec<u32> {
     (0..c.size()).filter_map(|r| c.job_rank_of(r)).collect()
 }
 
+/// The key of a communicator's twin among the communicators made over all its
+/// members ([`qcg::Comm::subset`]; duplicates use keys below 2^63).
+const TWIN_KEY: u64 = 0x8000_0000_7717_0000;
+
+/// A communicator's twin: every member derives its context alike from the
+/// communicator's, without a message.
 fn twin(c: &qcg::Comm) -> Result<Arc<qcg::Comm>, MpiError> {
+    let all: Vec<u32> = (0..c.size()).collect();
     let t = c
-        .split(Some(0), c.rank())?
+        .subset(&all, TWIN_KEY)?
         .ok_or_else(|| MpiError::new(Class::Intern, "a communicator's twin is missing"))?;
     Ok(Arc::new(t))
 }

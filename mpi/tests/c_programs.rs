@@ -827,3 +827,16 @@ fn nonblocking_neighbourhood_collectives() -> Result<()> {
     );
     Ok(())
 }
+
+/// `MPI_Comm_create` with disjoint groups, an `MPI_Comm_idup` that does not wait for
+/// the other ranks, and a keyval freed while an attribute uses it (cases of MPICH's
+/// test suite that failed here), as under Open MPI.
+#[test]
+fn disjoint_creates_idup_without_waiting_and_freed_keyvals_in_use() -> Result<()> {
+    let got = family("comms2")?;
+    assert!(
+        got.contains(&"rank 3: parity comm rank 1 of 2, sum 4".to_string()),
+        "{got:?}"
+    );
+    Ok(())
+}

@@ -58,15 +58,24 @@ fn dup(comm: c_int, info: Option<c_int>) -> Result<c_int, MpiError> {
     let h = match inter::of(comm)? {
         Some(x) => inter::dup(&x, comm)?,
         None => {
-            let me = ctx(comm)?.me;
-            let mut h = 0;
-            split(comm, Some(0), me, &mut h)?;
-            // The duplicate keeps the process topology (MPI 3.1 §7.4).
+            // Every rank derives the duplicate's context from the communicator's
+            // and the number of duplicates made of it, without a message: so
+            // MPI_Comm_idup completes at once and never waits for the others.
+            let c = ctx(comm)?;
+            let n = state::with(|s| s.next_dup(comm))?;
+            let all: Vec<u32> = (0..c.p as u32).collect();
+            let new = c
+                .comm
+                .subset(&all, 0x0d00_0000_0000_0000 | n)?
+                .ok_or_else(|| MpiError::new(Class::Intern, "a duplicate lacks this rank"))?;
             state::with(|s| {
+                let e = s.comm(comm)?.errhandler;
+                let h = s.add_comm(new, e)?;
+                // The duplicate keeps the process topology (MPI 3.1 §7.4).
                 let t = s.comm(comm)?.topo.clone();
-                s.set_topo(h, t)
-            })?;
-            h
+                s.set_topo(h, t)?;
+                Ok(h)
+            })?
         }
     };
     let hints = state::with(|s| match info {
@@ -113,11 +122,9 @@ pub unsafe extern "C" fn PMPI_Comm_dup_with_info(
     })
 }
 
-/// `MPI_Comm_idup` duplicates at once, as `MPI_Comm_dup` does (collective: it
-/// returns when every rank has called it), and gives a request that is already
-/// complete. Programs that call it on every rank before waiting, as MPI requires
-/// them to start collectives in the same order, see no difference; a program that
-/// makes a rank wait for a message sent after another rank's idup would hang.
+/// `MPI_Comm_idup` duplicates at once, as `MPI_Comm_dup` does (no message: every
+/// rank derives the new context alike), and gives a request that is already
+/// complete.
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_idup(
     comm: c_int,
@@ -271,7 +278,10 @@ pub unsafe extern "C" fn PMPI_Comm_create(comm: c_int, group: c_int, newcomm: *m
         }
         let me = mine[c.me as usize];
         let pos = g.iter().position(|&x| x == me);
-        split(comm, pos.map(|_| 0), pos.unwrap_or(0) as u32, newcomm)
+        // Ranks may pass disjoint groups (MPI 2.2): each group is its own
+        // communicator, told apart by its lowest member.
+        let color = pos.and_then(|_| g.iter().min().copied());
+        split(comm, color, pos.unwrap_or(0) as u32, newcomm)
     })
 }
 

@@ -1,0 +1,87 @@
+/* Communicator calls as MPICH's test suite uses them: MPI_Comm_create with
+ * disjoint groups (one per parity), MPI_Comm_idup that must not wait for the
+ * other ranks (rank 1 does an MPI_Ssend to rank 0 before its own idup, rank 0 posts
+ * its idup first), and a keyval freed while an attribute still uses it. */
+#include "check.h"
+
+static int deletes = 0;
+
+static int count_delete(MPI_Comm c, int k, void *v, void *extra) {
+    (void)c;
+    (void)k;
+    (void)v;
+    (void)extra;
+    deletes++;
+    return MPI_SUCCESS;
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_size(MPI_COMM_WORLD, &np);
+
+    /* Disjoint groups: evens and odds, each its own communicator. */
+    MPI_Group world, mine;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    int ranks[16], n = 0;
+    for (int r = me % 2; r < np; r += 2)
+        ranks[n++] = r;
+    MPI_Group_incl(world, n, ranks, &mine);
+    MPI_Comm parity;
+    MPI_Comm_create(MPI_COMM_WORLD, mine, &parity);
+    int psize, prank, sum = 0;
+    MPI_Comm_size(parity, &psize);
+    MPI_Comm_rank(parity, &prank);
+    MPI_Allreduce(&me, &sum, 1, MPI_INT, MPI_SUM, parity);
+    printf("rank %d: parity comm rank %d of %d, sum %d\n", me, prank, psize, sum);
+    CHECK(psize == n && prank == me / 2, "parity comm %d of %d", prank, psize);
+    MPI_Comm_free(&parity);
+    MPI_Group_free(&mine);
+    MPI_Group_free(&world);
+
+    /* idup completes without the others: rank 0 receives rank 1's Ssend after
+     * posting its idup, and rank 1 sends before its own. */
+    MPI_Comm dup;
+    MPI_Request r;
+    int x = -1;
+    if (me == 0) {
+        MPI_Comm_idup(MPI_COMM_WORLD, &dup, &r);
+        MPI_Recv(&x, 1, MPI_INT, 1, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+    } else if (me == 1) {
+        x = 42;
+        MPI_Ssend(&x, 1, MPI_INT, 0, 5, MPI_COMM_WORLD);
+        MPI_Comm_idup(MPI_COMM_WORLD, &dup, &r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Comm_idup(MPI_COMM_WORLD, &dup, &r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+    if (me == 0)
+        CHECK(x == 42, "idup: got %d", x);
+    int dsum = 0;
+    MPI_Allreduce(&me, &dsum, 1, MPI_INT, MPI_SUM, dup);
+    CHECK(dsum == np * (np - 1) / 2, "sum on the idup'd comm %d", dsum);
+    printf("rank %d: idup comm sum %d\n", me, dsum);
+
+    /* A keyval freed while an attribute uses it: the attribute can still be read
+     * and deleted through a copy of the keyval, and its delete callback runs. */
+    int key, copy;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, count_delete, &key, NULL);
+    copy = key;
+    static int value = 7;
+    MPI_Comm_set_attr(dup, key, &value);
+    MPI_Comm_free_keyval(&key);
+    CHECK(key == MPI_KEYVAL_INVALID, "freed keyval is %d", key);
+    int *got = NULL, flag = 0;
+    MPI_Comm_get_attr(dup, copy, &got, &flag);
+    CHECK(flag && got && *got == 7, "attribute after its keyval was freed");
+    MPI_Comm_delete_attr(dup, copy);
+    CHECK(deletes == 1, "delete callback ran %d times", deletes);
+    printf("rank %d: attribute kept after free %d, deleted %d\n", me, flag && got && *got == 7,
+           deletes);
+    MPI_Comm_free(&dup);
+    DONE("comms2");
+    MPI_Finalize();
+    return 0;
+}
