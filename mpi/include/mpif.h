@@ -440,6 +440,10 @@
       common /qcg_mpi_fortran/ MPI_BOTTOM, MPI_IN_PLACE
       common /qcg_mpi_fortran/ MPI_STATUS_IGNORE, MPI_STATUSES_IGNORE
       save /qcg_mpi_fortran/
+      integer(kind=8) MPI_Aint_add
+      external MPI_Aint_add
+      integer(kind=8) MPI_Aint_diff
+      external MPI_Aint_diff
       double precision MPI_Wtime
       external MPI_Wtime
       double precision MPI_Wtick

@@ -527,12 +527,14 @@ pub fn mpif_h(mpi_h: &str, api: &Api) -> String {
     o.push_str(
         "! Sentinels, recognised by their address.\n      integer MPI_BOTTOM, MPI_IN_PLACE\n      integer MPI_STATUS_IGNORE(6)\n      integer MPI_STATUSES_IGNORE(6, 1)\n      common /qcg_mpi_fortran/ MPI_BOTTOM, MPI_IN_PLACE\n      common /qcg_mpi_fortran/ MPI_STATUS_IGNORE, MPI_STATUSES_IGNORE\n      save /qcg_mpi_fortran/\n",
     );
-    for f in api.funcs.iter().filter(|f| f.ret == "double") {
-        let _ = writeln!(
-            o,
-            "      double precision {n}\n      external {n}",
-            n = f.name
-        );
+    // The functions that return a value (the rest are subroutines).
+    for f in api.funcs.iter().filter(|f| fortran_skip(f).is_none()) {
+        let ty = match f.ret.as_str() {
+            "double" => "double precision",
+            "MPI_Aint" => "integer(kind=8)",
+            _ => continue,
+        };
+        let _ = writeln!(o, "      {ty} {n}\n      external {n}", n = f.name);
     }
     o
 }

@@ -11,8 +11,11 @@ program basics
   double precision :: d(3), t
   character(len=MPI_MAX_ERROR_STRING) :: text
   character(len=MPI_MAX_PROCESSOR_NAME) :: pname
-  integer :: tlen, plen, mat(4, 3), col(3)
+  integer :: tlen, plen, mat(4, 3), col(3), info, nlen, nkeys
   logical :: flag
+  character(len=MPI_MAX_OBJECT_NAME) :: cname
+  character(len=64) :: val
+  integer(kind=MPI_ADDRESS_KIND) :: a
 
   checks = 0
   failed = 0
@@ -95,6 +98,21 @@ program basics
   call check(t >= 0d0 .and. MPI_WTIME() >= t .and. MPI_WTICK() > 0d0, 'wtime')
   call MPI_INITIALIZED(flag, ierr)
   call check(flag, 'initialized')
+
+  ! Names and info: strings in and out, blank-padded; a function of MPI_Aint.
+  call MPI_COMM_DUP(MPI_COMM_WORLD, sub, ierr)
+  call MPI_COMM_SET_NAME(sub, 'my dup   ', ierr)
+  call MPI_COMM_GET_NAME(sub, cname, nlen, ierr)
+  call check(cname == 'my dup' .and. nlen == 6, 'comm name')
+  call MPI_COMM_FREE(sub, ierr)
+  call MPI_INFO_CREATE(info, ierr)
+  call MPI_INFO_SET(info, 'color', 'blue', ierr)
+  call MPI_INFO_GET(info, 'color', 64, val, flag, ierr)
+  call MPI_INFO_GET_NKEYS(info, nkeys, ierr)
+  call check(flag .and. val == 'blue' .and. nkeys == 1, 'info')
+  call MPI_INFO_FREE(info, ierr)
+  a = 100
+  call check(MPI_AINT_ADD(a, 28_MPI_ADDRESS_KIND) == 128, 'aint_add')
 
   print '(a,i0,a,i0,a,i0,a)', 'rank ', rank, ': fortran: ', checks, ' checks, ', failed, ' failed'
   call MPI_FINALIZE(ierr)
