@@ -180,10 +180,19 @@ unsafe fn put_status(p: *mut MpiStatus, st: St) {
     if p.is_null() || p as usize == STATUS_IGNORE {
         return;
     }
+    // MPI_ERROR is the program's unless there is an error to report (MPI 3.1
+    // §3.2.5: single completions never set it, multiple ones only with
+    // MPI_ERR_IN_STATUS).
+    // SAFETY: a status the caller passed, not MPI_STATUS_IGNORE.
+    let error = if st.error != 0 {
+        st.error
+    } else {
+        unsafe { (*p).error }
+    };
     let mut s = MpiStatus {
         source: st.source,
         tag: st.tag,
-        error: st.error,
+        error,
         cancelled: c_int::from(st.cancelled),
         bytes_lo: 0,
         bytes_hi: 0,

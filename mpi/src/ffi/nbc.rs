@@ -47,6 +47,33 @@ pub(super) unsafe fn register(
     unsafe { put(request, h) }
 }
 
+/// Whether `comm` is an intercommunicator.
+fn is_inter(comm: c_int) -> bool {
+    matches!(super::inter::of(comm), Ok(Some(_)))
+}
+
+/// A non-blocking collective on an intercommunicator: runs the blocking one now
+/// (its errors go through the error handler there) and gives a request complete
+/// at once. The intercommunicator collectives (`ffi/inter.rs`) have no schedule
+/// the engine could advance alone yet, so these do not overlap with computation;
+/// programs that start the same collectives in the same order on every rank, as
+/// MPI requires, see no other difference.
+unsafe fn inter_now(
+    name: &str,
+    comm: c_int,
+    request: *mut c_int,
+    blocking: impl FnOnce() -> c_int,
+) -> c_int {
+    let r = blocking();
+    if r != 0 {
+        return r;
+    }
+    // SAFETY: the caller's request handle.
+    call(name, comm, || unsafe {
+        register(comm, None, None, request)
+    })
+}
+
 /// Writes `n` elements of `t` from the packed output at `buf` (an address kept as
 /// an integer so that the completion may run on any thread).
 fn writer(buf: *mut c_void, n: usize, t: Arc<TypeInfo>) -> impl Fn(&[u8]) -> Result<(), MpiError> {
@@ -60,6 +87,14 @@ fn writer(buf: *mut c_void, n: usize, t: Arc<TypeInfo>) -> impl Fn(&[u8]) -> Res
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ibarrier(comm: c_int, request: *mut c_int) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Ibarrier", comm, request, || {
+                super::coll::PMPI_Barrier(comm)
+            })
+        };
+    }
     call("MPI_Ibarrier", comm, || {
         let r = ctx(comm)?.comm.ibarrier()?;
         // SAFETY: the caller's request handle.
@@ -76,6 +111,14 @@ pub unsafe extern "C" fn PMPI_Ibcast(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Ibcast", comm, request, || {
+                super::coll::PMPI_Bcast(buffer, count_, datatype, root_, comm)
+            })
+        };
+    }
     call("MPI_Ibcast", comm, || {
         let c = ctx(comm)?;
         let t = ty(datatype)?;
@@ -155,6 +198,14 @@ pub unsafe extern "C" fn PMPI_Ireduce(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Ireduce", comm, request, || {
+                super::coll::PMPI_Reduce(sendbuf, recvbuf, count_, datatype, op, root_, comm)
+            })
+        };
+    }
     call("MPI_Ireduce", comm, || {
         let c = ctx(comm)?;
         let t = ty(datatype)?;
@@ -189,6 +240,14 @@ pub unsafe extern "C" fn PMPI_Iallreduce(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Iallreduce", comm, request, || {
+                super::coll::PMPI_Allreduce(sendbuf, recvbuf, count_, datatype, op, comm)
+            })
+        };
+    }
     call("MPI_Iallreduce", comm, || {
         let c = ctx(comm)?;
         let t = ty(datatype)?;
@@ -250,6 +309,16 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Ireduce_scatter_block", comm, request, || {
+                super::coll::PMPI_Reduce_scatter_block(
+                    sendbuf, recvbuf, recvcount, datatype, op, comm,
+                )
+            })
+        };
+    }
     call("MPI_Ireduce_scatter_block", comm, || {
         let p = ctx(comm)?.p;
         let n = count(recvcount)?;
@@ -279,6 +348,14 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Ireduce_scatter", comm, request, || {
+                super::coll::PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm)
+            })
+        };
+    }
     call("MPI_Ireduce_scatter", comm, || {
         let p = ctx(comm)?.p;
         // SAFETY: the caller's array; the rest passed on.
@@ -398,6 +475,16 @@ pub unsafe extern "C" fn PMPI_Igather(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Igather", comm, request, || {
+                super::coll::PMPI_Gather(
+                    sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root_, comm,
+                )
+            })
+        };
+    }
     call("MPI_Igather", comm, || {
         let c = ctx(comm)?;
         let r = root(&c.comm, root_)?;
@@ -434,6 +521,16 @@ pub unsafe extern "C" fn PMPI_Iscatter(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Iscatter", comm, request, || {
+                super::coll::PMPI_Scatter(
+                    sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root_, comm,
+                )
+            })
+        };
+    }
     call("MPI_Iscatter", comm, || {
         let c = ctx(comm)?;
         let r = root(&c.comm, root_)?;
@@ -470,6 +567,16 @@ pub unsafe extern "C" fn PMPI_Iallgather(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Iallgather", comm, request, || {
+                super::coll::PMPI_Allgather(
+                    sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                )
+            })
+        };
+    }
     call("MPI_Iallgather", comm, || {
         let c = ctx(comm)?;
         let rt = ty(recvtype)?;
@@ -499,6 +606,16 @@ pub unsafe extern "C" fn PMPI_Ialltoall(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Ialltoall", comm, request, || {
+                super::coll::PMPI_Alltoall(
+                    sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                )
+            })
+        };
+    }
     call("MPI_Ialltoall", comm, || {
         let c = ctx(comm)?;
         let rt = ty(recvtype)?;
@@ -591,6 +708,17 @@ pub unsafe extern "C" fn PMPI_Igatherv(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Igatherv", comm, request, || {
+                super::coll::PMPI_Gatherv(
+                    sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root_,
+                    comm,
+                )
+            })
+        };
+    }
     call("MPI_Igatherv", comm, || {
         let c = ctx(comm)?;
         let r = root(&c.comm, root_)?;
@@ -640,6 +768,17 @@ pub unsafe extern "C" fn PMPI_Iscatterv(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Iscatterv", comm, request, || {
+                super::coll::PMPI_Scatterv(
+                    sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root_,
+                    comm,
+                )
+            })
+        };
+    }
     call("MPI_Iscatterv", comm, || {
         let c = ctx(comm)?;
         let r = root(&c.comm, root_)?;
@@ -688,6 +827,16 @@ pub unsafe extern "C" fn PMPI_Iallgatherv(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Iallgatherv", comm, request, || {
+                super::coll::PMPI_Allgatherv(
+                    sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
+                )
+            })
+        };
+    }
     call("MPI_Iallgatherv", comm, || {
         let c = ctx(comm)?;
         let me = c.me as usize;
@@ -747,6 +896,17 @@ pub unsafe extern "C" fn PMPI_Ialltoallv(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Ialltoallv", comm, request, || {
+                super::coll::PMPI_Alltoallv(
+                    sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                    comm,
+                )
+            })
+        };
+    }
     call("MPI_Ialltoallv", comm, || {
         let c = ctx(comm)?;
         // SAFETY: the caller's arrays and buffers.

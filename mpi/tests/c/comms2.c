@@ -1,7 +1,8 @@
-/* Communicator calls as MPICH's test suite uses them: MPI_Comm_create with
- * disjoint groups (one per parity), MPI_Comm_idup that must not wait for the
- * other ranks (rank 1 does an MPI_Ssend to rank 0 before its own idup, rank 0 posts
- * its idup first), and a keyval freed while an attribute still uses it. */
+/* Calls as MPICH's test suite uses them: MPI_Comm_create with disjoint groups
+ * (one per parity), MPI_Comm_idup that must not wait for the other ranks (rank 1
+ * does an MPI_Ssend to rank 0 before its own idup, rank 0 posts its idup first), a
+ * keyval freed while an attribute still uses it, a status's MPI_ERROR left alone,
+ * non-blocking collectives on an intercommunicator. */
 #include "check.h"
 
 static int deletes = 0;
@@ -81,6 +82,31 @@ int main(int argc, char **argv) {
     printf("rank %d: attribute kept after free %d, deleted %d\n", me, flag && got && *got == 7,
            deletes);
     MPI_Comm_free(&dup);
+
+    /* A status's MPI_ERROR is the program's after a single completion. */
+    MPI_Status st;
+    st.MPI_ERROR = MPI_ERR_DIMS;
+    int y = me, z = -1;
+    MPI_Sendrecv(&y, 1, MPI_INT, me, 9, &z, 1, MPI_INT, me, 9, MPI_COMM_WORLD, &st);
+    CHECK(st.MPI_ERROR == MPI_ERR_DIMS && z == me, "MPI_ERROR became %d", st.MPI_ERROR);
+
+    /* Non-blocking collectives on an intercommunicator (even ranks and odd ones):
+     * each side gets the other side's sum. */
+    MPI_Comm half, inter;
+    MPI_Comm_split(MPI_COMM_WORLD, me % 2, me, &half);
+    MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, me % 2 == 0 ? 1 : 0, 77, &inter);
+    int other = -1;
+    MPI_Request q[2];
+    MPI_Iallreduce(&me, &other, 1, MPI_INT, MPI_SUM, inter, &q[0]);
+    MPI_Ibarrier(inter, &q[1]);
+    MPI_Waitall(2, q, MPI_STATUSES_IGNORE);
+    int want = 0;
+    for (int r = (me + 1) % 2; r < np; r += 2)
+        want += r;
+    CHECK(other == want, "inter iallreduce %d, want %d", other, want);
+    printf("rank %d: inter iallreduce %d\n", me, other);
+    MPI_Comm_free(&inter);
+    MPI_Comm_free(&half);
     DONE("comms2");
     MPI_Finalize();
     return 0;
