@@ -223,6 +223,10 @@ extern int qcg_mpi_weights_empty[];
 #define MPI_BXOR ((MPI_Op)10)
 #define MPI_MINLOC ((MPI_Op)11)
 #define MPI_MAXLOC ((MPI_Op)12)
+/* One-sided communication's operations (qcg has no one-sided calls: in a reduction
+ * they are MPI_ERR_OP), named so that programs and bindings can tell them apart. */
+#define MPI_REPLACE ((MPI_Op)13)
+#define MPI_NO_OP ((MPI_Op)14)
 
 /* Error classes */
 #define MPI_SUCCESS 0

@@ -245,6 +245,10 @@
       parameter (MPI_MINLOC=11)
       integer MPI_MAXLOC
       parameter (MPI_MAXLOC=12)
+      integer MPI_REPLACE
+      parameter (MPI_REPLACE=13)
+      integer MPI_NO_OP
+      parameter (MPI_NO_OP=14)
       integer MPI_SUCCESS
       parameter (MPI_SUCCESS=0)
       integer MPI_ERR_BUFFER

@@ -446,6 +446,15 @@ impl State {
         if let Some(op) = types::Op::from_handle(h) {
             return Ok(OpKind::Predefined(op));
         }
+        if h == 13 || h == 14 {
+            return Err(MpiError::new(
+                Class::Op,
+                format!(
+                    "{} is an operation of one-sided communication, which qcg does not provide",
+                    if h == 13 { "MPI_REPLACE" } else { "MPI_NO_OP" }
+                ),
+            ));
+        }
         self.ops
             .get(&h)
             .copied()
