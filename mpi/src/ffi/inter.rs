@@ -32,6 +32,7 @@ const TAG_REDUCE_SCATTER: u32 = 9;
 const TAG_MERGE: u32 = 10;
 const TAG_SPLIT: u32 = 11;
 const TAG_CREATE: u32 = 12;
+const TAG_ALLTOALLW: u32 = 13;
 
 /// An intercommunicator as its collectives see it.
 pub(super) struct Inter {
@@ -761,6 +762,39 @@ pub(super) unsafe fn alltoall(
         .collect::<Result<Vec<_>, _>>()?;
     // SAFETY: the receive buffer.
     unsafe { exchange(x, name, TAG_ALLTOALL, blocks, recvbuf, recv, recvtype) }
+}
+
+/// `MPI_Alltoallw`: block `j` (`sendcounts[j]` of `sendtypes[j]` at `sdispls[j]`
+/// bytes) to remote rank `j`, block `i` from remote rank `i` likewise.
+pub(super) unsafe fn alltoallw(
+    x: &Inter,
+    sendbuf: *const c_void,
+    send: (&[c_int], &[c_int], &[c_int]),
+    recvbuf: *mut c_void,
+    recv: (&[c_int], &[c_int], &[c_int]),
+) -> Result<(), MpiError> {
+    let q = x.remote_size();
+    let mut reqs = Vec::new();
+    for j in 0..q {
+        let t = ty(send.2[j])?;
+        let base = (sendbuf as *const u8)
+            .wrapping_offset(send.1[j] as isize)
+            .cast();
+        // SAFETY: block `j` of the send buffer.
+        let b = unsafe { in_bytes(base, count(send.0[j])?, &t)? }.into_owned();
+        reqs.push(x.coll.isend(j as u32, TAG_ALLTOALLW, b)?);
+    }
+    for i in 0..q {
+        let t = ty(recv.2[i])?;
+        let k = count(recv.0[i])?;
+        let got = x.recv("MPI_Alltoallw", i as u32, TAG_ALLTOALLW, k * t.size)?;
+        let base = (recvbuf as *mut u8)
+            .wrapping_offset(recv.1[i] as isize)
+            .cast();
+        // SAFETY: block `i` of the receive buffer.
+        unsafe { write_packed(base, k, &t, &got)? };
+    }
+    wait_sends(reqs)
 }
 
 /// `count` elements per block for `n` blocks, one after the other.

@@ -1015,6 +1015,17 @@ pub unsafe extern "C" fn PMPI_Ialltoallw(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
+    if is_inter(comm) {
+        // SAFETY: the caller's arguments, passed on.
+        return unsafe {
+            inter_now("MPI_Ialltoallw", comm, request, || {
+                PMPI_Alltoallw(
+                    sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                    recvtypes, comm,
+                )
+            })
+        };
+    }
     call("MPI_Ialltoallw", comm, || {
         // SAFETY: passed on.
         unsafe {
@@ -1039,6 +1050,26 @@ pub unsafe extern "C" fn PMPI_Alltoallw(
     comm: c_int,
 ) -> c_int {
     call("MPI_Alltoallw", comm, || {
+        if let Some(x) = super::inter::of(comm)? {
+            let q = x.remote_size();
+            // SAFETY: the caller's arrays of the remote group's size and buffers.
+            return unsafe {
+                let arrays = |c, d, t| -> Result<_, MpiError> {
+                    Ok((
+                        ints(c, q, "the counts")?,
+                        ints(d, q, "the displacements")?,
+                        ints(t, q, "the types")?,
+                    ))
+                };
+                super::inter::alltoallw(
+                    &x,
+                    sendbuf,
+                    arrays(sendcounts, sdispls, sendtypes)?,
+                    recvbuf,
+                    arrays(recvcounts, rdispls, recvtypes)?,
+                )
+            };
+        }
         let mut h: c_int = 0;
         // SAFETY: passed on; the request is completed here, before the buffers
         // go back to the caller.

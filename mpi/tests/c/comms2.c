@@ -105,6 +105,24 @@ int main(int argc, char **argv) {
         want += r;
     CHECK(other == want, "inter iallreduce %d, want %d", other, want);
     printf("rank %d: inter iallreduce %d\n", me, other);
+    /* Alltoallw across it: one int from each remote process, at byte offsets. */
+    int rsize;
+    MPI_Comm_remote_size(inter, &rsize);
+    int sendw[8], recvw[8], cnt[8], dsp[8];
+    MPI_Datatype tw[8];
+    for (int i = 0; i < rsize; i++) {
+        sendw[i] = 100 * me + i;
+        recvw[i] = -1;
+        cnt[i] = 1;
+        dsp[i] = i * (int)sizeof(int);
+        tw[i] = MPI_INT;
+    }
+    MPI_Alltoallw(sendw, cnt, dsp, tw, recvw, cnt, dsp, tw, inter);
+    int okw = 1;
+    for (int i = 0; i < rsize; i++)
+        okw = okw && recvw[i] == 100 * (2 * i + (me + 1) % 2) + me / 2;
+    CHECK(okw, "inter alltoallw");
+    printf("rank %d: inter alltoallw %d %d\n", me, recvw[0], recvw[rsize - 1]);
     MPI_Comm_free(&inter);
     MPI_Comm_free(&half);
     DONE("comms2");
