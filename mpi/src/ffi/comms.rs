@@ -197,7 +197,31 @@ pub unsafe extern "C" fn PMPI_Comm_split_type(
     newcomm: *mut c_int,
 ) -> c_int {
     call("MPI_Comm_split_type", comm, || {
-        inter::intra(comm, "MPI_Comm_split_type")?;
+        if let Some(x) = inter::of(comm)? {
+            // On an intercommunicator (as MPI 4 says and Open MPI does): each
+            // group splits by node, and the parts on one node of both groups form
+            // an intercommunicator (MPI_COMM_NULL where the other group has none).
+            // The color is the node's name hashed, which both groups derive alike.
+            let color = match split_type {
+                UNDEFINED => None,
+                1 => {
+                    let node = local_ctx(comm)?.comm.node().to_string();
+                    let h = node.bytes().fold(0x811c_9dc5u32, |h, b| {
+                        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+                    });
+                    Some(h & 0x7fff_ffff)
+                }
+                t => {
+                    return Err(MpiError::new(
+                        Class::Arg,
+                        format!("split type {t} is not MPI_COMM_TYPE_SHARED"),
+                    ))
+                }
+            };
+            let h = inter::split(&x, comm, color, key(key_))?;
+            // SAFETY: an output handle.
+            return unsafe { put(newcomm, h) };
+        }
         let c = ctx(comm)?;
         let color = match split_type {
             UNDEFINED => None,
