@@ -1122,6 +1122,11 @@ pub unsafe extern "C" fn PMPI_Reduce_local(
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_commutative(op: c_int, commute: *mut c_int) -> c_int {
     call("MPI_Op_commutative", crate::state::COMM_WORLD, || {
+        // MPI_REPLACE and MPI_NO_OP (one-sided communication's) do not commute.
+        if op == 13 || op == 14 {
+            // SAFETY: the caller's int.
+            return unsafe { put(commute, 0) };
+        }
         let c = match state::with(|s| s.op(op))? {
             OpKind::Predefined(_) => 1,
             OpKind::User { commute, .. } => c_int::from(commute),
