@@ -3,49 +3,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use qcg::{Comm, JobEnv, ReduceOp};
+mod ranks;
+
+use qcg::ReduceOp;
 use qcg_cli::grid::LocalGrid;
 use qcg_proto::Policy;
+use ranks::{join, on_every_rank};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-async fn join(grid: &LocalGrid, job: &str, size: u32) -> Vec<Comm> {
-    let secret = qcg_cli::grid::secret();
-    let slots = grid.placement(size as usize);
-    let paths: Vec<Vec<String>> = slots
-        .iter()
-        .map(|s| vec![s.cluster.clone(), s.node.clone()])
-        .collect();
-    let topo = qcg_coll::Topology::from_paths(&paths, qcg::topo::default_costs(2)).unwrap();
-    let job = job.to_string();
-    tokio::task::spawn_blocking(move || {
-        let handles: Vec<_> = (0..size)
-            .map(|r| {
-                let env = JobEnv {
-                    job: job.clone(),
-                    rank: r,
-                    size,
-                    helper: slots[r as usize].socket.clone(),
-                    secret,
-                };
-                let topo = topo.clone();
-                std::thread::spawn(move || Comm::connect(env).unwrap().with_topology(topo).unwrap())
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-    .await
-    .unwrap()
-}
-
-/// `f` on every rank at once, one thread each; the results in rank order.
-fn on_every_rank<T: Send>(comms: &[Comm], f: impl Fn(&Comm) -> T + Sync) -> Vec<T> {
-    std::thread::scope(|s| {
-        let f = &f;
-        let hs: Vec<_> = comms.iter().map(|c| s.spawn(move || f(c))).collect();
-        hs.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_iallreduce_completes_while_its_caller_sleeps() {
