@@ -117,7 +117,7 @@ unsafe fn send_mode(
 }
 
 /// A nonblocking send in `mode`.
-unsafe fn isend_mode(
+pub(super) unsafe fn isend_mode(
     name: &str,
     mode: Mode,
     buf: *const c_void,

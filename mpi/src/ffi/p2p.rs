@@ -5,7 +5,6 @@
 #![allow(clippy::missing_safety_doc)]
 #![allow(clippy::too_many_arguments)]
 
-use super::modes::start_send;
 use super::requests::complete;
 use super::*;
 use crate::modes::Mode;
@@ -199,17 +198,20 @@ pub unsafe extern "C" fn PMPI_Isend(
     comm: c_int,
     request: *mut c_int,
 ) -> c_int {
-    call("MPI_Isend", comm, || {
-        let (c, ty) = comm_ty(comm, datatype)?;
-        let n = state::count(count)?;
-        let d = state::dest(&c, dest)?;
-        let tag = send_tag(tag)?;
-        // SAFETY: `n` elements of `ty` at `buf`.
-        let req = unsafe { start_send(Mode::Standard, &c, comm, buf, n, &ty, d, tag)? };
-        let h = state::with(|s| Ok(s.add_request(req)))?;
-        // SAFETY: an output handle.
-        unsafe { put(request, h) }
-    })
+    // SAFETY: passed on.
+    unsafe {
+        super::modes::isend_mode(
+            "MPI_Isend",
+            Mode::Standard,
+            buf,
+            count,
+            datatype,
+            dest,
+            tag,
+            comm,
+            request,
+        )
+    }
 }
 
 #[no_mangle]
