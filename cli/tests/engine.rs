@@ -144,10 +144,12 @@ fn links_inside_the_machine_get_the_local_congestion_control() {
         (Some("cubic"), "cubic"),
         (Some("system"), system.as_str()),
     ] {
-        let env: Vec<(&str, &str)> = setting
+        // TCP links, not shared memory (QCG_SHM=0), are what this is about.
+        let mut env: Vec<(&str, &str)> = setting
             .map(|s| ("QCG_LOCAL_TCP_CC", s))
             .into_iter()
             .collect();
+        env.push(("QCG_SHM", "0"));
         let text = passes(2, "congestion", &env);
         for r in 0..2 {
             assert!(
@@ -171,4 +173,37 @@ fn a_job_that_passes_gets_no_warning_from_the_grid_going_down() {
         assert!(o.status.success(), "job {i} failed:\n{err}");
         assert!(!err.contains("WARN"), "job {i} passed but warned:\n{err}");
     }
+}
+
+/// Ranks of one machine (the embedded grid's four nodes are all here) move their
+/// links to shared memory while messages of every size stream both ways, losing and
+/// reordering nothing; large ones are copied once from the sender's memory, or
+/// streamed through the rings with QCG_SHM=copy; QCG_SHM=0 keeps TCP.
+#[test]
+fn ranks_of_one_machine_move_to_shared_memory_losing_and_reordering_nothing() {
+    for (mode, via, copies) in [
+        ("1", "Some(Memory)", "some"),
+        ("copy", "Some(Memory)", "none"),
+        ("0", "Some(Net)", "none"),
+    ] {
+        let text = passes(4, "shm", &[("QCG_SHM", mode)]);
+        for r in 0..4u32 {
+            for p in (0..4u32).filter(|&p| p != r) {
+                assert!(
+                    text.contains(&format!("[{r}] via {p} {via}\n")),
+                    "QCG_SHM={mode}: rank {r}'s link to {p} should be {via}\n{text}"
+                );
+            }
+            let links = if mode == "0" { 0 } else { 3 };
+            let line = format!("[{r}] memory links {links} single copies {copies}\n");
+            assert!(text.contains(&line), "QCG_SHM={mode}: want {line}{text}");
+        }
+    }
+}
+
+#[test]
+fn a_bad_qcg_shm_is_named() {
+    let (o, text) = run(2, "shm", &[("QCG_SHM", "yes")]);
+    assert!(!o.status.success(), "{text}");
+    assert!(text.contains("QCG_SHM=yes: expected 1"), "{text}");
 }

@@ -58,6 +58,7 @@ fn main() {
         "steady" => steady(&comm),
         "upgrade" => upgrade(&comm),
         "congestion" => congestion(&comm),
+        "shm" => shm(&comm),
         other => panic!("unknown scenario {other}"),
     }
     println!("ok {scenario} rank {rank} of {size}");
@@ -554,4 +555,56 @@ fn upgrade(comm: &Comm) {
         comm.link_technique(peer)
     );
     assert_eq!(upgrades, 1, "the link did not move off the relay");
+}
+
+/// Every rank streams numbered messages of every size class to every other at once,
+/// from before its links exist (so the first go on TCP and the rest after the move
+/// to shared memory), receiving as it goes; each checks order and bytes, then says
+/// what carries each link and how many large messages were copied once.
+fn shm(comm: &Comm) {
+    let me = comm.rank();
+    let n = comm.size();
+    let e = comm.engine_limits().eager;
+    let sizes = [0usize, 1, 100, e - 1, e, e + 1, 300_000, 1 << 20];
+    let count = 160u32;
+    let msg = |from: u32, i: u32| {
+        let len = sizes[i as usize % sizes.len()];
+        let mut m = pattern(u64::from(from) << 32 | u64::from(i), len.max(4));
+        m.truncate(len.max(4));
+        m[..4].copy_from_slice(&i.to_le_bytes());
+        m
+    };
+    let mut recvs = Vec::new();
+    let mut sends = Vec::new();
+    for i in 0..count {
+        for p in (0..n).filter(|&p| p != me) {
+            recvs.push((p, i, comm.irecv(Some(p), Some(i % 3)).unwrap()));
+            sends.push(comm.isend(p, i % 3, msg(me, i)).unwrap());
+        }
+    }
+    for s in sends {
+        s.wait().unwrap();
+    }
+    // Per (source, tag), messages arrive in the order sent.
+    let mut next: std::collections::HashMap<(u32, u32), u32> = Default::default();
+    for (p, i, r) in recvs {
+        let m = r.wait().unwrap().into_message().unwrap().data;
+        let got = u32::from_le_bytes(m[..4].try_into().unwrap());
+        let tag = i % 3;
+        let want = next.entry((p, tag)).or_insert(tag);
+        assert_eq!(got, *want, "from rank {p}, tag {tag}: out of order");
+        *want += 3;
+        assert!(m == msg(p, got), "message {got} from rank {p} differs");
+    }
+    // Asked before the barrier: no peer leaves (closing its links) before it.
+    for p in (0..n).filter(|&p| p != me) {
+        println!("via {p} {:?}", comm.link_via(p));
+    }
+    let a = comm.engine_accounting();
+    println!(
+        "memory links {} single copies {}",
+        a.memory_links,
+        if a.single_copies > 0 { "some" } else { "none" }
+    );
+    comm.barrier().unwrap();
 }

@@ -166,6 +166,10 @@ impl Comm {
             limits_from_env()?,
             spin_from_env()?,
             local_cc_from_env()?,
+            crate::engine::ShmMode::from_env().map_err(|message| Error::Env {
+                var: qcg_wire::env::SHM,
+                message,
+            })?,
         )
         .map_err(|e| Error::Bind {
             addr: local.to_string(),
@@ -360,6 +364,14 @@ impl Comm {
     pub fn link_congestion(&self, rank: u32) -> Option<String> {
         let g = *self.view.ranks.get(rank as usize)?;
         self.inner.engine.link_congestion(g)
+    }
+
+    /// What carries the link we send to `rank` on (a rank of this communicator):
+    /// shared memory between ranks of one node, the network, or a relay proxy; `None`
+    /// if there is no link yet.
+    pub fn link_via(&self, rank: u32) -> Option<crate::engine::core::Via> {
+        let g = *self.view.ranks.get(rank as usize)?;
+        self.inner.engine.core().link_via(g)
     }
 
     /// Messages and bytes this process has sent to each peer (by job rank) over its

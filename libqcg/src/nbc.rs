@@ -34,10 +34,10 @@ use crate::coll::{Number, Planned, ReduceOp, COLL_CONTEXT, SEQ_MASK, SEQ_SHIFT};
 use crate::comm::{Comm, View};
 use crate::engine::core::{Core, Outcome, RecvBuf, SendBuf};
 use crate::engine::matching::Pattern;
+use crate::engine::Link;
 use crate::engine::Progress;
 use crate::error::{Error, Result};
 use crate::request::Request;
-use mio::net::TcpStream;
 use qcg_coll::exec::{self, Buffers};
 use qcg_coll::{Algorithm, Buf, Collective, Op, Order, RankSchedule, Step};
 use std::borrow::Cow;
@@ -99,7 +99,7 @@ impl Run {
 
     /// Advances, then the result if the collective is finished (taken: a second call
     /// says it was).
-    pub(crate) fn poll(&self, core: &mut Core<TcpStream>) -> Option<Result<Vec<u8>>> {
+    pub(crate) fn poll(&self, core: &mut Core<Link>) -> Option<Result<Vec<u8>>> {
         let mut s = self.lock();
         s.advance(core);
         let r = s.outcome.take();
@@ -119,7 +119,7 @@ impl Run {
 
     /// Fails the collective because nothing moved for the timeout while a caller
     /// waited: names the rank it waits for.
-    pub(crate) fn give_up(&self, core: &mut Core<TcpStream>) -> Error {
+    pub(crate) fn give_up(&self, core: &mut Core<Link>) -> Error {
         let mut s = self.lock();
         let peer = s
             .recvs
@@ -146,7 +146,7 @@ impl Run {
     }
 
     /// Advances; whether the collective is finished.
-    pub(crate) fn done(&self, core: &mut Core<TcpStream>) -> bool {
+    pub(crate) fn done(&self, core: &mut Core<Link>) -> bool {
         let mut s = self.lock();
         s.advance(core);
         s.outcome.is_some()
@@ -154,7 +154,7 @@ impl Run {
 }
 
 impl Progress for Run {
-    fn advance(&self, core: &mut Core<TcpStream>) -> bool {
+    fn advance(&self, core: &mut Core<Link>) -> bool {
         let mut s = self.lock();
         s.advance(core);
         s.outcome.is_some()
@@ -169,7 +169,7 @@ impl State {
         }
     }
 
-    fn advance(&mut self, core: &mut Core<TcpStream>) {
+    fn advance(&mut self, core: &mut Core<Link>) {
         if self.outcome.is_some() {
             return;
         }
@@ -191,7 +191,7 @@ impl State {
 
     /// Whatever is pending is detached: an unmatched receive is cancelled, a send
     /// finishes on its own.
-    fn detach_all(&mut self, core: &mut Core<TcpStream>) {
+    fn detach_all(&mut self, core: &mut Core<Link>) {
         for (id, _) in self.sends.drain(..) {
             core.detach(id);
         }
@@ -203,7 +203,7 @@ impl State {
         }
     }
 
-    fn fail(&mut self, core: &mut Core<TcpStream>, message: String) {
+    fn fail(&mut self, core: &mut Core<Link>, message: String) {
         if self.outcome.is_none() {
             self.detach_all(core);
             self.outcome = Some(Err(self.err(message)));
@@ -212,7 +212,7 @@ impl State {
 
     /// Runs steps until one waits for a message; true once every step ran and
     /// every send completed.
-    fn steps(&mut self, core: &mut Core<TcpStream>) -> Result<bool> {
+    fn steps(&mut self, core: &mut Core<Link>) -> Result<bool> {
         let planned = self.planned.clone();
         let steps = &planned.sched.steps;
         while let Some(step) = steps.get(self.next) {
@@ -309,7 +309,7 @@ impl State {
 
     /// Lands, in posting order, the receives into bytes that overlap `buf[range]`;
     /// false if one of them has not arrived yet.
-    fn land(&mut self, core: &mut Core<TcpStream>, buf: Buf, range: &Range<usize>) -> Result<bool> {
+    fn land(&mut self, core: &mut Core<Link>, buf: Buf, range: &Range<usize>) -> Result<bool> {
         match self
             .recvs
             .iter()
@@ -322,7 +322,7 @@ impl State {
 
     /// Lands the pending zero-byte receives (and those before them): they carry no
     /// data, only an order (a barrier's arrivals), which every later step keeps.
-    fn land_order(&mut self, core: &mut Core<TcpStream>) -> Result<bool> {
+    fn land_order(&mut self, core: &mut Core<Link>) -> Result<bool> {
         match self.recvs.iter().rposition(|p| p.range.is_empty()) {
             Some(last) => self.land_first(core, last + 1),
             None => Ok(true),
@@ -330,7 +330,7 @@ impl State {
     }
 
     /// Lands the first `n` pending receives if they arrived (in order).
-    fn land_first(&mut self, core: &mut Core<TcpStream>, n: usize) -> Result<bool> {
+    fn land_first(&mut self, core: &mut Core<Link>, n: usize) -> Result<bool> {
         for _ in 0..n {
             let Some(p) = self.recvs.front() else {
                 return Ok(true);

@@ -37,10 +37,10 @@ use crate::engine::core::Core;
 use crate::engine::core::{Outcome, RecvBuf, SendBuf, Status as CoreStatus};
 use crate::engine::matching::Pattern;
 use crate::engine::Engine;
+use crate::engine::Link;
 use crate::error::{Error, Result};
 use crate::mailbox::Message;
 use crate::nbc::Run;
-use mio::net::TcpStream;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -139,7 +139,7 @@ impl Request {
     }
 
     /// Whether the request is done, advancing a collective (with `core` locked).
-    fn done_in(&self, core: &mut Core<TcpStream>) -> bool {
+    fn done_in(&self, core: &mut Core<Link>) -> bool {
         match (&self.coll, self.id) {
             (Some(run), _) => run.done(core),
             (None, Some(id)) => core.is_done(id),

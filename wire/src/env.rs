@@ -49,6 +49,10 @@ pub const UNEXPECTED_LIMIT: &str = "QCG_UNEXPECTED_LIMIT";
 pub const LIVENESS: &str = "QCG_LIVENESS";
 /// The longest a waiting call polls before it sleeps, in µs (default 1000).
 pub const SPIN_US: &str = "QCG_SPIN_US";
+/// Links between ranks of one node: shared memory, large messages copied once
+/// from the sender's memory (default, `1`); `copy`: shared memory, large messages
+/// streamed through it; `0`: TCP over loopback as between nodes.
+pub const SHM: &str = "QCG_SHM";
 /// TCP congestion control for links whose two ends are on one machine (loopback, or
 /// the machine's own address): default `reno`; `system` keeps the system's default.
 pub const LOCAL_TCP_CC: &str = "QCG_LOCAL_TCP_CC";

@@ -39,6 +39,54 @@ const DIRECT: usize = 8 * 1024;
 /// Frames gathered into one vectored write.
 const IOVECS: usize = 64;
 
+/// What a link's stream offers besides reading and writing without blocking.
+pub trait LinkIo: Read + Write {
+    /// The poller does not watch it: the shell asks it each turn ([`Core::poll_links`]).
+    fn polled(&self) -> bool {
+        false
+    }
+    /// For a polled link: (something to read or the end, room to write).
+    fn ready(&self) -> (bool, bool) {
+        (false, false)
+    }
+    /// Whether the peer's memory can be read from here (large messages then cross
+    /// in one copy: `Addr`, then `Fin` instead of `Cts` and `Data`).
+    fn reads_peer(&self) -> bool {
+        false
+    }
+    /// Copies the peer's memory at `addr` into `dst`.
+    fn read_peer(&mut self, _addr: u64, _dst: &mut [u8]) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// What carries a link, worst first: a peer's messages go on its best link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Via {
+    /// Through a relay proxy.
+    Relay,
+    /// A connection through the network (or loopback).
+    Net,
+    /// Shared memory, between two processes of one node.
+    Memory,
+}
+
+/// A frame for the shell (a shared-memory offer and its answer), read off a link.
+#[derive(Debug)]
+pub struct ShellFrame {
+    /// From whom.
+    pub peer: u32,
+    /// On which connection.
+    pub conn: ConnId,
+    /// Which frame (the header's `id`).
+    pub what: u32,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
+/// Largest payload of a shell frame.
+pub const SHELL_MAX: u64 = 4096;
+
 /// The engine's settings.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
@@ -173,6 +221,7 @@ struct Req {
 enum Sink {
     Req(ReqId),
     Unex(usize),
+    Shell(usize),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -225,8 +274,8 @@ struct Conn<C> {
     end: usize,
     out: VecDeque<Out>,
     last_tx: Instant,
-    /// Made through a relay proxy: a direct link to the same peer replaces it.
-    relayed: bool,
+    /// What carries it: a better link to the same peer replaces it.
+    via: Via,
     /// Messages of the peer to handle before the next one read here (its `Resume`).
     gate: Option<u64>,
     /// The peer sends nothing more here (its `Moved`).
@@ -268,6 +317,10 @@ pub struct Accounting {
     pub upgrades: u64,
     /// Bytes written to and read from links so far.
     pub moved: u64,
+    /// Links that moved to shared memory.
+    pub memory_links: u64,
+    /// Large messages copied straight from the sender's memory.
+    pub single_copies: u64,
 }
 
 /// Every link and request of one process.
@@ -296,6 +349,16 @@ pub struct Core<C> {
     /// Synchronous sends to ourselves not matched yet, by their unexpected message.
     sync_local: HashMap<usize, ReqId>,
     acct: Accounting,
+    /// Connections the poller does not watch (see [`LinkIo::polled`]).
+    polled: Vec<ConnId>,
+    /// Shell frames read and not yet taken, and those whose payload is arriving.
+    shell: Vec<ShellFrame>,
+    shell_partial: Slab<ShellFrame>,
+    /// Where the senders of announced large messages keep them (`Addr`), by
+    /// (peer, sender's id).
+    peer_addr: HashMap<(u32, u32), u64>,
+    /// A cross-memory read failed once: said once, then `Cts` as on a socket.
+    single_copy_refused: bool,
     /// Bumped whenever a request completes: what waiting callers watch.
     pub completions: u64,
     /// The process is leaving: what arrives is read and dropped until each peer
@@ -307,7 +370,7 @@ fn would_block(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::WouldBlock
 }
 
-impl<C: Read + Write> Core<C> {
+impl<C: LinkIo> Core<C> {
     /// The engine of rank `me` of a job of `size` ranks.
     pub fn new(me: u32, size: u32, limits: Limits) -> Core<C> {
         Core {
@@ -328,6 +391,11 @@ impl<C: Read + Write> Core<C> {
             gated: Vec::new(),
             sync_local: HashMap::new(),
             acct: Accounting::default(),
+            polled: Vec::new(),
+            shell: Vec::new(),
+            shell_partial: Slab::new(),
+            peer_addr: HashMap::new(),
+            single_copy_refused: false,
             completions: 0,
             draining: false,
         }
@@ -356,7 +424,7 @@ impl<C: Read + Write> Core<C> {
     pub fn has_direct_link(&self, peer: u32) -> bool {
         self.links.get(&peer).is_some_and(|v| {
             v.iter()
-                .any(|&c| self.conns.get(c).is_some_and(|c| !c.relayed))
+                .any(|&c| self.conns.get(c).is_some_and(|c| c.via != Via::Relay))
         })
     }
 
@@ -367,15 +435,23 @@ impl<C: Read + Write> Core<C> {
 
     /// Adds a connection to `peer` whose handshake is done (`relayed`: through a
     /// relay proxy). Returns its handle; the caller then reports readiness for it
-    /// ([`Core::on_readable`]).
-    ///
-    /// We send on a peer's first connection. A direct one that comes up while that is
-    /// a relayed one takes over (relay first, then upgrade): `Moved` closes our
-    /// stream on the relayed link, `Resume` opens it on the new one with the count of
-    /// messages sent before, and the peer holds what comes on the new link until it
-    /// has handled that many. The peer does the same on its side, and once both
-    /// `Moved` have crossed, the relayed link is closed.
+    /// ([`Core::on_readable`]). See [`Core::add_conn_via`].
     pub fn add_conn(&mut self, peer: u32, io: C, now: Instant, relayed: bool) -> ConnId {
+        let via = if relayed { Via::Relay } else { Via::Net };
+        self.add_conn_via(peer, io, now, via)
+    }
+
+    /// Adds a connection to `peer` carried by `via`.
+    ///
+    /// We send on a peer's first connection. A better one that comes up (a direct
+    /// link beside a relayed one, shared memory beside TCP) takes over: `Moved` closes
+    /// our stream on the worse links, `Resume` opens it on the new one with the count
+    /// of messages sent before, and the peer holds what comes on the new link until
+    /// it has handled that many. The peer does the same on its side, and once both
+    /// `Moved` have crossed, the worse link is closed. A worse link that comes up
+    /// after a better one is never used by us.
+    pub fn add_conn_via(&mut self, peer: u32, io: C, now: Instant, via: Via) -> ConnId {
+        let polled = io.polled();
         let id = self.conns.insert(Conn {
             io,
             peer,
@@ -385,42 +461,125 @@ impl<C: Read + Write> Core<C> {
             end: 0,
             out: VecDeque::new(),
             last_tx: now,
-            relayed,
+            via,
             gate: None,
             moved_in: false,
             moved_out: false,
             hup: false,
         });
+        if polled {
+            self.polled.push(id);
+        }
         let first = self.links.get(&peer).and_then(|v| v.first().copied());
-        let first_relayed = first.and_then(|f| self.conns.get(f)).map(|f| f.relayed);
+        let first_via = first.and_then(|f| self.conns.get(f)).map(|f| f.via);
         self.heard.insert(peer, now);
         let links = self.links.entry(peer).or_default();
-        match (first_relayed, relayed) {
-            (Some(true), false) => {
+        match first_via {
+            Some(best) if via > best => {
                 links.insert(0, id);
-                // Every relayed link to the peer is done with (two that crossed
+                // Every worse link to the peer is done with (two that crossed
                 // included): each hears so, and closes once the peer says it too.
-                let relays: Vec<ConnId> = links
+                let worse: Vec<ConnId> = links
                     .iter()
                     .copied()
-                    .filter(|&c| self.conns.get(c).is_some_and(|c| c.relayed && !c.moved_out))
+                    .filter(|&c| {
+                        self.conns
+                            .get(c)
+                            .is_some_and(|c| c.via < via && !c.moved_out)
+                    })
                     .collect();
-                for old in relays {
+                for old in worse {
                     self.move_off(old);
                 }
                 let mut h = Header::new(Kind::Resume);
                 h.len = self.sent_seq.get(&peer).copied().unwrap_or(0);
                 self.queue(id, Out::control(h));
-                self.acct.upgrades += 1;
+                if via == Via::Memory {
+                    self.acct.memory_links += 1;
+                } else {
+                    self.acct.upgrades += 1;
+                }
             }
-            (Some(false), true) => {
-                // A relay that comes up after a direct link: never used by us.
+            Some(best) if via < best => {
                 links.push(id);
                 self.move_off(id);
             }
             _ => links.push(id),
         }
         id
+    }
+
+    /// The connections the poller does not watch, each with (readable, writable):
+    /// the shell asks them every turn and reports what they say.
+    pub fn poll_links(&mut self) -> bool {
+        let mut any = false;
+        for i in 0..self.polled.len() {
+            let Some(&c) = self.polled.get(i) else { break };
+            let Some(conn) = self.conns.get(c) else {
+                continue;
+            };
+            let (r, w) = conn.io.ready();
+            if r {
+                any = true;
+                self.pump(c);
+            }
+            if w && self.conns.get(c).is_some_and(|x| !x.out.is_empty()) {
+                any = true;
+                self.flush(c);
+            }
+        }
+        any
+    }
+
+    /// The streams of the polled connections (to raise their sleep flags).
+    pub fn polled_io(&mut self) -> impl Iterator<Item = &mut C> {
+        let polled = &self.polled;
+        self.conns
+            .iter_mut()
+            .filter(|(id, _)| polled.contains(id))
+            .map(|(_, c)| &mut c.io)
+    }
+
+    /// Whether a polled link has something to do now (checked before sleeping).
+    pub fn polled_ready(&self) -> bool {
+        self.polled.iter().any(|&c| {
+            self.conns.get(c).is_some_and(|conn| {
+                let (r, w) = conn.io.ready();
+                r || (w && !conn.out.is_empty())
+            })
+        })
+    }
+
+    /// Sends a shell frame (`what`, `payload`) on connection `c`.
+    pub fn send_shell(&mut self, c: ConnId, what: u32, payload: Vec<u8>) {
+        let mut h = Header::new(Kind::Shell);
+        h.id = what;
+        h.len = payload.len() as u64;
+        self.queue(
+            c,
+            Out {
+                head: h.encode(),
+                body: Some(SendBuf::Owned(payload)),
+                off: 0,
+                req: None,
+            },
+        );
+    }
+
+    /// Shell frames read since the last call.
+    pub fn take_shell(&mut self) -> Vec<ShellFrame> {
+        std::mem::take(&mut self.shell)
+    }
+
+    /// What carries connection `c`.
+    pub fn conn_via(&self, c: ConnId) -> Option<Via> {
+        self.conns.get(c).map(|c| c.via)
+    }
+
+    /// What carries the link we send to `peer` on.
+    pub fn link_via(&self, peer: u32) -> Option<Via> {
+        let c = *self.links.get(&peer)?.first()?;
+        self.conn_via(c)
     }
 
     /// We send nothing more on `c`, and tell the peer so.
@@ -671,12 +830,22 @@ impl<C: Read + Write> Core<C> {
             }
         } else {
             h.kind = Kind::Rts;
+            let addr = buf.as_slice().as_ptr() as u64;
             if let Some(Req {
                 state: ReqState::Send { held, .. },
                 ..
             }) = self.reqs.get_mut(id)
             {
                 *held = Some(buf);
+            }
+            if len > 0 && self.conns.get(c).is_some_and(|x| x.io.reads_peer()) {
+                // The receiver may copy it from here (see `clear_to_send`).
+                let mut a = Header::new(Kind::Addr);
+                a.tag = (addr >> 32) as u32;
+                a.context = addr as u32;
+                a.id = id as u32;
+                a.len = len as u64;
+                self.queue(c, Out::control(a));
             }
             Out {
                 head: h.encode(),
@@ -849,11 +1018,47 @@ impl<C: Read + Write> Core<C> {
     }
 
     /// Tells `peer` to send the data of its request `id` into our receive `rid`.
+    /// Over a link that reads the peer's memory, copies the data from where the
+    /// sender keeps it instead (one copy) and says `Fin`.
     fn clear_to_send(&mut self, peer: u32, id: u32, rid: ReqId, len: u64) {
-        self.expect.insert((peer, id), rid);
         let Some(&c) = self.links.get(&peer).and_then(|v| v.first()) else {
+            self.expect.insert((peer, id), rid);
             return;
         };
+        if let Some(addr) = self.peer_addr.remove(&(peer, id)) {
+            let Core { conns, reqs, .. } = self;
+            let copied = match (conns.get_mut(c), reqs.get_mut(rid).map(|r| &mut r.state)) {
+                (Some(conn), Some(ReqState::Recv { buf, .. })) if conn.io.reads_peer() => {
+                    let dst = &mut buf.slice()[..len as usize];
+                    conn.io.read_peer(addr, dst)
+                }
+                _ => Err(io::ErrorKind::Unsupported.into()),
+            };
+            match copied {
+                Ok(()) => {
+                    self.acct.moved += len;
+                    self.acct.single_copies += 1;
+                    let mut h = Header::new(Kind::Fin);
+                    h.id = id;
+                    h.len = len;
+                    self.queue(c, Out::control(h));
+                    self.complete_recv(rid);
+                    return;
+                }
+                Err(e) => {
+                    if !self.single_copy_refused {
+                        self.single_copy_refused = true;
+                        tracing::info!(
+                            rank = peer,
+                            error = %e,
+                            "cannot read a peer's memory (cross-memory attach); large messages \
+                             inside the node stream through shared memory instead"
+                        );
+                    }
+                }
+            }
+        }
+        self.expect.insert((peer, id), rid);
         let mut h = Header::new(Kind::Cts);
         h.id = id;
         h.len = len;
@@ -1062,6 +1267,7 @@ impl<C: Read + Write> Core<C> {
                 v.retain(|&x| x != c);
             }
         }
+        self.polled.retain(|&s| s != c);
         self.stalled.retain(|&s| s != c);
         self.gated.retain(|&s| s != c);
     }
@@ -1093,6 +1299,10 @@ impl<C: Read + Write> Core<C> {
                         Sink::Unex(key) => match self.unexp.get_mut(key).map(|u| &mut u.body) {
                             Some(UnexBody::Eager { data, .. }) => &mut data[have..len],
                             _ => return,
+                        },
+                        Sink::Shell(key) => match self.shell_partial.get_mut(key) {
+                            Some(f) => &mut f.payload[have..len],
+                            None => return,
                         },
                     };
                     let want = dst.len();
@@ -1234,6 +1444,10 @@ impl<C: Read + Write> Core<C> {
                             Some(UnexBody::Eager { data, .. }) => &mut data[have..have + n],
                             _ => return Err("a payload for a message that is gone".into()),
                         },
+                        Sink::Shell(key) => match self.shell_partial.get_mut(key) {
+                            Some(f) => &mut f.payload[have..have + n],
+                            None => return Err("a payload for a frame that is gone".into()),
+                        },
                     };
                     dst.copy_from_slice(src);
                     conn.start += n;
@@ -1250,6 +1464,12 @@ impl<C: Read + Write> Core<C> {
     fn payload_done(&mut self, to: Sink) {
         match to {
             Sink::Req(rid) => self.complete_recv(rid),
+            Sink::Shell(key) => {
+                if self.shell_partial.contains(key) {
+                    let f = self.shell_partial.remove(key);
+                    self.shell.push(f);
+                }
+            }
             Sink::Unex(key) => {
                 let Some(u) = self.unexp.get_mut(key) else {
                     return;
@@ -1288,6 +1508,64 @@ impl<C: Read + Write> Core<C> {
         };
         match h.kind {
             Kind::Heartbeat => {}
+            Kind::Shell => {
+                if h.len > SHELL_MAX {
+                    return Err(format!("protocol error: a shell frame of {} bytes", h.len));
+                }
+                let f = ShellFrame {
+                    peer,
+                    conn: c,
+                    what: h.id,
+                    payload: vec![0u8; h.len as usize],
+                };
+                if h.len == 0 {
+                    self.shell.push(f);
+                } else {
+                    let key = self.shell_partial.insert(f);
+                    set_rx(
+                        self,
+                        Rx::Payload {
+                            to: Sink::Shell(key),
+                            len: h.len as usize,
+                            have: 0,
+                        },
+                    );
+                }
+            }
+            Kind::Addr => {
+                let reads = self.conns.get(c).is_some_and(|x| x.io.reads_peer());
+                if !reads {
+                    return Err("protocol error: an address on a link that cannot read it".into());
+                }
+                if self.peer_addr.len() >= 1 << 20 {
+                    return Err("protocol error: over a million addresses announced".into());
+                }
+                let addr = (u64::from(h.tag) << 32) | u64::from(h.context);
+                self.peer_addr.insert((peer, h.id), addr);
+            }
+            Kind::Fin => {
+                let id = h.id as usize;
+                let held = match self.reqs.get_mut(id).map(|r| &mut r.state) {
+                    Some(ReqState::Send { dest, held }) if *dest == peer && held.is_some() => {
+                        held.take()
+                    }
+                    _ => {
+                        return Err(format!(
+                            "protocol error: a copy finished for unknown request {id}"
+                        ))
+                    }
+                };
+                if let Some(buf) = held {
+                    if buf.as_slice().len() as u64 != h.len {
+                        return Err(format!(
+                            "protocol error: a copy of {} bytes finished, the message has {}",
+                            h.len,
+                            buf.as_slice().len()
+                        ));
+                    }
+                }
+                self.complete(id, Ok(Outcome::Sent));
+            }
             Kind::Moved => {
                 if let Some(conn) = self.conns.get_mut(c) {
                     conn.moved_in = true;
@@ -1514,7 +1792,9 @@ impl<C: Read + Write> Core<C> {
             }
             self.stalled.retain(|s| s != c);
             self.gated.retain(|s| s != c);
+            self.polled.retain(|s| s != c);
         }
+        self.peer_addr.retain(|(p, _), _| *p != peer);
         // Messages from it that will never be whole.
         let partial: Vec<usize> = self
             .unexp
@@ -1618,6 +1898,7 @@ impl<C: Read + Write> Core<C> {
 
     /// Closes every connection (at exit: peers see the links end).
     pub fn close_all(&mut self) {
+        self.polled.clear();
         self.conns.clear();
         self.links.clear();
         self.stalled.clear();
@@ -1685,6 +1966,8 @@ mod tests {
             Ok(())
         }
     }
+
+    impl LinkIo for Pipe {}
 
     fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
         let (a, b): (Buf, Buf) = Default::default();

@@ -9,13 +9,18 @@
 //!
 //! The state machine it drives ([`core::Core`]) is pure: matching ([`matching`]),
 //! the eager/rendezvous protocol and each link's framing ([`wire`]).
+//!
+//! A link is a socket, or shared memory between two ranks of one node ([`shm`]):
+//! those are not in epoll, the loop polls them every turn, and a rank about to sleep
+//! asks its shared-memory peers to ring its doorbell (an eventfd in epoll).
 
 pub mod core;
 pub mod matching;
 pub mod rawbuf;
+pub mod shm;
 pub mod wire;
 
-use self::core::{ConnId, Core, Limits};
+use self::core::{ConnId, Core, Limits, LinkIo, ShellFrame, Via};
 use crate::handshake::{Acceptor, HandshakeError, Step};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
@@ -28,6 +33,127 @@ use std::time::{Duration, Instant};
 
 const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(usize::MAX - 1);
+const BELL: Token = Token(usize::MAX - 2);
+/// Spinning turns that look at the shared-memory links only, between two that also
+/// ask epoll (a system call each).
+const SKIP_POLL: u32 = 16;
+/// Shell frames: a shared-memory offer, its acceptance, a refusal.
+const SHM_OFFER: u32 = 1;
+const SHM_ACCEPT: u32 = 2;
+const SHM_DECLINE: u32 = 3;
+
+/// A link's stream: a socket, or shared memory with a process of this node.
+#[derive(Debug)]
+pub enum Link {
+    /// A TCP connection (direct, or to a relay proxy).
+    Tcp(TcpStream),
+    /// Shared memory.
+    Shm(shm::ShmLink),
+}
+
+impl Read for Link {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Link::Tcp(s) => s.read(buf),
+            Link::Shm(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Link {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Link::Tcp(s) => s.write(buf),
+            Link::Shm(s) => s.write(buf),
+        }
+    }
+
+    fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        match self {
+            Link::Tcp(s) => s.write_vectored(bufs),
+            Link::Shm(s) => s.write_vectored(bufs),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Link::Tcp(s) => s.flush(),
+            Link::Shm(s) => s.flush(),
+        }
+    }
+}
+
+impl LinkIo for Link {
+    fn polled(&self) -> bool {
+        matches!(self, Link::Shm(_))
+    }
+
+    fn ready(&self) -> (bool, bool) {
+        match self {
+            Link::Tcp(_) => (false, false),
+            Link::Shm(s) => (s.readable(), s.writable()),
+        }
+    }
+
+    fn reads_peer(&self) -> bool {
+        matches!(self, Link::Shm(s) if s.single_copy)
+    }
+
+    fn read_peer(&mut self, addr: u64, dst: &mut [u8]) -> std::io::Result<()> {
+        match self {
+            Link::Tcp(_) => Err(std::io::ErrorKind::Unsupported.into()),
+            Link::Shm(s) => s.read_peer(addr, dst),
+        }
+    }
+}
+
+impl Link {
+    /// Shuts our sending side: the peer reads what we sent, then the end.
+    fn shutdown_write(&mut self) {
+        match self {
+            Link::Tcp(s) => {
+                let _ = s.shutdown(std::net::Shutdown::Write);
+            }
+            Link::Shm(s) => s.shutdown_write(),
+        }
+    }
+}
+
+/// How links inside the node are made (`QCG_SHM`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShmMode {
+    /// TCP over loopback, as between nodes.
+    Off,
+    /// Shared memory; large messages stream through it.
+    Copy,
+    /// Shared memory; large messages copied once from the sender's memory.
+    SingleCopy,
+}
+
+impl ShmMode {
+    /// Reads `QCG_SHM` (see [`qcg_wire::env::SHM`]).
+    pub fn from_env() -> Result<ShmMode, String> {
+        match std::env::var(qcg_wire::env::SHM).ok().as_deref() {
+            None | Some("") | Some("1") => Ok(ShmMode::SingleCopy),
+            Some("copy") => Ok(ShmMode::Copy),
+            Some("0") => Ok(ShmMode::Off),
+            Some(v) => Err(format!(
+                "{}={v}: expected 1 (shared memory, default), copy (shared memory without \
+                 single copies) or 0 (TCP)",
+                qcg_wire::env::SHM
+            )),
+        }
+    }
+}
+
+/// Shared memory between ranks of this node.
+struct Shm {
+    mode: ShmMode,
+    node: Option<shm::Node>,
+    bell: shm::Bell,
+    /// Segments we offered, by peer.
+    pending: Mutex<std::collections::HashMap<u32, shm::Pending>>,
+}
 /// Tokens of connections still in their handshake start here.
 const HANDSHAKE_BASE: usize = 1 << 40;
 /// Handshakes in progress at once; past it the oldest is dropped.
@@ -94,6 +220,8 @@ struct Loop {
     accept_paused: Option<Instant>,
     dropped: Dropped,
     next_tick: Instant,
+    /// Spinning turns since the last that asked epoll.
+    skipped: u32,
 }
 
 /// Work the loop advances after every turn, whoever drives it (a waiting caller or
@@ -101,7 +229,7 @@ struct Loop {
 /// round starts when the receives of the current one land.
 pub trait Progress: Send + Sync {
     /// Advances with the state machine locked; true once finished (then dropped).
-    fn advance(&self, core: &mut Core<TcpStream>) -> bool;
+    fn advance(&self, core: &mut Core<Link>) -> bool;
 }
 
 /// The engine of one process.
@@ -109,7 +237,9 @@ pub struct Engine {
     /// Work advanced after every turn of the loop (locked before `core`).
     progress: Mutex<Vec<Arc<dyn Progress>>>,
     id: Identity,
-    core: Mutex<Core<TcpStream>>,
+    core: Mutex<Core<Link>>,
+    /// Links inside the node (`None`: off).
+    shm: Option<Shm>,
     lp: Mutex<Loop>,
     registry: Registry,
     waker: Waker,
@@ -152,10 +282,33 @@ impl Engine {
         limits: Limits,
         spin: Duration,
         local_cc: Option<String>,
+        shm_mode: ShmMode,
     ) -> std::io::Result<Arc<Engine>> {
         let poll = Poll::new()?;
         let registry = poll.registry().try_clone()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
+        let shm = match shm_mode {
+            ShmMode::Off => None,
+            mode => match shm::Bell::new() {
+                Ok(bell) => {
+                    registry.register(
+                        &mut mio::unix::SourceFd(&bell.raw()),
+                        BELL,
+                        Interest::READABLE,
+                    )?;
+                    Some(Shm {
+                        mode,
+                        node: shm::Node::here(),
+                        bell,
+                        pending: Mutex::new(Default::default()),
+                    })
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "no doorbell for shared-memory links; ranks of this node link over TCP");
+                    None
+                }
+            },
+        };
         let listener = match listener {
             Some(l) => {
                 l.set_nonblocking(true)?;
@@ -177,7 +330,9 @@ impl Engine {
                 accept_paused: None,
                 dropped: Dropped::default(),
                 next_tick: Instant::now() + TICK,
+                skipped: 0,
             }),
+            shm,
             registry,
             waker,
             active: AtomicUsize::new(0),
@@ -202,7 +357,7 @@ impl Engine {
     }
 
     /// The state machine, locked.
-    pub fn core(&self) -> MutexGuard<'_, Core<TcpStream>> {
+    pub fn core(&self) -> MutexGuard<'_, Core<Link>> {
         lock(&self.core)
     }
 
@@ -231,7 +386,7 @@ impl Engine {
     /// `deadline` passed first.
     pub fn wait<R>(
         &self,
-        mut check: impl FnMut(&mut Core<TcpStream>) -> Option<R>,
+        mut check: impl FnMut(&mut Core<Link>) -> Option<R>,
         deadline: Option<Instant>,
     ) -> Option<R> {
         if let Some(r) = check(&mut self.core()) {
@@ -346,10 +501,43 @@ impl Engine {
         if !lp.accepting.is_empty() {
             timeout = timeout.min(Duration::from_millis(100));
         }
-        let Loop { poll, events, .. } = lp;
-        if let Err(e) = poll.poll(events, Some(timeout)) {
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                tracing::warn!(error = %e, "the progress loop cannot poll");
+        // Shared-memory links first: a spinning turn that finds work there, or one
+        // of a few in a row, leaves epoll alone.
+        let polled = self.shm.is_some() && {
+            let mut core = self.core();
+            let any = core.poll_links();
+            if !timeout.is_zero() {
+                // About to sleep: peers ring our doorbell from now on; then look once
+                // more, since they may have written before they saw the flag.
+                for io in core.polled_io() {
+                    if let Link::Shm(s) = io {
+                        s.set_sleeping(true);
+                    }
+                }
+                if any || core.polled_ready() {
+                    timeout = Duration::ZERO;
+                }
+            }
+            any || core.polled_ready()
+        };
+        let skip = timeout.is_zero() && (polled || lp.skipped < SKIP_POLL) && self.shm_links();
+        if skip {
+            lp.skipped += 1;
+            lp.events.clear();
+        } else {
+            lp.skipped = 0;
+            let Loop { poll, events, .. } = lp;
+            if let Err(e) = poll.poll(events, Some(timeout)) {
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    tracing::warn!(error = %e, "the progress loop cannot poll");
+                }
+            }
+        }
+        if self.shm.is_some() && !timeout.is_zero() {
+            for io in self.core().polled_io() {
+                if let Link::Shm(s) = io {
+                    s.set_sleeping(false);
+                }
             }
         }
         let mut accept = false;
@@ -370,6 +558,19 @@ impl Engine {
                 match t {
                     LISTENER => accept = true,
                     WAKER => {}
+                    BELL => {
+                        if let Some(shm) = &self.shm {
+                            shm.bell.clear();
+                        }
+                    }
+                    Token(c) if c < HANDSHAKE_BASE && core.conn_via(c) == Some(Via::Memory) => {
+                        // Its pidfd: the peer's process exited. What it wrote is
+                        // read to the end, then the link ends.
+                        if let Some(Link::Shm(s)) = core.conn_io(c) {
+                            s.peer_exited();
+                        }
+                        core.on_read_closed(c);
+                    }
                     Token(c) if c < HANDSHAKE_BASE => {
                         if closed {
                             core.on_read_closed(c);
@@ -381,6 +582,13 @@ impl Engine {
                         }
                     }
                     _ => {}
+                }
+            }
+            if self.shm.is_some() {
+                core.poll_links();
+                let frames = core.take_shell();
+                if !frames.is_empty() {
+                    self.on_shell(&mut core, frames);
                 }
             }
         }
@@ -591,16 +799,22 @@ impl Engine {
 
     /// Puts a ready connection into the core and the loop.
     fn attach(&self, peer: u32, stream: TcpStream, relayed: bool) {
+        let local = match (stream.local_addr(), stream.peer_addr()) {
+            (Ok(l), Ok(r)) => same_machine(l, r),
+            _ => false,
+        };
         if let Some(cc) = &self.local_cc {
-            self.tune_local(peer, &stream, cc);
+            if local {
+                self.tune_local(peer, &stream, cc);
+            }
         }
         let mut core = self.core();
         if core.lost(peer).is_some() {
             // Declared lost (e.g. it went silent): a late link does not revive it.
             return;
         }
-        let c: ConnId = core.add_conn(peer, stream, Instant::now(), relayed);
-        if let Some(io) = core.conn_io(c) {
+        let c: ConnId = core.add_conn(peer, Link::Tcp(stream), Instant::now(), relayed);
+        if let Some(Link::Tcp(io)) = core.conn_io(c) {
             if let Err(e) =
                 self.registry
                     .register(io, Token(c), Interest::READABLE | Interest::WRITABLE)
@@ -609,8 +823,134 @@ impl Engine {
                 return;
             }
         }
+        if local && !relayed && self.id.rank < peer {
+            self.offer_shm(&mut core, peer, c);
+        }
         core.on_readable(c);
         core.on_writable(c);
+    }
+
+    /// Offers a shared-memory link on `c` to `peer` (a rank of this machine), once.
+    fn offer_shm(&self, core: &mut Core<Link>, peer: u32, c: ConnId) {
+        let Some(shm) = &self.shm else { return };
+        let Some(node) = shm.node else { return };
+        if core.link_via(peer) == Some(Via::Memory) {
+            return;
+        }
+        let mut pending = lock(&shm.pending);
+        if pending.contains_key(&peer) {
+            return;
+        }
+        match shm::Pending::new(node, &shm.bell) {
+            Ok(p) => {
+                core.send_shell(c, SHM_OFFER, p.offer().encode());
+                pending.insert(peer, p);
+            }
+            Err(e) => {
+                tracing::debug!(rank = peer, error = %e, "no shared-memory segment; the link stays on TCP");
+            }
+        }
+    }
+
+    /// Handles shell frames: offers, acceptances and refusals of shared memory.
+    fn on_shell(&self, core: &mut Core<Link>, frames: Vec<ShellFrame>) {
+        for f in frames {
+            let peer = f.peer;
+            match f.what {
+                SHM_OFFER => {
+                    let r = match &self.shm {
+                        None => Err("shared memory is off here (QCG_SHM=0)".to_string()),
+                        Some(_) if peer >= self.id.rank => {
+                            Err("offers come from the lower rank".to_string())
+                        }
+                        Some(shm) => match shm::Offer::decode(&f.payload) {
+                            None => Err(format!("a malformed offer ({} bytes)", f.payload.len())),
+                            Some(offer) => shm::accept(&offer, shm.node)
+                                .map(|l| (l, shm))
+                                .map_err(|e| e.to_string()),
+                        },
+                    };
+                    match r {
+                        Ok((mut link, shm)) => {
+                            link.single_copy = shm.mode == ShmMode::SingleCopy;
+                            let bell = shm.bell.raw() as u32;
+                            core.send_shell(
+                                f.conn,
+                                SHM_ACCEPT,
+                                shm::encode_accept(std::process::id(), bell),
+                            );
+                            self.attach_shm(core, peer, link);
+                        }
+                        Err(why) => {
+                            tracing::debug!(rank = peer, %why, "refused a shared-memory link; it stays on TCP");
+                            core.send_shell(f.conn, SHM_DECLINE, why.into_bytes());
+                        }
+                    }
+                }
+                SHM_ACCEPT => {
+                    let Some(shm) = &self.shm else { continue };
+                    let Some(p) = lock(&shm.pending).remove(&peer) else {
+                        core.fail_peer(
+                            peer,
+                            "protocol error: it accepted a shared-memory link never offered",
+                        );
+                        continue;
+                    };
+                    let Some((pid, bell)) = shm::decode_accept(&f.payload) else {
+                        core.fail_peer(
+                            peer,
+                            "protocol error: a malformed shared-memory acceptance",
+                        );
+                        continue;
+                    };
+                    match p.accepted(pid, bell) {
+                        Ok(mut link) => {
+                            link.single_copy = shm.mode == ShmMode::SingleCopy;
+                            self.attach_shm(core, peer, link);
+                        }
+                        // It moved to the shared memory already: without it we cannot
+                        // hear it.
+                        Err(e) => core.fail_peer(
+                            peer,
+                            &format!("cannot open its end of our shared-memory link: {e}"),
+                        ),
+                    }
+                }
+                SHM_DECLINE => {
+                    if let Some(shm) = &self.shm {
+                        lock(&shm.pending).remove(&peer);
+                    }
+                    tracing::debug!(
+                        rank = peer,
+                        why = %String::from_utf8_lossy(&f.payload),
+                        "it refused a shared-memory link; the link stays on TCP"
+                    );
+                }
+                other => core.fail_peer(peer, &format!("protocol error: shell frame {other}")),
+            }
+        }
+    }
+
+    /// Puts a shared-memory link into the core; its pidfd into the loop.
+    fn attach_shm(&self, core: &mut Core<Link>, peer: u32, link: shm::ShmLink) {
+        let pidfd = link.pidfd();
+        let c = core.add_conn_via(peer, Link::Shm(link), Instant::now(), Via::Memory);
+        if let Err(e) = self.registry.register(
+            &mut mio::unix::SourceFd(&pidfd),
+            Token(c),
+            Interest::READABLE,
+        ) {
+            core.fail_peer(peer, &format!("cannot watch its process: {e}"));
+            return;
+        }
+        tracing::debug!(rank = peer, "moved to a shared-memory link");
+        core.on_readable(c);
+        core.on_writable(c);
+    }
+
+    /// Whether any link is in shared memory (then spinning turns skip epoll).
+    fn shm_links(&self) -> bool {
+        self.shm.is_some() && self.core().accounting().memory_links > 0
     }
 
     /// Gives a link that stays inside this machine the congestion control `cc`.
@@ -620,12 +960,6 @@ impl Engine {
     /// step appearing where a message needs more than 16 of loopback's 64 KiB
     /// segments (see the README).
     fn tune_local(&self, peer: u32, stream: &TcpStream, cc: &str) {
-        let (Ok(local), Ok(remote)) = (stream.local_addr(), stream.peer_addr()) else {
-            return;
-        };
-        if !same_machine(local, remote) {
-            return;
-        }
         if let Err(e) = socket2::SockRef::from(stream).set_tcp_congestion(cc.as_bytes()) {
             if !self.local_cc_refused.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
@@ -644,7 +978,9 @@ impl Engine {
     /// reports it (`None`: no link, or a kernel that does not say).
     pub fn link_congestion(&self, peer: u32) -> Option<String> {
         let core = self.core();
-        let io = core.link_io(peer)?;
+        let Link::Tcp(io) = core.link_io(peer)? else {
+            return None;
+        };
         let name = socket2::SockRef::from(io).tcp_congestion().ok()?;
         let name = String::from_utf8_lossy(&name);
         Some(name.trim_end_matches('\0').to_string())
@@ -666,7 +1002,7 @@ impl Engine {
             let mut core = self.core();
             for c in core.conn_ids() {
                 if let Some(io) = core.conn_io(c) {
-                    let _ = io.shutdown(std::net::Shutdown::Write);
+                    io.shutdown_write();
                 }
             }
             core.drain();

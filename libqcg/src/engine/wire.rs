@@ -13,6 +13,9 @@
 //! | `Heartbeat` | nothing to say: proves the peer is alive on an idle link | none |
 //! | `Moved` | the sender's messages go on another link from now on: this one carries nothing more of them | none |
 //! | `Resume` | first frame on the link a sender moved to: `len` is how many messages (`Eager`, `Rts`) it sent before, on other links | none |
+//! | `Shell` | for the engine's shell (a shared-memory offer, `id` 1; its acceptance, 2; a refusal, 3) | `len` bytes (at most 4096) |
+//! | `Addr` | on a link that reads the peer's memory: the `Rts` `id` that follows (`len` bytes) can be copied from address `tag << 32 \| context` | none |
+//! | `Fin` | the receiver copied the data of the sender's `id` itself: that send is complete | none |
 //!
 //! A link moves when a direct one comes up beside a relayed one (relay first, then
 //! upgrade): the receiver holds the new link's messages until it has handled the
@@ -44,6 +47,12 @@ pub enum Kind {
     Moved = 6,
     /// The sender's messages go on here, after `len` of them sent on other links.
     Resume = 7,
+    /// For the engine's shell, not for matching.
+    Shell = 8,
+    /// Where the data of the next `Rts` can be copied from.
+    Addr = 9,
+    /// The receiver copied a message's data itself.
+    Fin = 10,
 }
 
 impl Kind {
@@ -100,7 +109,7 @@ impl Header {
     /// Bytes of payload that follow this header on the wire.
     pub fn payload(&self) -> u64 {
         match self.kind {
-            Kind::Eager | Kind::Data => self.len,
+            Kind::Eager | Kind::Data | Kind::Shell => self.len,
             _ => 0,
         }
     }
@@ -126,6 +135,9 @@ impl Header {
             5 => Kind::Heartbeat,
             6 => Kind::Moved,
             7 => Kind::Resume,
+            8 => Kind::Shell,
+            9 => Kind::Addr,
+            10 => Kind::Fin,
             k => return Err(WireError::UnknownKind(k)),
         };
         if b[1..4] != [0, 0, 0] {
@@ -165,6 +177,9 @@ mod tests {
             Kind::Heartbeat,
             Kind::Moved,
             Kind::Resume,
+            Kind::Shell,
+            Kind::Addr,
+            Kind::Fin,
         ] {
             let h = Header {
                 kind,
@@ -184,8 +199,8 @@ mod tests {
     #[test]
     fn bad_headers_are_named() {
         let mut b = Header::new(Kind::Eager).encode();
-        b[0] = 9;
-        assert_eq!(Header::decode(&b), Err(WireError::UnknownKind(9)));
+        b[0] = 11;
+        assert_eq!(Header::decode(&b), Err(WireError::UnknownKind(11)));
         let mut b = Header::new(Kind::Eager).encode();
         b[2] = 1;
         assert!(matches!(Header::decode(&b), Err(WireError::Reserved(_))));
