@@ -902,11 +902,12 @@ impl Rounds<'_> {
                     data.extend_from_slice(&self.header);
                     data.extend_from_slice(body);
                     self.comm.count_sent(g, data.len());
-                    let id = self.comm.inner.engine.core().post_send(
+                    let id = self.comm.inner.engine.core().post_send_allowing(
                         g,
                         (seq << SEQ_SHIFT) | tag,
                         self.ctx,
                         SendBuf::Owned(data),
+                        HEADER,
                     );
                     self.sends.push((id, *to));
                 }

@@ -235,11 +235,12 @@ impl State {
                     data.extend_from_slice(&self.header);
                     data.extend_from_slice(body);
                     let g = self.view.global(*to as u32);
-                    let id = core.post_send(
+                    let id = core.post_send_allowing(
                         g,
                         (self.seq << SEQ_SHIFT) | tag,
                         self.ctx,
                         SendBuf::Owned(data),
+                        HEADER,
                     );
                     self.sends.push((id, *to));
                 }

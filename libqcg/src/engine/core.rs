@@ -760,7 +760,21 @@ impl<C: LinkIo> Core<C> {
     /// Posts a send of `buf` to `dest` (a job rank) with `tag` in `context`. The
     /// caller makes sure a link exists first (or `dest` is us).
     pub fn post_send(&mut self, dest: u32, tag: u32, context: u32, buf: SendBuf) -> ReqId {
-        self.post_send_mode(dest, tag, context, buf, false)
+        self.post_send_mode(dest, tag, context, buf, false, 0)
+    }
+
+    /// Posts a send that goes at once up to `allowance` bytes above the eager limit
+    /// (a collective's flit, sized by its model to the limit, carries the call's
+    /// signature at its head).
+    pub fn post_send_allowing(
+        &mut self,
+        dest: u32,
+        tag: u32,
+        context: u32,
+        buf: SendBuf,
+        allowance: usize,
+    ) -> ReqId {
+        self.post_send_mode(dest, tag, context, buf, false, allowance)
     }
 
     /// Posts a synchronous send (MPI's `MPI_Ssend`): announced first (`Rts`)
@@ -768,7 +782,7 @@ impl<C: LinkIo> Core<C> {
     /// a receive and said so (`Cts`). To ourselves, it completes when a receive of
     /// ours takes it (as under MPI, without one posted it never does).
     pub fn post_ssend(&mut self, dest: u32, tag: u32, context: u32, buf: SendBuf) -> ReqId {
-        self.post_send_mode(dest, tag, context, buf, true)
+        self.post_send_mode(dest, tag, context, buf, true, 0)
     }
 
     fn post_send_mode(
@@ -778,6 +792,7 @@ impl<C: LinkIo> Core<C> {
         context: u32,
         buf: SendBuf,
         sync: bool,
+        allowance: usize,
     ) -> ReqId {
         let len = buf.as_slice().len();
         if dest == self.me {
@@ -814,13 +829,6 @@ impl<C: LinkIo> Core<C> {
         h.context = context;
         h.id = id as u32;
         h.len = len as u64;
-        // A collective's message carries the call's signature at its head: a flit the
-        // cost model sized to the eager limit still goes at once.
-        let allowance = if context & crate::coll::COLL_CONTEXT != 0 {
-            crate::callsig::HEADER
-        } else {
-            0
-        };
         let out = if len <= self.limits.eager + allowance && !sync {
             Out {
                 head: h.encode(),

@@ -240,6 +240,8 @@ pub struct Engine {
     core: Mutex<Core<Link>>,
     /// Links inside the node (`None`: off).
     shm: Option<Shm>,
+    /// Some link is in shared memory: spinning turns poll it and skip epoll.
+    in_memory: AtomicBool,
     lp: Mutex<Loop>,
     registry: Registry,
     waker: Waker,
@@ -333,6 +335,7 @@ impl Engine {
                 skipped: 0,
             }),
             shm,
+            in_memory: AtomicBool::new(false),
             registry,
             waker,
             active: AtomicUsize::new(0),
@@ -493,6 +496,24 @@ impl Engine {
 
     /// One turn of the loop: waits up to `timeout` for readiness, handles it.
     fn turn(&self, lp: &mut Loop, timeout: Duration) {
+        if timeout.is_zero() && lp.skipped < SKIP_POLL && self.in_memory.load(Ordering::Relaxed) {
+            // A spinning turn: the shared-memory links only, no system call, and
+            // epoll once every few turns (the full turn below).
+            lp.skipped += 1;
+            let any = {
+                let mut core = self.core();
+                let any = core.poll_links();
+                let frames = core.take_shell();
+                if !frames.is_empty() {
+                    self.on_shell(&mut core, frames);
+                }
+                any
+            };
+            if any {
+                self.advance_progress();
+            }
+            return;
+        }
         let now = Instant::now();
         let mut timeout = timeout.min(lp.next_tick.saturating_duration_since(now));
         if let Some(p) = lp.accept_paused {
@@ -503,10 +524,11 @@ impl Engine {
         }
         // Shared-memory links first: a spinning turn that finds work there, or one
         // of a few in a row, leaves epoll alone.
-        let polled = self.shm.is_some() && {
+        let sleeping = self.shm.is_some() && !timeout.is_zero();
+        if self.shm.is_some() {
             let mut core = self.core();
             let any = core.poll_links();
-            if !timeout.is_zero() {
+            if sleeping {
                 // About to sleep: peers ring our doorbell from now on; then look once
                 // more, since they may have written before they saw the flag.
                 for io in core.polled_io() {
@@ -518,22 +540,15 @@ impl Engine {
                     timeout = Duration::ZERO;
                 }
             }
-            any || core.polled_ready()
-        };
-        let skip = timeout.is_zero() && (polled || lp.skipped < SKIP_POLL) && self.shm_links();
-        if skip {
-            lp.skipped += 1;
-            lp.events.clear();
-        } else {
-            lp.skipped = 0;
-            let Loop { poll, events, .. } = lp;
-            if let Err(e) = poll.poll(events, Some(timeout)) {
-                if e.kind() != std::io::ErrorKind::Interrupted {
-                    tracing::warn!(error = %e, "the progress loop cannot poll");
-                }
+        }
+        lp.skipped = 0;
+        let Loop { poll, events, .. } = lp;
+        if let Err(e) = poll.poll(events, Some(timeout)) {
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                tracing::warn!(error = %e, "the progress loop cannot poll");
             }
         }
-        if self.shm.is_some() && !timeout.is_zero() {
+        if sleeping {
             for io in self.core().polled_io() {
                 if let Link::Shm(s) = io {
                     s.set_sleeping(false);
@@ -943,14 +958,10 @@ impl Engine {
             core.fail_peer(peer, &format!("cannot watch its process: {e}"));
             return;
         }
+        self.in_memory.store(true, Ordering::Relaxed);
         tracing::debug!(rank = peer, "moved to a shared-memory link");
         core.on_readable(c);
         core.on_writable(c);
-    }
-
-    /// Whether any link is in shared memory (then spinning turns skip epoll).
-    fn shm_links(&self) -> bool {
-        self.shm.is_some() && self.core().accounting().memory_links > 0
     }
 
     /// Gives a link that stays inside this machine the congestion control `cc`.

@@ -450,6 +450,9 @@ pub struct ShmLink {
     head: u64,
     /// Our tail in the ring we read.
     tail: u64,
+    /// The peer's tail in the ring we write, as last read: room is counted from it
+    /// and read again only when it seems short (the line stays in the peer's cache).
+    seen_tail: u64,
     /// The peer's doorbell.
     bell: Bell,
     /// Readable once the peer's process has exited.
@@ -471,11 +474,15 @@ impl ShmLink {
         let tail = map
             .u64_at(CTL_AT + (1 - side) * CTL_STRIDE + 128)
             .load(Ordering::Acquire);
+        let seen_tail = map
+            .u64_at(CTL_AT + side * CTL_STRIDE + 128)
+            .load(Ordering::Acquire);
         ShmLink {
             map,
             side,
             head,
             tail,
+            seen_tail,
             bell,
             pidfd,
             pid,
@@ -548,7 +555,20 @@ impl ShmLink {
         Ok(n as usize)
     }
 
-    fn room(&self) -> io::Result<usize> {
+    /// Room to write, at least `want` bytes if there is (the peer's tail is read
+    /// again only when what we saw last leaves less).
+    fn room_for(&mut self, want: usize) -> io::Result<usize> {
+        let used = self.head.wrapping_sub(self.seen_tail);
+        if used <= RING as u64 && RING - used as usize >= want {
+            return Ok(RING - used as usize);
+        }
+        let (room, tail) = self.room_now()?;
+        self.seen_tail = tail;
+        Ok(room)
+    }
+
+    /// Room now, and the peer's tail it was counted from.
+    fn room_now(&self) -> io::Result<(usize, u64)> {
         let tail = self
             .map
             .u64_at(self.out_ctl() + 128)
@@ -563,7 +583,7 @@ impl ShmLink {
                 ),
             ));
         }
-        Ok(RING - used as usize)
+        Ok((RING - used as usize, tail))
     }
 
     /// Whether a read would find something (bytes, the end, or an error).
@@ -575,7 +595,8 @@ impl ShmLink {
 
     /// Whether a write would find room.
     pub fn writable(&self) -> bool {
-        !matches!(self.room(), Ok(0))
+        self.head.wrapping_sub(self.seen_tail) < RING as u64
+            || !matches!(self.room_now(), Ok((0, _)))
     }
 
     /// Shuts our side: the peer reads what we wrote, then the end.
@@ -678,7 +699,8 @@ impl Write for ShmLink {
                 format!("its process ({}) has exited", self.pid),
             ));
         }
-        let mut room = self.room()?;
+        let want: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut room = self.room_for(want)?;
         if room == 0 {
             return Err(io::ErrorKind::WouldBlock.into());
         }
@@ -805,6 +827,29 @@ mod tests {
         let mut wrong = p.offer().clone();
         wrong.segment_fd = bell.raw() as u32;
         assert!(accept(&wrong, Some(node)).is_err());
+    }
+
+    /// Another user of the machine cannot open the segment nor the doorbell, even
+    /// knowing where they are (the test runs as root, the stranger as `nobody`).
+    #[test]
+    fn another_user_cannot_open_the_segment_or_the_doorbell() {
+        let node = Node::here().expect("a node");
+        let bell = Bell::new().expect("bell");
+        let p = Pending::new(node, &bell).expect("segment");
+        let o = p.offer();
+        for fd in [o.segment_fd, o.bell_fd] {
+            let path = format!("/proc/{}/fd/{fd}", o.pid);
+            // We can (same user): the check below is not vacuous.
+            assert!(std::fs::OpenOptions::new().write(true).open(&path).is_ok());
+            let out = std::process::Command::new("setpriv")
+                .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .args(["sh", "-c", &format!("echo x > {path}")])
+                .output()
+                .expect("setpriv (util-linux) runs");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "user nobody wrote to {path}");
+            assert!(err.contains("Permission denied"), "{path}: {err}");
+        }
     }
 
     #[test]
