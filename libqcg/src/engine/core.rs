@@ -1940,6 +1940,9 @@ mod tests {
         cap: usize,
         /// Once set, an empty `rx` reads as the end of the stream.
         eof: Rc<std::cell::Cell<bool>>,
+        /// Reads the peer's memory (the same process here): `Some(false)` says it
+        /// can but the kernel refuses, as under a ptrace policy.
+        mem: Option<bool>,
     }
 
     impl Read for Pipe {
@@ -1975,7 +1978,24 @@ mod tests {
         }
     }
 
-    impl LinkIo for Pipe {}
+    impl LinkIo for Pipe {
+        fn reads_peer(&self) -> bool {
+            self.mem.is_some()
+        }
+
+        #[allow(unsafe_code)]
+        fn read_peer(&mut self, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+            if self.mem != Some(true) {
+                return Err(io::ErrorKind::PermissionDenied.into());
+            }
+            // SAFETY: the peer is a core of this test, whose send buffer at `addr`
+            // lives until its request completes (after our `Fin`).
+            unsafe {
+                std::ptr::copy_nonoverlapping(addr as *const u8, dst.as_mut_ptr(), dst.len())
+            };
+            Ok(())
+        }
+    }
 
     fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
         let (a, b): (Buf, Buf) = Default::default();
@@ -1985,12 +2005,14 @@ mod tests {
                 tx: b.clone(),
                 cap,
                 eof: Default::default(),
+                mem: None,
             },
             Pipe {
                 rx: b,
                 tx: a.clone(),
                 cap,
                 eof: Default::default(),
+                mem: None,
             },
             a,
         )
@@ -2119,6 +2141,39 @@ mod tests {
         assert_eq!(&buf[..70_000], &data[..]);
         assert!(a.take(s).is_some());
         assert_eq!(b.accounting().unexpected_peak, 0, "nothing was buffered");
+    }
+
+    /// Over a link that reads the peer's memory, a large message is copied from the
+    /// sender's buffer (`Addr`, then `Fin`: no `Data` on the link); where the read is
+    /// refused, it streams as on a socket. Sent before and after its receive is posted.
+    #[test]
+    fn a_large_message_is_copied_once_from_the_senders_memory_or_streamed_if_refused() {
+        for (mem, copies) in [(true, 2u64), (false, 0)] {
+            let now = Instant::now();
+            let (mut p0, mut p1, _) = pipe(1 << 12);
+            p0.mem = Some(mem);
+            p1.mem = Some(mem);
+            let mut a = Core::new(0, 2, limits(16, 1 << 20));
+            let mut b = Core::new(1, 2, limits(16, 1 << 20));
+            a.add_conn(1, p0, now, false);
+            b.add_conn(0, p1, now, false);
+            let data: Vec<u8> = (0..70_000).map(|i| (i * 7) as u8).collect();
+            let posted = b.post_recv(any(), RecvBuf::Owned(vec![0u8; 100_000]));
+            let s1 = a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
+            let s2 = a.post_ssend(1, 2, 0, SendBuf::Owned(data[..30_000].to_vec()));
+            settle(&mut a, &mut b);
+            assert!(a.take(s1).is_some_and(|r| r.is_ok()));
+            assert!(!a.is_done(s2), "a synchronous send waits for its receive");
+            let (st, buf) = received(b.take(posted));
+            assert_eq!(st.len, 70_000);
+            assert_eq!(&buf[..70_000], &data[..]);
+            let late = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+            settle(&mut a, &mut b);
+            let (st, buf) = received(b.take(late));
+            assert_eq!((st.tag, buf), (2, data[..30_000].to_vec()));
+            assert!(a.take(s2).is_some_and(|r| r.is_ok()));
+            assert_eq!(b.accounting().single_copies, copies, "reads allowed: {mem}");
+        }
     }
 
     #[test]

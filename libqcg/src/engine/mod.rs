@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 const WAKER: Token = Token(usize::MAX);
 const LISTENER: Token = Token(usize::MAX - 1);
 const BELL: Token = Token(usize::MAX - 2);
+/// Spinning turns of a wait between two readings of the clock.
+const CLOCK_EVERY: u32 = 16;
 /// Spinning turns that look at the shared-memory links only, between two that also
 /// ask epoll (a system call each).
 const SKIP_POLL: u32 = 16;
@@ -408,8 +410,15 @@ impl Engine {
         let mut spin_from = start;
         let mut moved = self.core().accounting().moved;
         let mut slept = false;
+        // The clock is read every few spinning turns only: a turn over shared memory
+        // takes a fraction of a microsecond, and a clock read can cost as much.
+        let mut now = start;
+        let mut turns = 0u32;
         let r = loop {
-            let now = Instant::now();
+            turns = turns.wrapping_add(1);
+            if turns % CLOCK_EVERY == 0 || now.duration_since(spin_from) >= spin {
+                now = Instant::now();
+            }
             if deadline.is_some_and(|d| now >= d) {
                 break None;
             }

@@ -54,7 +54,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 const MAGIC: u64 = 0x7163_675f_7368_6d31; // "qcg_shm1"
 const VERSION: u32 = 1;
 /// Bytes of each ring (a power of two).
-pub const RING: usize = 512 * 1024;
+pub const RING: usize = 256 * 1024;
 const RINGS_AT: usize = 8192;
 const CTL_AT: usize = 4096;
 const CTL_STRIDE: usize = 1024;
