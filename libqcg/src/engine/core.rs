@@ -359,6 +359,8 @@ pub struct Core<C> {
     peer_addr: HashMap<(u32, u32), u64>,
     /// A cross-memory read failed once: said once, then `Cts` as on a socket.
     single_copy_refused: bool,
+    /// The time, as the shell last said ([`Core::set_now`]).
+    now: Instant,
     /// Bumped whenever a request completes: what waiting callers watch.
     pub completions: u64,
     /// The process is leaving: what arrives is read and dropped until each peer
@@ -371,9 +373,10 @@ fn would_block(e: &io::Error) -> bool {
 }
 
 impl<C: LinkIo> Core<C> {
-    /// The engine of rank `me` of a job of `size` ranks.
-    pub fn new(me: u32, size: u32, limits: Limits) -> Core<C> {
+    /// The engine of rank `me` of a job of `size` ranks, at time `now`.
+    pub fn new(me: u32, size: u32, limits: Limits, now: Instant) -> Core<C> {
         Core {
+            now,
             me,
             size,
             limits,
@@ -399,6 +402,12 @@ impl<C: LinkIo> Core<C> {
             completions: 0,
             draining: false,
         }
+    }
+
+    /// The shell says what time it is (each turn of its loop): when links last sent
+    /// and were heard from is counted from it.
+    pub fn set_now(&mut self, now: Instant) {
+        self.now = now;
     }
 
     /// The settings.
@@ -1165,7 +1174,7 @@ impl<C: LinkIo> Core<C> {
             match r {
                 Ok(0) => break Err("the link accepts no more bytes".to_string()),
                 Ok(mut n) => {
-                    conn.last_tx = Instant::now();
+                    conn.last_tx = self.now;
                     self.acct.moved += n as u64;
                     while n > 0 {
                         let Some(front) = conn.out.front_mut() else {
@@ -1352,7 +1361,7 @@ impl<C: LinkIo> Core<C> {
                     return;
                 }
                 Ok((n, want)) => {
-                    self.heard.insert(peer, Instant::now());
+                    self.heard.insert(peer, self.now);
                     self.acct.moved += n as u64;
                     let hup = self.conns.get(c).is_some_and(|x| x.hup);
                     if n < want && !hup {
@@ -2022,8 +2031,8 @@ mod tests {
     fn pair(limits: Limits, cap: usize) -> (Core<Pipe>, Core<Pipe>, Buf) {
         let now = Instant::now();
         let (p0, p1, to0) = pipe(cap);
-        let mut a = Core::new(0, 2, limits);
-        let mut b = Core::new(1, 2, limits);
+        let mut a = Core::new(0, 2, limits, Instant::now());
+        let mut b = Core::new(1, 2, limits, Instant::now());
         a.add_conn(1, p0, now, false);
         b.add_conn(0, p1, now, false);
         (a, b, to0)
@@ -2153,8 +2162,8 @@ mod tests {
             let (mut p0, mut p1, _) = pipe(1 << 12);
             p0.mem = Some(mem);
             p1.mem = Some(mem);
-            let mut a = Core::new(0, 2, limits(16, 1 << 20));
-            let mut b = Core::new(1, 2, limits(16, 1 << 20));
+            let mut a = Core::new(0, 2, limits(16, 1 << 20), Instant::now());
+            let mut b = Core::new(1, 2, limits(16, 1 << 20), Instant::now());
             a.add_conn(1, p0, now, false);
             b.add_conn(0, p1, now, false);
             let data: Vec<u8> = (0..70_000).map(|i| (i * 7) as u8).collect();
@@ -2289,8 +2298,8 @@ mod tests {
         let (p0, p1, _) = pipe(1 << 12);
         let (q0, q1, _) = pipe(1 << 12);
         let (p_end, q_end) = (p0.eof.clone(), q0.eof.clone());
-        let mut a = Core::new(0, 2, limits(100, 1 << 20));
-        let mut b = Core::new(1, 2, limits(100, 1 << 20));
+        let mut a = Core::new(0, 2, limits(100, 1 << 20), Instant::now());
+        let mut b = Core::new(1, 2, limits(100, 1 << 20), Instant::now());
         let q = a.add_conn(1, q0, now, false);
         let p = a.add_conn(1, p0, now, false);
         b.add_conn(0, p1, now, false); // b's first link: its sends go on p
@@ -2332,8 +2341,8 @@ mod tests {
         let now = Instant::now();
         let (p0, p1, _) = pipe(1 << 16);
         let end = p0.eof.clone();
-        let mut a = Core::new(0, 2, limits(100, 1 << 20));
-        let mut b = Core::new(1, 2, limits(100, 1 << 20));
+        let mut a = Core::new(0, 2, limits(100, 1 << 20), Instant::now());
+        let mut b = Core::new(1, 2, limits(100, 1 << 20), Instant::now());
         let c = a.add_conn(1, p0, now, false);
         let d = b.add_conn(0, p1, now, false);
         let s = b.post_send(0, 5, 0, SendBuf::Owned(vec![7; 50]));
@@ -2372,8 +2381,8 @@ mod tests {
             // queued on it when the direct link takes over.
             let (r0, r1, _) = pipe(300);
             let (d0, d1, _) = pipe(1 << 16);
-            let mut a = Core::new(0, 2, limits(100, 1 << 20));
-            let mut b = Core::new(1, 2, limits(100, 1 << 20));
+            let mut a = Core::new(0, 2, limits(100, 1 << 20), Instant::now());
+            let mut b = Core::new(1, 2, limits(100, 1 << 20), Instant::now());
             a.add_conn(1, r0, now, true);
             b.add_conn(0, r1, now, true);
             let mut sends = Vec::new();

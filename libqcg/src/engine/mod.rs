@@ -324,7 +324,7 @@ impl Engine {
         };
         let engine = Arc::new(Engine {
             progress: Mutex::new(Vec::new()),
-            core: Mutex::new(Core::new(id.rank, id.size, limits)),
+            core: Mutex::new(Core::new(id.rank, id.size, limits, Instant::now())),
             id,
             lp: Mutex::new(Loop {
                 poll,
@@ -557,6 +557,8 @@ impl Engine {
                 tracing::warn!(error = %e, "the progress loop cannot poll");
             }
         }
+        // What is read from now on was heard now.
+        self.core().set_now(Instant::now());
         if sleeping {
             for io in self.core().polled_io() {
                 if let Link::Shm(s) = io {
