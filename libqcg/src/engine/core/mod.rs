@@ -1,0 +1,543 @@
+//! The engine's state machine: every link of a process, its requests, matching and
+//! the eager/rendezvous protocol, over any byte stream that reads and writes without
+//! blocking (`WouldBlock` when it cannot). No sockets, threads or clocks of its own:
+//! the shell ([`super::Engine`]) hands it readiness and the time; tests hand it
+//! in-memory pipes.
+//!
+//! # Protocol
+//! A message of at most `eager` bytes goes at once (`Eager`). A larger one is
+//! announced (`Rts`); its bytes follow (`Data`) only once the receiver has a matching
+//! receive posted and said so (`Cts`), and then land straight in the posted buffer.
+//! Unexpected eager messages are kept up to `unexpected` bytes in all: past that the
+//! engine stops reading the link that brought the next one (its header read, its
+//! payload left in the kernel), so its sender waits; a receive posted for that very
+//! message takes it directly. Nothing is dropped.
+//!
+//! # Requests
+//! A send completes when its last byte is handed to the kernel; a receive when its
+//! message is in its buffer. A peer that is lost fails every request that needs it,
+//! naming the rank.
+
+use super::matching::{Envelope, Pattern, Queues};
+use super::rawbuf::RawBuf;
+use super::wire::{Header, Kind, HEADER};
+use crate::error::Error;
+use slab::Slab;
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice, Read, Write};
+use std::time::{Duration, Instant};
+
+/// A request's handle inside the engine.
+pub type ReqId = usize;
+/// A connection's handle inside the engine.
+pub type ConnId = usize;
+
+/// Bytes staged per link for headers and small payloads.
+const STAGE: usize = 32 * 1024;
+/// Payloads at least this long are read straight into their buffer.
+const DIRECT: usize = 8 * 1024;
+/// Frames gathered into one vectored write.
+const IOVECS: usize = 64;
+
+/// What a link's stream offers besides reading and writing without blocking.
+pub trait LinkIo: Read + Write {
+    /// The poller does not watch it: the shell asks it each turn ([`Core::poll_links`]).
+    fn polled(&self) -> bool {
+        false
+    }
+    /// For a polled link: (something to read or the end, room to write).
+    fn ready(&self) -> (bool, bool) {
+        (false, false)
+    }
+    /// Whether the peer's memory can be read from here (large messages then cross
+    /// in one copy: `Addr`, then `Fin` instead of `Cts` and `Data`).
+    fn reads_peer(&self) -> bool {
+        false
+    }
+    /// Copies the peer's memory at `addr` into `dst`.
+    fn read_peer(&mut self, _addr: u64, _dst: &mut [u8]) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+}
+
+/// What carries a link, worst first: a peer's messages go on its best link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Via {
+    /// Through a relay proxy.
+    Relay,
+    /// A connection through the network (or loopback).
+    Net,
+    /// Shared memory, between two processes of one node.
+    Memory,
+}
+
+/// A frame for the shell (a shared-memory offer and its answer), read off a link.
+#[derive(Debug)]
+pub struct ShellFrame {
+    /// From whom.
+    pub peer: u32,
+    /// On which connection.
+    pub conn: ConnId,
+    /// Which frame (the header's `id`).
+    pub what: u32,
+    /// Its payload.
+    pub payload: Vec<u8>,
+}
+
+/// Largest payload of a shell frame.
+pub const SHELL_MAX: u64 = 4096;
+
+/// The engine's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest message sent at once; larger ones wait for the receiver (rendezvous).
+    pub eager: usize,
+    /// Bytes of unexpected eager messages kept before senders are made to wait.
+    pub unexpected: usize,
+    /// A peer that sends nothing (not even a heartbeat) for this long is lost.
+    pub liveness: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            eager: 64 * 1024,
+            unexpected: 64 * 1024 * 1024,
+            liveness: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A send's bytes.
+#[derive(Debug)]
+pub enum SendBuf {
+    /// Owned by the request.
+    Owned(Vec<u8>),
+    /// Lent by the caller.
+    Raw(RawBuf),
+}
+
+impl SendBuf {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            SendBuf::Owned(v) => v,
+            SendBuf::Raw(r) => r.as_slice(),
+        }
+    }
+}
+
+/// Where a receive puts its message.
+#[derive(Debug)]
+pub enum RecvBuf {
+    /// A buffer of the message's length, made when it matches.
+    Alloc(Vec<u8>),
+    /// The caller's buffer, given to the engine (returned on completion).
+    Owned(Vec<u8>),
+    /// The caller's buffer, lent.
+    Raw(RawBuf),
+}
+
+impl RecvBuf {
+    fn capacity(&self) -> Option<usize> {
+        match self {
+            RecvBuf::Alloc(_) => None,
+            RecvBuf::Owned(v) => Some(v.len()),
+            RecvBuf::Raw(r) => Some(r.len()),
+        }
+    }
+
+    fn prepare(&mut self, len: usize) {
+        if let RecvBuf::Alloc(v) = self {
+            *v = vec![0u8; len];
+        }
+    }
+
+    fn slice(&mut self) -> &mut [u8] {
+        match self {
+            RecvBuf::Alloc(v) | RecvBuf::Owned(v) => v,
+            RecvBuf::Raw(r) => r.as_mut_slice(),
+        }
+    }
+
+    /// Takes a complete message: moved in when this is `Alloc`, copied otherwise.
+    fn fill(&mut self, data: Vec<u8>) {
+        match self {
+            RecvBuf::Alloc(v) => *v = data,
+            other => other.slice()[..data.len()].copy_from_slice(&data),
+        }
+    }
+
+    fn into_data(self) -> Option<Vec<u8>> {
+        match self {
+            RecvBuf::Alloc(v) | RecvBuf::Owned(v) => Some(v),
+            RecvBuf::Raw(_) => None,
+        }
+    }
+}
+
+/// What a received message was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Status {
+    /// Sender (job rank).
+    pub source: u32,
+    /// Tag.
+    pub tag: u32,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// How a request ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A send: its bytes are with the kernel.
+    Sent,
+    /// A receive, with the buffer it was given (or allocated), unless it was lent.
+    Received(Status, Option<Vec<u8>>),
+    /// A cancelled receive, with its buffer unless it was lent.
+    Cancelled(Option<Vec<u8>>),
+}
+
+enum ReqState {
+    Send {
+        dest: u32,
+        /// A rendezvous send's bytes, until the receiver is ready.
+        held: Option<SendBuf>,
+    },
+    Recv {
+        buf: RecvBuf,
+        matched: Option<Status>,
+    },
+    Done(Result<Outcome, Error>),
+}
+
+struct Req {
+    state: ReqState,
+    /// Nobody will take the result: free it when it completes.
+    detached: bool,
+}
+
+/// Where a payload's bytes go.
+#[derive(Clone, Copy, Debug)]
+enum Sink {
+    Req(ReqId),
+    Unex(usize),
+    Shell(usize),
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Rx {
+    Header,
+    Payload {
+        to: Sink,
+        len: usize,
+        have: usize,
+    },
+    /// An unexpected eager message waits for room (or for its receive): its header is
+    /// read, its payload is not.
+    Stalled {
+        key: usize,
+    },
+    /// The peer moved its messages here (`Resume`) and those it sent before on
+    /// another link are not all handled yet: the next header waits.
+    Gated,
+}
+
+struct Out {
+    head: [u8; HEADER],
+    body: Option<SendBuf>,
+    off: usize,
+    req: Option<ReqId>,
+}
+
+impl Out {
+    /// A frame with no payload and no request behind it.
+    fn control(h: Header) -> Out {
+        Out {
+            head: h.encode(),
+            body: None,
+            off: 0,
+            req: None,
+        }
+    }
+
+    fn len(&self) -> usize {
+        HEADER + self.body.as_ref().map_or(0, |b| b.as_slice().len())
+    }
+}
+
+struct Conn<C> {
+    io: C,
+    peer: u32,
+    rx: Rx,
+    stage: Box<[u8]>,
+    start: usize,
+    end: usize,
+    out: VecDeque<Out>,
+    last_tx: Instant,
+    /// What carries it: a better link to the same peer replaces it.
+    via: Via,
+    /// Messages of the peer to handle before the next one read here (its `Resume`).
+    gate: Option<u64>,
+    /// The peer sends nothing more here (its `Moved`).
+    moved_in: bool,
+    /// We send nothing more here (our `Moved`).
+    moved_out: bool,
+    /// The poller said the peer shut its side: read on to the end of the stream
+    /// even after a short read, since no further readiness comes for the end.
+    hup: bool,
+}
+
+enum UnexBody {
+    Eager { data: Vec<u8>, complete: bool },
+    Stalled { conn: ConnId },
+    Rts { id: u32 },
+}
+
+struct Unex {
+    env: Envelope,
+    body: UnexBody,
+    /// The receive that matched it while its payload was still arriving.
+    claimed: Option<ReqId>,
+}
+
+/// What the engine holds, for tests and reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// Bytes of unexpected eager messages held now.
+    pub unexpected_bytes: usize,
+    /// The most ever held.
+    pub unexpected_peak: usize,
+    /// Times a link was paused because the unexpected buffer was full.
+    pub stalls: u64,
+    /// Requests not yet taken.
+    pub requests: usize,
+    /// Open connections.
+    pub conns: usize,
+    /// Times our sends moved from a relayed link to a direct one.
+    pub upgrades: u64,
+    /// Bytes written to and read from links so far.
+    pub moved: u64,
+    /// Links that moved to shared memory.
+    pub memory_links: u64,
+    /// Large messages copied straight from the sender's memory.
+    pub single_copies: u64,
+}
+
+/// Every link and request of one process.
+pub struct Core<C> {
+    me: u32,
+    size: u32,
+    limits: Limits,
+    conns: Slab<Conn<C>>,
+    /// Connections per peer; the first carries what we send.
+    links: HashMap<u32, Vec<ConnId>>,
+    /// When we last heard from each peer.
+    heard: HashMap<u32, Instant>,
+    lost: HashMap<u32, String>,
+    reqs: Slab<Req>,
+    queues: Queues<ReqId, usize>,
+    unexp: Slab<Unex>,
+    /// Rendezvous receives waiting for their data, by (peer, sender's id).
+    expect: HashMap<(u32, u32), ReqId>,
+    stalled: Vec<ConnId>,
+    /// Ordered frames (`Eager`, `Rts`) sent to / handled from each peer: a link a
+    /// peer moved to waits until the count reaches its `Resume`.
+    sent_seq: HashMap<u32, u64>,
+    recv_seq: HashMap<u32, u64>,
+    /// Connections waiting at their gate.
+    gated: Vec<ConnId>,
+    /// Synchronous sends to ourselves not matched yet, by their unexpected message.
+    sync_local: HashMap<usize, ReqId>,
+    acct: Accounting,
+    /// Connections the poller does not watch (see [`LinkIo::polled`]).
+    polled: Vec<ConnId>,
+    /// Shell frames read and not yet taken, and those whose payload is arriving.
+    shell: Vec<ShellFrame>,
+    shell_partial: Slab<ShellFrame>,
+    /// Where the senders of announced large messages keep them (`Addr`), by
+    /// (peer, sender's id).
+    peer_addr: HashMap<(u32, u32), u64>,
+    /// A cross-memory read failed once: said once, then `Cts` as on a socket.
+    single_copy_refused: bool,
+    /// The time, as the shell last said ([`Core::set_now`]).
+    now: Instant,
+    /// Bumped whenever a request completes: what waiting callers watch.
+    pub completions: u64,
+    /// The process is leaving: what arrives is read and dropped until each peer
+    /// closes its side.
+    draining: bool,
+}
+
+fn would_block(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+}
+
+mod links;
+mod recv;
+mod send;
+#[cfg(test)]
+mod tests;
+
+impl<C: LinkIo> Core<C> {
+    /// The engine of rank `me` of a job of `size` ranks, at time `now`.
+    pub fn new(me: u32, size: u32, limits: Limits, now: Instant) -> Core<C> {
+        Core {
+            now,
+            me,
+            size,
+            limits,
+            conns: Slab::new(),
+            links: HashMap::new(),
+            heard: HashMap::new(),
+            lost: HashMap::new(),
+            reqs: Slab::new(),
+            queues: Queues::default(),
+            unexp: Slab::new(),
+            expect: HashMap::new(),
+            stalled: Vec::new(),
+            sent_seq: HashMap::new(),
+            recv_seq: HashMap::new(),
+            gated: Vec::new(),
+            sync_local: HashMap::new(),
+            acct: Accounting::default(),
+            polled: Vec::new(),
+            shell: Vec::new(),
+            shell_partial: Slab::new(),
+            peer_addr: HashMap::new(),
+            single_copy_refused: false,
+            completions: 0,
+            draining: false,
+        }
+    }
+
+    /// The shell says what time it is (each turn of its loop): when links last sent
+    /// and were heard from is counted from it.
+    pub fn set_now(&mut self, now: Instant) {
+        self.now = now;
+    }
+
+    /// The settings.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// What the engine holds now.
+    pub fn accounting(&self) -> Accounting {
+        Accounting {
+            requests: self.reqs.len(),
+            conns: self.conns.len(),
+            ..self.acct
+        }
+    }
+
+    fn new_req(&mut self, state: ReqState) -> ReqId {
+        self.reqs.insert(Req {
+            state,
+            detached: false,
+        })
+    }
+
+    fn complete(&mut self, id: ReqId, r: Result<Outcome, Error>) {
+        self.completions += 1;
+        let Some(req) = self.reqs.get_mut(id) else {
+            return;
+        };
+        if req.detached {
+            self.reqs.remove(id);
+        } else {
+            req.state = ReqState::Done(r);
+        }
+    }
+
+    fn complete_recv(&mut self, id: ReqId) {
+        let Some(req) = self.reqs.get_mut(id) else {
+            return;
+        };
+        let state = std::mem::replace(&mut req.state, ReqState::Done(Ok(Outcome::Sent)));
+        let out = match state {
+            ReqState::Recv {
+                buf,
+                matched: Some(st),
+                ..
+            } => {
+                let data = buf.into_data();
+                Outcome::Received(st, data)
+            }
+            other => {
+                req.state = other;
+                return;
+            }
+        };
+        self.complete(id, Ok(out));
+    }
+
+    /// Whether a request has completed.
+    pub fn is_done(&self, id: ReqId) -> bool {
+        matches!(
+            self.reqs.get(id).map(|r| &r.state),
+            Some(ReqState::Done(_)) | None
+        )
+    }
+
+    /// Takes a completed request's result (and frees it).
+    pub fn take(&mut self, id: ReqId) -> Option<Result<Outcome, Error>> {
+        if !matches!(self.reqs.get(id)?.state, ReqState::Done(_)) {
+            return None;
+        }
+        match self.reqs.remove(id).state {
+            ReqState::Done(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Nobody will wait for this request: a receive not matched yet is cancelled,
+    /// anything else completes on its own and its result is dropped.
+    pub fn detach(&mut self, id: ReqId) {
+        if self.cancel(id) || self.is_done(id) {
+            self.reqs.try_remove(id);
+            return;
+        }
+        if let Some(r) = self.reqs.get_mut(id) {
+            r.detached = true;
+        }
+    }
+
+    /// Cancels a receive that has not matched a message yet. False if it has (or is
+    /// a send, or done): then it completes as it would have.
+    pub fn cancel(&mut self, id: ReqId) -> bool {
+        let Some(Req {
+            state: ReqState::Recv { matched: None, .. },
+            ..
+        }) = self.reqs.get(id)
+        else {
+            return false;
+        };
+        if !self.queues.cancel(id) {
+            return false;
+        }
+        let Some(req) = self.reqs.get_mut(id) else {
+            return false;
+        };
+        if let ReqState::Recv { buf, .. } =
+            std::mem::replace(&mut req.state, ReqState::Done(Ok(Outcome::Sent)))
+        {
+            let data = match buf {
+                RecvBuf::Alloc(_) => None,
+                other => other.into_data(),
+            };
+            self.complete(id, Ok(Outcome::Cancelled(data)));
+        }
+        true
+    }
+
+    fn lost_error(&self, rank: u32) -> Error {
+        Error::PeerLost {
+            rank,
+            reason: self
+                .lost
+                .get(&rank)
+                .cloned()
+                .unwrap_or_else(|| "no link".into()),
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Sends: posting them (eager or announced) and writing what is queued on a link.
+
+use super::*;
+
+impl<C: LinkIo> Core<C> {
+    /// Posts a send of `buf` to `dest` (a job rank) with `tag` in `context`. The
+    /// caller makes sure a link exists first (or `dest` is us).
+    pub fn post_send(&mut self, dest: u32, tag: u32, context: u32, buf: SendBuf) -> ReqId {
+        self.post_send_mode(dest, tag, context, buf, false, 0)
+    }
+
+    /// Posts a send that goes at once up to `allowance` bytes above the eager limit
+    /// (a collective's flit, sized by its model to the limit, carries the call's
+    /// signature at its head).
+    pub fn post_send_allowing(
+        &mut self,
+        dest: u32,
+        tag: u32,
+        context: u32,
+        buf: SendBuf,
+        allowance: usize,
+    ) -> ReqId {
+        self.post_send_mode(dest, tag, context, buf, false, allowance)
+    }
+
+    /// Posts a synchronous send (MPI's `MPI_Ssend`): announced first (`Rts`)
+    /// whatever its size, so it completes only after the receiver matched it with
+    /// a receive and said so (`Cts`). To ourselves, it completes when a receive of
+    /// ours takes it (as under MPI, without one posted it never does).
+    pub fn post_ssend(&mut self, dest: u32, tag: u32, context: u32, buf: SendBuf) -> ReqId {
+        self.post_send_mode(dest, tag, context, buf, true, 0)
+    }
+
+    pub(super) fn post_send_mode(
+        &mut self,
+        dest: u32,
+        tag: u32,
+        context: u32,
+        buf: SendBuf,
+        sync: bool,
+        allowance: usize,
+    ) -> ReqId {
+        let len = buf.as_slice().len();
+        if dest == self.me {
+            let id = self.new_req(ReqState::Send { dest, held: None });
+            let data = buf.as_slice().to_vec();
+            match self.deliver_local(tag, context, data) {
+                Some(key) if sync => {
+                    self.sync_local.insert(key, id);
+                }
+                _ => self.complete(id, Ok(Outcome::Sent)),
+            }
+            return id;
+        }
+        if let Some(_reason) = self.lost.get(&dest) {
+            let e = self.lost_error(dest);
+            let id = self.new_req(ReqState::Send { dest, held: None });
+            self.complete(id, Err(e));
+            return id;
+        }
+        let Some(&c) = self.links.get(&dest).and_then(|v| v.first()) else {
+            let id = self.new_req(ReqState::Send { dest, held: None });
+            self.complete(
+                id,
+                Err(Error::PeerLost {
+                    rank: dest,
+                    reason: "no link to it".into(),
+                }),
+            );
+            return id;
+        };
+        let id = self.new_req(ReqState::Send { dest, held: None });
+        let mut h = Header::new(Kind::Eager);
+        h.tag = tag;
+        h.context = context;
+        h.id = id as u32;
+        h.len = len as u64;
+        let out = if len <= self.limits.eager + allowance && !sync {
+            Out {
+                head: h.encode(),
+                body: Some(buf),
+                off: 0,
+                req: Some(id),
+            }
+        } else {
+            h.kind = Kind::Rts;
+            let addr = buf.as_slice().as_ptr() as u64;
+            if let Some(Req {
+                state: ReqState::Send { held, .. },
+                ..
+            }) = self.reqs.get_mut(id)
+            {
+                *held = Some(buf);
+            }
+            if len > 0 && self.conns.get(c).is_some_and(|x| x.io.reads_peer()) {
+                // The receiver may copy it from here (see `clear_to_send`).
+                let mut a = Header::new(Kind::Addr);
+                a.tag = (addr >> 32) as u32;
+                a.context = addr as u32;
+                a.id = id as u32;
+                a.len = len as u64;
+                self.queue(c, Out::control(a));
+            }
+            Out {
+                head: h.encode(),
+                body: None,
+                off: 0,
+                req: None,
+            }
+        };
+        *self.sent_seq.entry(dest).or_default() += 1;
+        self.queue(c, out);
+        id
+    }
+
+    /// A send to ourselves: matched here and now.
+    /// Returns the unexpected message's key when no receive took it.
+    pub(super) fn deliver_local(&mut self, tag: u32, context: u32, data: Vec<u8>) -> Option<usize> {
+        let env = Envelope {
+            source: self.me,
+            tag,
+            context,
+            len: data.len() as u64,
+        };
+        while let Some((_, rid)) = self.queues.arrive(&env) {
+            if self.too_small(rid, &env) {
+                continue;
+            }
+            self.matched(rid, &env);
+            if let Some(ReqState::Recv { buf, .. }) = self.reqs.get_mut(rid).map(|r| &mut r.state) {
+                buf.fill(data);
+            }
+            self.complete_recv(rid);
+            return None;
+        }
+        let key = self.unexp.insert(Unex {
+            env,
+            body: UnexBody::Eager {
+                data,
+                complete: true,
+            },
+            claimed: None,
+        });
+        self.queues.file(env, key);
+        Some(key)
+    }
+
+    pub(super) fn queue(&mut self, c: ConnId, out: Out) {
+        let Some(conn) = self.conns.get_mut(c) else {
+            return;
+        };
+        conn.out.push_back(out);
+        if conn.out.len() == 1 {
+            self.flush(c);
+        }
+    }
+
+    /// The connection can be written: sends what is queued.
+    pub fn on_writable(&mut self, c: ConnId) {
+        self.flush(c);
+    }
+
+    pub(super) fn flush(&mut self, c: ConnId) {
+        let mut done: Vec<ReqId> = Vec::new();
+        let result = loop {
+            let Some(conn) = self.conns.get_mut(c) else {
+                return;
+            };
+            if conn.out.is_empty() {
+                break Ok(());
+            }
+            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(IOVECS);
+            for o in conn.out.iter() {
+                if slices.len() + 2 > IOVECS {
+                    break;
+                }
+                if o.off < HEADER {
+                    slices.push(IoSlice::new(&o.head[o.off..]));
+                    if let Some(b) = &o.body {
+                        slices.push(IoSlice::new(b.as_slice()));
+                    }
+                } else if let Some(b) = &o.body {
+                    slices.push(IoSlice::new(&b.as_slice()[o.off - HEADER..]));
+                }
+            }
+            let r = conn.io.write_vectored(&slices);
+            drop(slices);
+            match r {
+                Ok(0) => break Err("the link accepts no more bytes".to_string()),
+                Ok(mut n) => {
+                    conn.last_tx = self.now;
+                    self.acct.moved += n as u64;
+                    while n > 0 {
+                        let Some(front) = conn.out.front_mut() else {
+                            break;
+                        };
+                        let left = front.len() - front.off;
+                        if n >= left {
+                            n -= left;
+                            if let Some(o) = conn.out.pop_front() {
+                                if let Some(r) = o.req {
+                                    done.push(r);
+                                }
+                            }
+                        } else {
+                            front.off += n;
+                            n = 0;
+                        }
+                    }
+                }
+                Err(e) if would_block(&e) => break Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => break Err(format!("link error: {e}")),
+            }
+        };
+        for r in done {
+            self.complete(r, Ok(Outcome::Sent));
+        }
+        if result.is_ok() {
+            self.retire_if_done(c);
+        }
+        if let Err(reason) = result {
+            if let Some(p) = self.conn_peer(c) {
+                self.fail_peer(p, &reason);
+            }
+        }
+    }
+}

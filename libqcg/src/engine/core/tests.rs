@@ -1,0 +1,594 @@
+//! The state machine over in-memory pipes.
+
+#![allow(clippy::unwrap_used)]
+use super::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// One direction of an in-memory link that holds at most `cap` bytes.
+type Buf = Rc<RefCell<VecDeque<u8>>>;
+
+/// An in-memory stream end: reads `rx`, writes `tx`; `WouldBlock` when empty/full.
+struct Pipe {
+    rx: Buf,
+    tx: Buf,
+    cap: usize,
+    /// Once set, an empty `rx` reads as the end of the stream.
+    eof: Rc<std::cell::Cell<bool>>,
+    /// Reads the peer's memory (the same process here): `Some(false)` says it
+    /// can but the kernel refuses, as under a ptrace policy.
+    mem: Option<bool>,
+}
+
+impl Read for Pipe {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        let mut q = self.rx.borrow_mut();
+        if q.is_empty() && self.eof.get() {
+            return Ok(0);
+        }
+        if q.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = out.len().min(q.len());
+        for (o, b) in out.iter_mut().zip(q.drain(..n)) {
+            *o = b;
+        }
+        Ok(n)
+    }
+}
+
+impl Write for Pipe {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let mut q = self.tx.borrow_mut();
+        let room = self.cap - q.len();
+        if room == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = data.len().min(room);
+        q.extend(&data[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LinkIo for Pipe {
+    fn reads_peer(&self) -> bool {
+        self.mem.is_some()
+    }
+
+    #[allow(unsafe_code)]
+    fn read_peer(&mut self, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+        if self.mem != Some(true) {
+            return Err(io::ErrorKind::PermissionDenied.into());
+        }
+        // SAFETY: the peer is a core of this test, whose send buffer at `addr`
+        // lives until its request completes (after our `Fin`).
+        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+}
+
+fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
+    let (a, b): (Buf, Buf) = Default::default();
+    (
+        Pipe {
+            rx: a.clone(),
+            tx: b.clone(),
+            cap,
+            eof: Default::default(),
+            mem: None,
+        },
+        Pipe {
+            rx: b,
+            tx: a.clone(),
+            cap,
+            eof: Default::default(),
+            mem: None,
+        },
+        a,
+    )
+}
+
+/// Ranks 0 and 1 linked in memory; `to0` is what rank 0 will read.
+fn pair(limits: Limits, cap: usize) -> (Core<Pipe>, Core<Pipe>, Buf) {
+    let now = Instant::now();
+    let (p0, p1, to0) = pipe(cap);
+    let mut a = Core::new(0, 2, limits, Instant::now());
+    let mut b = Core::new(1, 2, limits, Instant::now());
+    a.add_conn(1, p0, now, false);
+    b.add_conn(0, p1, now, false);
+    (a, b, to0)
+}
+
+/// Moves bytes both ways for a while (enough for every test's bytes).
+fn settle(a: &mut Core<Pipe>, b: &mut Core<Pipe>) {
+    for _ in 0..2_000 {
+        for c in a.conn_ids() {
+            a.on_writable(c);
+            a.on_readable(c);
+        }
+        for c in b.conn_ids() {
+            b.on_writable(c);
+            b.on_readable(c);
+        }
+    }
+}
+
+fn any() -> Pattern {
+    Pattern {
+        context: 0,
+        source: None,
+        tag: None,
+    }
+}
+
+fn received(r: Option<Result<Outcome, Error>>) -> (Status, Vec<u8>) {
+    match r {
+        Some(Ok(Outcome::Received(st, Some(d)))) => (st, d),
+        other => panic!("not a receive: {other:?}"),
+    }
+}
+
+fn limits(eager: usize, unexpected: usize) -> Limits {
+    Limits {
+        eager,
+        unexpected,
+        liveness: Duration::from_secs(30),
+    }
+}
+
+#[test]
+fn eager_and_rendezvous_messages_arrive_whole_and_in_order() {
+    let (mut a, mut b, _) = pair(limits(100, 1 << 20), 64);
+    let msgs: Vec<Vec<u8>> = [0usize, 1, 99, 100, 101, 5000]
+        .iter()
+        .map(|&n| (0..n).map(|i| i as u8).collect())
+        .collect();
+    let sends: Vec<ReqId> = msgs
+        .iter()
+        .map(|m| a.post_send(1, 3, 0, SendBuf::Owned(m.clone())))
+        .collect();
+    settle(&mut a, &mut b);
+    // The large ones wait for their receives (rendezvous): not done yet.
+    assert!(!a.is_done(sends[4]) && !a.is_done(sends[5]));
+    for m in &msgs {
+        let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        settle(&mut a, &mut b);
+        let (st, d) = received(b.take(r));
+        assert_eq!((st.source, st.tag, st.len), (0, 3, m.len()));
+        assert_eq!(&d, m);
+    }
+    assert!(sends
+        .iter()
+        .all(|&s| matches!(a.take(s), Some(Ok(Outcome::Sent)))));
+    assert_eq!(b.accounting().unexpected_bytes, 0);
+    // What one side wrote the other read: both count every byte, payloads and
+    // headers, once.
+    let payload: usize = msgs.iter().map(Vec::len).sum();
+    let (ma, mb) = (a.accounting().moved, b.accounting().moved);
+    assert_eq!(ma, mb);
+    assert!(ma as usize > payload && (ma as usize) < payload + 64 * HEADER);
+}
+
+#[test]
+fn a_synchronous_send_completes_only_once_the_receiver_matched_it() {
+    let (mut a, mut b, _) = pair(limits(100, 1 << 20), 64);
+    let small = a.post_ssend(1, 4, 0, SendBuf::Owned(vec![7u8; 3]));
+    let empty = a.post_ssend(1, 5, 0, SendBuf::Owned(Vec::new()));
+    let plain = a.post_send(1, 4, 0, SendBuf::Owned(vec![8u8; 3]));
+    settle(&mut a, &mut b);
+    // The standard one is out; the synchronous ones wait, however small.
+    assert!(a.is_done(plain));
+    assert!(!a.is_done(small) && !a.is_done(empty));
+    assert_eq!(b.iprobe(&any()).ok().flatten().map(|s| s.len), Some(3));
+    let r = b.post_recv(
+        Pattern {
+            tag: Some(5),
+            ..any()
+        },
+        RecvBuf::Alloc(Vec::new()),
+    );
+    settle(&mut a, &mut b);
+    assert_eq!(received(b.take(r)).0.len, 0);
+    assert!(a.is_done(empty) && !a.is_done(small));
+    for want in [vec![7u8; 3], vec![8u8; 3]] {
+        let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        settle(&mut a, &mut b);
+        assert_eq!(received(b.take(r)).1, want, "order kept per tag");
+    }
+    assert!(matches!(a.take(small), Some(Ok(Outcome::Sent))));
+}
+
+#[test]
+fn a_large_message_lands_in_the_posted_buffer() {
+    let (mut a, mut b, _) = pair(limits(16, 1 << 20), 1 << 12);
+    let r = b.post_recv(any(), RecvBuf::Owned(vec![0u8; 100_000]));
+    let data: Vec<u8> = (0..70_000).map(|i| (i * 7) as u8).collect();
+    let s = a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
+    settle(&mut a, &mut b);
+    let (st, buf) = received(b.take(r));
+    assert_eq!(st.len, 70_000);
+    assert_eq!(buf.len(), 100_000, "the caller's own buffer comes back");
+    assert_eq!(&buf[..70_000], &data[..]);
+    assert!(a.take(s).is_some());
+    assert_eq!(b.accounting().unexpected_peak, 0, "nothing was buffered");
+}
+
+/// Over a link that reads the peer's memory, a large message is copied from the
+/// sender's buffer (`Addr`, then `Fin`: no `Data` on the link); where the read is
+/// refused, it streams as on a socket. Sent before and after its receive is posted.
+#[test]
+fn a_large_message_is_copied_once_from_the_senders_memory_or_streamed_if_refused() {
+    for (mem, copies) in [(true, 2u64), (false, 0)] {
+        let now = Instant::now();
+        let (mut p0, mut p1, _) = pipe(1 << 12);
+        p0.mem = Some(mem);
+        p1.mem = Some(mem);
+        let mut a = Core::new(0, 2, limits(16, 1 << 20), Instant::now());
+        let mut b = Core::new(1, 2, limits(16, 1 << 20), Instant::now());
+        a.add_conn(1, p0, now, false);
+        b.add_conn(0, p1, now, false);
+        let data: Vec<u8> = (0..70_000).map(|i| (i * 7) as u8).collect();
+        let posted = b.post_recv(any(), RecvBuf::Owned(vec![0u8; 100_000]));
+        let s1 = a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
+        let s2 = a.post_ssend(1, 2, 0, SendBuf::Owned(data[..30_000].to_vec()));
+        settle(&mut a, &mut b);
+        assert!(a.take(s1).is_some_and(|r| r.is_ok()));
+        assert!(!a.is_done(s2), "a synchronous send waits for its receive");
+        let (st, buf) = received(b.take(posted));
+        assert_eq!(st.len, 70_000);
+        assert_eq!(&buf[..70_000], &data[..]);
+        let late = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        settle(&mut a, &mut b);
+        let (st, buf) = received(b.take(late));
+        assert_eq!((st.tag, buf), (2, data[..30_000].to_vec()));
+        assert!(a.take(s2).is_some_and(|r| r.is_ok()));
+        assert_eq!(b.accounting().single_copies, copies, "reads allowed: {mem}");
+    }
+}
+
+#[test]
+fn a_full_unexpected_buffer_pauses_the_link_and_loses_nothing() {
+    // 10 messages of 100 bytes against a 250-byte bound.
+    let (mut a, mut b, _) = pair(limits(100, 250), 128);
+    let sends: Vec<ReqId> = (0..10u8)
+        .map(|i| a.post_send(1, 0, 0, SendBuf::Owned(vec![i; 100])))
+        .collect();
+    settle(&mut a, &mut b);
+    let acct = b.accounting();
+    assert!(acct.unexpected_bytes <= 250, "{acct:?}");
+    assert!(acct.stalls > 0);
+    assert!(!a.is_done(sends[9]), "the sender waits");
+    for i in 0..10u8 {
+        let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        settle(&mut a, &mut b);
+        assert_eq!(received(b.take(r)).1, vec![i; 100]);
+    }
+    assert!(b.accounting().unexpected_peak <= 250);
+    assert!(sends.iter().all(|&s| a.is_done(s)));
+}
+
+/// MPI_Ssend to oneself completes only once a receive takes the message.
+#[test]
+fn a_synchronous_send_to_ourselves_waits_for_our_receive() {
+    let (mut a, _b, _) = pair(limits(100, 1 << 20), 1 << 12);
+    let s = a.post_ssend(0, 3, 0, SendBuf::Owned(vec![5; 10]));
+    assert!(!a.is_done(s), "completed with no receive posted");
+    let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    let (st, d) = received(a.take(r));
+    assert_eq!((st.source, st.tag, d), (0, 3, vec![5; 10]));
+    assert!(matches!(a.take(s), Some(Ok(Outcome::Sent))));
+    // With the receive posted first, at once.
+    let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    let s = a.post_ssend(0, 4, 0, SendBuf::Owned(vec![6; 3]));
+    assert!(matches!(a.take(s), Some(Ok(Outcome::Sent))));
+    assert_eq!(received(a.take(r)).1, vec![6; 3]);
+}
+
+#[test]
+fn a_short_buffer_fails_and_the_message_stays() {
+    let (mut a, mut b, _) = pair(limits(100, 1 << 20), 1 << 12);
+    a.post_send(1, 9, 0, SendBuf::Owned(vec![5; 50]));
+    settle(&mut a, &mut b);
+    let r = b.post_recv(any(), RecvBuf::Owned(vec![0; 10]));
+    assert!(matches!(
+        b.take(r),
+        Some(Err(Error::Truncated {
+            len: 50,
+            capacity: 10,
+            ..
+        }))
+    ));
+    assert_eq!(b.iprobe(&any()).unwrap().unwrap().len, 50);
+    let r = b.post_recv(any(), RecvBuf::Owned(vec![0; 64]));
+    assert_eq!(&received(b.take(r)).1[..50], &[5; 50]);
+}
+
+/// What a matched probe takes no later receive can match, eager or rendezvous,
+/// and its request gets the bytes.
+#[test]
+fn a_matched_probe_takes_the_message_out_of_matching() {
+    let (mut a, mut b, _) = pair(limits(100, 1 << 20), 1 << 12);
+    assert!(matches!(b.improbe(&any()), Ok(None)));
+    let big: Vec<u8> = (0..5000).map(|i| i as u8).collect();
+    let s1 = a.post_send(1, 1, 0, SendBuf::Owned(vec![1; 10]));
+    let s2 = a.post_send(1, 2, 0, SendBuf::Owned(big.clone()));
+    let s3 = a.post_send(1, 1, 0, SendBuf::Owned(vec![3; 7]));
+    settle(&mut a, &mut b);
+    let (st, m1) = b.improbe(&any()).unwrap().unwrap();
+    assert_eq!((st.source, st.tag, st.len), (0, 1, 10));
+    // A receive posted now takes the next message, not the probed one.
+    let r = b.post_recv(
+        Pattern {
+            tag: Some(1),
+            ..any()
+        },
+        RecvBuf::Alloc(Vec::new()),
+    );
+    assert_eq!(received(b.take(r)).1, vec![3; 7]);
+    assert_eq!(received(b.take(m1)).1, vec![1; 10]);
+    // The rendezvous one: announced only, its data comes once probed.
+    assert!(!a.is_done(s2));
+    let (st, m2) = b.improbe(&any()).unwrap().unwrap();
+    assert_eq!(st.len, 5000);
+    settle(&mut a, &mut b);
+    assert_eq!(received(b.take(m2)).1, big);
+    assert!([s1, s2, s3].iter().all(|&s| a.is_done(s)));
+    assert!(matches!(b.improbe(&any()), Ok(None)));
+    assert_eq!(b.accounting().unexpected_bytes, 0);
+}
+
+#[test]
+fn cancel_takes_back_an_unmatched_receive_only() {
+    let (mut a, mut b, _) = pair(limits(100, 1 << 20), 1 << 12);
+    let r = b.post_recv(any(), RecvBuf::Owned(vec![1, 2]));
+    assert!(b.cancel(r));
+    assert!(matches!(b.take(r), Some(Ok(Outcome::Cancelled(Some(v)))) if v == [1, 2]));
+    let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    a.post_send(1, 0, 0, SendBuf::Owned(vec![3]));
+    settle(&mut a, &mut b);
+    assert!(!b.cancel(r));
+    assert_eq!(received(b.take(r)).1, vec![3]);
+}
+
+/// Two ranks that dialled each other at once have two links; a peer leaving
+/// closes both, in any order. The end of one while the other still carries its
+/// last message lost that message, and failed the receive waiting for it.
+#[test]
+fn a_peer_closing_one_of_two_links_loses_nothing_sent_on_the_other() {
+    let now = Instant::now();
+    let (p0, p1, _) = pipe(1 << 12);
+    let (q0, q1, _) = pipe(1 << 12);
+    let (p_end, q_end) = (p0.eof.clone(), q0.eof.clone());
+    let mut a = Core::new(0, 2, limits(100, 1 << 20), Instant::now());
+    let mut b = Core::new(1, 2, limits(100, 1 << 20), Instant::now());
+    let q = a.add_conn(1, q0, now, false);
+    let p = a.add_conn(1, p0, now, false);
+    b.add_conn(0, p1, now, false); // b's first link: its sends go on p
+    b.add_conn(0, q1, now, false);
+    let s = b.post_send(0, 5, 0, SendBuf::Owned(vec![7; 50]));
+    for c in b.conn_ids() {
+        b.on_writable(c);
+    }
+    assert!(matches!(b.take(s), Some(Ok(Outcome::Sent))));
+    // b leaves: a sees q end before it reads what waits on p.
+    q_end.set(true);
+    a.on_readable(q);
+    assert_eq!(a.lost(1), None);
+    let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    a.on_readable(p);
+    let (st, d) = received(a.take(r));
+    assert_eq!((st.source, st.tag, d), (1, 5, vec![7; 50]));
+    // The last link ends: now b is gone, and a receive from it says so.
+    p_end.set(true);
+    a.on_readable(p);
+    let from_b = Pattern {
+        source: Some(1),
+        ..any()
+    };
+    let r = a.post_recv(from_b, RecvBuf::Alloc(Vec::new()));
+    match a.take(r) {
+        Some(Err(Error::PeerLost { rank: 1, reason })) => {
+            assert!(reason.contains("closed its link"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A peer's last message and the end of its stream come in one readiness (its
+/// data, then its close, before we read): both are handled in that one turn,
+/// since the poller reports no further readiness for the end.
+#[test]
+fn a_last_message_and_the_close_in_one_readiness_are_both_read() {
+    let now = Instant::now();
+    let (p0, p1, _) = pipe(1 << 16);
+    let end = p0.eof.clone();
+    let mut a = Core::new(0, 2, limits(100, 1 << 20), Instant::now());
+    let mut b = Core::new(1, 2, limits(100, 1 << 20), Instant::now());
+    let c = a.add_conn(1, p0, now, false);
+    let d = b.add_conn(0, p1, now, false);
+    let s = b.post_send(0, 5, 0, SendBuf::Owned(vec![7; 50]));
+    b.on_writable(d);
+    assert!(matches!(b.take(s), Some(Ok(Outcome::Sent))));
+    end.set(true);
+    let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    a.on_read_closed(c);
+    let (st, data) = received(a.take(r));
+    assert_eq!((st.source, st.tag, data), (1, 5, vec![7; 50]));
+    match a.lost(1) {
+        Some(reason) => assert!(reason.contains("closed its link"), "{reason}"),
+        None => panic!("the end of the stream was left unread"),
+    }
+}
+
+/// Relay first, then upgrade: a direct link comes up beside the relayed one, on
+/// each side at its own time. Messages sent before, across and after the move
+/// (eager and rendezvous) are received in the order sent, whichever link the
+/// receiver reads first, and the relayed link is closed on both sides.
+#[test]
+fn a_relayed_link_moves_to_a_direct_one_without_reordering() {
+    let msg = |from: u32, i: u32| -> Vec<u8> {
+        let len = if i % 7 == 3 {
+            500
+        } else {
+            8 + (i as usize % 50)
+        };
+        let mut m = vec![from as u8; len];
+        m[..4].copy_from_slice(&i.to_le_bytes());
+        m
+    };
+    for read_new_first in [false, true] {
+        let now = Instant::now();
+        // A small relayed pipe, so that part of what precedes the move is still
+        // queued on it when the direct link takes over.
+        let (r0, r1, _) = pipe(300);
+        let (d0, d1, _) = pipe(1 << 16);
+        let mut a = Core::new(0, 2, limits(100, 1 << 20), Instant::now());
+        let mut b = Core::new(1, 2, limits(100, 1 << 20), Instant::now());
+        a.add_conn(1, r0, now, true);
+        b.add_conn(0, r1, now, true);
+        let mut sends = Vec::new();
+        for i in 0..20 {
+            sends.push(a.post_send(1, i % 2, 0, SendBuf::Owned(msg(0, i))));
+            sends.push(b.post_send(0, i % 2, 0, SendBuf::Owned(msg(1, i))));
+        }
+        let da = a.add_conn(1, d0, now, false);
+        for i in 20..40 {
+            sends.push(a.post_send(1, i % 2, 0, SendBuf::Owned(msg(0, i))));
+        }
+        let db = b.add_conn(0, d1, now, false);
+        for i in 20..40 {
+            sends.push(b.post_send(0, i % 2, 0, SendBuf::Owned(msg(1, i))));
+        }
+        let ra: Vec<ReqId> = (0..40)
+            .map(|_| a.post_recv(any(), RecvBuf::Alloc(Vec::new())))
+            .collect();
+        let rb: Vec<ReqId> = (0..40)
+            .map(|_| b.post_recv(any(), RecvBuf::Alloc(Vec::new())))
+            .collect();
+        if read_new_first {
+            for _ in 0..10 {
+                a.on_readable(da);
+                b.on_readable(db);
+            }
+            assert!(a.take(ra[0]).is_none() && b.take(rb[0]).is_none());
+        }
+        settle(&mut a, &mut b);
+        for (core, recvs, from) in [(&mut a, &ra, 1u32), (&mut b, &rb, 0)] {
+            let got: Vec<u32> = recvs
+                .iter()
+                .map(|&r| {
+                    let (st, d) = received(core.take(r));
+                    assert_eq!(st.source, from);
+                    let i = u32::from_le_bytes([d[0], d[1], d[2], d[3]]);
+                    assert_eq!(d, msg(from, i), "message {i} damaged");
+                    i
+                })
+                .collect();
+            assert_eq!(
+                got,
+                (0..40).collect::<Vec<_>>(),
+                "read_new_first {read_new_first}"
+            );
+            let acct = core.accounting();
+            assert_eq!((acct.upgrades, acct.conns), (1, 1), "{acct:?}");
+        }
+        for s in sends {
+            assert!(
+                matches!(a.take(s).or_else(|| b.take(s)), Some(Ok(Outcome::Sent))),
+                "send {s} not done"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_malformed_header_loses_that_peer_naming_it() {
+    let (mut a, mut b, to0) = pair(limits(100, 1 << 20), 1 << 12);
+    let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    let s = a.post_send(1, 0, 0, SendBuf::Owned(vec![0; 1000]));
+    // Rank 1 "sends" garbage: an unknown kind.
+    let mut h = Header::new(Kind::Eager).encode();
+    h[0] = 77;
+    to0.borrow_mut().extend(h);
+    a.on_readable(0);
+    for id in [r, s] {
+        match a.take(id) {
+            Some(Err(Error::PeerLost { rank: 1, reason })) => {
+                assert!(reason.contains("unknown frame kind 77"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Later calls fail at once.
+    let s = a.post_send(1, 0, 0, SendBuf::Owned(vec![1]));
+    assert!(matches!(
+        a.take(s),
+        Some(Err(Error::PeerLost { rank: 1, .. }))
+    ));
+    let _ = &mut b;
+}
+
+#[test]
+fn an_absurd_length_and_a_stray_clear_to_send_are_protocol_errors() {
+    for bad in [
+        {
+            let mut h = Header::new(Kind::Rts);
+            h.len = u64::MAX;
+            h.encode()
+        },
+        {
+            let mut h = Header::new(Kind::Cts);
+            h.id = 12345;
+            h.encode()
+        },
+        {
+            let mut h = Header::new(Kind::Data);
+            h.id = 1;
+            h.len = 5;
+            h.encode()
+        },
+    ] {
+        let (mut a, _b, to0) = pair(limits(100, 1 << 20), 1 << 12);
+        to0.borrow_mut().extend(bad);
+        a.on_readable(0);
+        assert!(
+            a.lost(1).is_some_and(|r| r.contains("protocol error")),
+            "{:?}",
+            a.lost(1)
+        );
+    }
+}
+
+#[test]
+fn silence_past_the_liveness_time_loses_the_peer_and_heartbeats_prevent_it() {
+    let mut l = limits(100, 1 << 20);
+    l.liveness = Duration::from_secs(3);
+    let (mut a, mut b, _) = pair(l, 1 << 12);
+    let t0 = Instant::now();
+    // Both tick every second: heartbeats keep the link alive.
+    for s in 1..=10 {
+        let now = t0 + Duration::from_secs(s);
+        a.tick(now);
+        b.tick(now);
+        // What each read counts as heard "now" in real time; move it to `now`.
+        for c in a.conn_ids() {
+            a.on_readable(c);
+        }
+        for c in b.conn_ids() {
+            b.on_readable(c);
+        }
+        a.heard.values_mut().for_each(|t| *t = (*t).max(now));
+        b.heard.values_mut().for_each(|t| *t = (*t).max(now));
+    }
+    assert!(a.lost(1).is_none());
+    // Rank 1 goes silent: rank 0 gives up after the liveness time.
+    a.tick(t0 + Duration::from_secs(14));
+    assert!(
+        a.lost(1).is_some_and(|r| r.contains("sent nothing for")),
+        "{:?}",
+        a.lost(1)
+    );
+}
