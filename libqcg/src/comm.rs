@@ -200,6 +200,16 @@ impl Comm {
             .spawn(move || crate::link::notice_loop(weak, notices));
         let size = inner.env.size;
         let topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
+        // Ranks that share our node (our path in the topology, when it names one):
+        // more of them than cores, and a waiting rank yields its core as it polls.
+        let me = inner.env.rank as usize;
+        if topology.depth() > 0 && me < topology.size() {
+            let local = (0..topology.size())
+                .filter(|&r| topology.path(r) == topology.path(me))
+                .count();
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            inner.engine.set_crowded(local > cores);
+        }
         let view = Arc::new(View {
             context: 0,
             ranks: (0..size).collect(),

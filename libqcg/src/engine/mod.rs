@@ -244,6 +244,9 @@ pub struct Engine {
     shm: Option<Shm>,
     /// Some link is in shared memory: spinning turns poll it and skip epoll.
     in_memory: AtomicBool,
+    /// More ranks share this node than it has cores: a waiting caller yields its
+    /// core between polls and keeps its whole spin (see `wait`).
+    crowded: AtomicBool,
     lp: Mutex<Loop>,
     registry: Registry,
     waker: Waker,
@@ -338,6 +341,7 @@ impl Engine {
             }),
             shm,
             in_memory: AtomicBool::new(false),
+            crowded: AtomicBool::new(false),
             registry,
             waker,
             active: AtomicUsize::new(0),
@@ -364,6 +368,11 @@ impl Engine {
     /// The state machine, locked.
     pub fn core(&self) -> MutexGuard<'_, Core<Link>> {
         lock(&self.core)
+    }
+
+    /// Says whether more ranks share this node than it has cores (see `wait`).
+    pub fn set_crowded(&self, crowded: bool) {
+        self.crowded.store(crowded, Ordering::Relaxed);
     }
 
     /// Connections dropped because they were not links of this job.
@@ -414,6 +423,7 @@ impl Engine {
         // takes a fraction of a microsecond, and a clock read can cost as much.
         let mut now = start;
         let mut turns = 0u32;
+        let crowded = self.crowded.load(Ordering::Relaxed);
         let r = loop {
             turns = turns.wrapping_add(1);
             if turns % CLOCK_EVERY == 0 || now.duration_since(spin_from) >= spin {
@@ -429,6 +439,10 @@ impl Engine {
                 match self.lp.try_lock() {
                     Ok(mut lp) => self.turn(&mut lp, Duration::ZERO),
                     Err(_) => std::hint::spin_loop(),
+                }
+                if crowded {
+                    // Ranks outnumber cores: the one we wait for may need ours.
+                    std::thread::yield_now();
                 }
             } else {
                 // Sleep in the kernel: in epoll if the loop is free, else on the lock
@@ -459,10 +473,12 @@ impl Engine {
         // not (on a loaded machine the spinner holds the core the peer needs). So the
         // spin doubles after a wait that never had to sleep and halves after one that
         // did. Every 256th wait probes the full spin again, in case the machine got
-        // quiet.
+        // quiet. A crowded node keeps the whole spin: its spinning caller yields its
+        // core at every turn, so the peer it waits for runs, and handing a message
+        // over costs a context switch rather than a wake-up from sleep.
         let max = self.spin.as_micros() as u64;
         let waits = self.waits.fetch_add(1, Ordering::Relaxed);
-        let next = if waits % 256 == 255 {
+        let next = if waits % 256 == 255 || crowded {
             max
         } else if !slept {
             (spin.as_micros() as u64 * 2).clamp(1, max.max(1)).min(max)
