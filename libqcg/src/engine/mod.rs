@@ -107,6 +107,13 @@ impl LinkIo for Link {
             Link::Shm(s) => s.read_peer(addr, dst),
         }
     }
+
+    fn remote(&self) -> Option<String> {
+        match self {
+            Link::Tcp(s) => s.peer_addr().ok().map(|a| a.to_string()),
+            Link::Shm(s) => Some(format!("shared memory with process {}", s.pid())),
+        }
+    }
 }
 
 impl Link {

@@ -280,9 +280,35 @@ impl<C: LinkIo> Core<C> {
             .get(&peer)
             .is_some_and(|v| v.iter().any(|&x| x != c));
         if !(idle && others) {
-            return self.fail_peer(peer, "it closed its link");
+            let why = match self.relay_of(c) {
+                Some(proxy) => format!(
+                    "its link through the relay proxy {proxy} ended (the proxy closed it or \
+                     died, or the rank left)"
+                ),
+                None => "it closed its link".to_string(),
+            };
+            return self.fail_peer(peer, &why);
         }
         self.forget_conn(c);
+    }
+
+    /// The relay proxy connection `c` goes through, if it is relayed.
+    pub(super) fn relay_of(&self, c: ConnId) -> Option<String> {
+        let conn = self.conns.get(c).filter(|x| x.via == Via::Relay)?;
+        Some(
+            conn.io
+                .remote()
+                .unwrap_or_else(|| "(address unknown)".into()),
+        )
+    }
+
+    /// Says an error of connection `c` as what failed: the link, or the relay proxy
+    /// it goes through.
+    pub(super) fn link_failure(&self, c: ConnId, e: &io::Error) -> String {
+        match self.relay_of(c) {
+            Some(proxy) => format!("its link through the relay proxy {proxy} failed: {e}"),
+            None => format!("link error: {e}"),
+        }
     }
 
     /// Drops connection `c` alone (its peer keeps its other links, if any).
@@ -411,10 +437,22 @@ impl<C: LinkIo> Core<C> {
             .filter(|(_, d)| *d >= self.limits.liveness)
             .collect();
         for (p, d) in silent {
+            let relay = self
+                .links
+                .get(&p)
+                .and_then(|v| v.first())
+                .and_then(|&c| self.relay_of(c));
+            let what = match relay {
+                Some(proxy) => format!(
+                    "the rank or the relay proxy {proxy} that carries its link is frozen or \
+                     unreachable"
+                ),
+                None => "it is frozen or unreachable".to_string(),
+            };
             self.fail_peer(
                 p,
                 &format!(
-                    "it sent nothing for {:.1} s (not even a heartbeat; the limit is {} s): it is frozen or unreachable",
+                    "it sent nothing for {:.1} s (not even a heartbeat; the limit is {} s): {what}",
                     d.as_secs_f64(),
                     self.limits.liveness.as_secs()
                 ),

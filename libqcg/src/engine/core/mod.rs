@@ -58,6 +58,10 @@ pub trait LinkIo: Read + Write {
     fn read_peer(&mut self, _addr: u64, _dst: &mut [u8]) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())
     }
+    /// Where the other end is (for a relayed link: the relay proxy's address).
+    fn remote(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What carries a link, worst first: a peer's messages go on its best link.

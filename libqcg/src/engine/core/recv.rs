@@ -334,7 +334,8 @@ impl<C: LinkIo> Core<C> {
                 Err(e) if would_block(&e) => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    self.fail_peer(peer, &format!("link error: {e}"));
+                    let why = self.link_failure(c, &e);
+                    self.fail_peer(peer, &why);
                     return;
                 }
             }

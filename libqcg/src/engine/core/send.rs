@@ -210,7 +210,7 @@ impl<C: LinkIo> Core<C> {
                 }
                 Err(e) if would_block(&e) => break Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => break Err(format!("link error: {e}")),
+                Err(e) => break Err(self.link_failure(c, &e)),
             }
         };
         for r in done {

@@ -592,3 +592,29 @@ fn silence_past_the_liveness_time_loses_the_peer_and_heartbeats_prevent_it() {
         a.lost(1)
     );
 }
+
+/// A relayed link that ends, or goes silent, names the relay proxy as well as the
+/// rank: the proxy may be what died or froze.
+#[test]
+fn a_relayed_link_that_ends_or_goes_silent_names_the_relay_proxy() {
+    let now = Instant::now();
+    let limits = limits(100, 1 << 20);
+    for silent in [false, true] {
+        let (p0, _p1, _) = pipe(1 << 12);
+        let end = p0.eof.clone();
+        let mut a = Core::new(0, 2, limits, now);
+        let c = a.add_conn(1, p0, now, true);
+        if silent {
+            a.tick(now + limits.liveness + Duration::from_secs(1));
+        } else {
+            end.set(true);
+            a.on_readable(c);
+        }
+        let reason = a.lost(1).unwrap_or_default().to_string();
+        assert!(reason.contains("relay proxy"), "{reason}");
+        assert!(
+            reason.contains(if silent { "frozen" } else { "ended" }),
+            "{reason}"
+        );
+    }
+}
