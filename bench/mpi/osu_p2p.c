@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
                 best = mbs;
         }
         if (rank == 0) {
-            printf("p2p,bw,%ld,%.1f\n", size, best);
+            printf("p2p,bw,%ld,%.3f\n", size, best);
             fflush(stdout);
         }
     }

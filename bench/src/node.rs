@@ -168,14 +168,13 @@ pub fn report(f: &Figures, coll_ranks: usize) -> String {
             "size", "qcg", "qcg sleeping", "ompi sm", "ompi tcp", "qcg/ompi-sm"
         );
         for (bytes, row) in &f[*m] {
-            let p = if *m == "bw" { 1 } else { 2 };
             let _ = writeln!(
                 s,
                 "{bytes:<9}{}{}{}{}{}",
-                cell(row.get(QCG).copied(), 11, p),
-                cell(row.get(QCG_SLEEPING).copied(), 14, p),
-                cell(row.get(OMPI_SM).copied(), 11, p),
-                cell(row.get(OMPI_TCP).copied(), 11, p),
+                cell(row.get(QCG).copied(), 11, 2),
+                cell(row.get(QCG_SLEEPING).copied(), 14, 2),
+                cell(row.get(OMPI_SM).copied(), 11, 2),
+                cell(row.get(OMPI_TCP).copied(), 11, 2),
                 cell(ratio(row), 13, 2)
             );
         }
