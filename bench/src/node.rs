@@ -411,7 +411,7 @@ pub fn run(a: &NodeArgs) -> anyhow::Result<()> {
     }
     std::fs::write(&a.out, csv(&f))?;
     println!(
-        "# qcg-bench node: ranks of one node ({cores} cores), qcg (qcg run, TCP loopback today) beside Open MPI {} in one run; OSU's method, best of {} trials for two ranks",
+        "# qcg-bench node: ranks of one node ({cores} cores), qcg (qcg run) beside Open MPI {} in one run; OSU's method, best of {} trials for two ranks",
         if a.no_mpi { "(left out: --no-mpi)" } else { "(mpirun)" },
         a.trials
     );
