@@ -59,6 +59,12 @@ pub struct NodeArgs {
     /// Trials of each point-to-point measure; the best is kept.
     #[arg(long, default_value_t = 3)]
     pub trials: usize,
+    /// Rounds: every run (qcg, Open MPI sm, Open MPI tcp, qcg sleeping; then the
+    /// collectives) this many times over, the best figure of each kept. On a shared
+    /// machine the noise drifts over minutes; alternating keeps one side from getting
+    /// only the quiet (or the noisy) moments.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Messages in flight in the bandwidth test (osu_bw's window).
     #[arg(long, default_value_t = 64)]
     pub window: usize,
@@ -97,8 +103,9 @@ pub fn unprefixed(line: &str) -> &str {
 
 /// The figures in the output of `osu_p2p` (`p2p,lat|bw,SIZE,VALUE`) and `coll_osu`
 /// (`op,size,avg,min,max,late`: the mean over ranks is kept), with or without
-/// `qcg run`'s prefixes, into `into` under `name`. Other lines are ignored. Returns
-/// how many figures were read.
+/// `qcg run`'s prefixes, into `into` under `name`; where `into` has a figure already
+/// (an earlier round), the better one is kept (the larger bandwidth, the shorter
+/// time). Other lines are ignored. Returns how many figures were read.
 pub fn parse_into(text: &str, name: &str, into: &mut Figures) -> usize {
     let mut n = 0;
     let mut put = |measure: &str, bytes: usize, v: f64| {
@@ -106,7 +113,15 @@ pub fn parse_into(text: &str, name: &str, into: &mut Figures) -> usize {
             .or_default()
             .entry(bytes)
             .or_default()
-            .insert(name.to_string(), v);
+            .entry(name.to_string())
+            .and_modify(|old| {
+                *old = if measure == "bw" {
+                    old.max(v)
+                } else {
+                    old.min(v)
+                }
+            })
+            .or_insert(v);
         n += 1;
     };
     let plain: Vec<&str> = text.lines().map(unprefixed).collect();
@@ -361,49 +376,61 @@ pub fn run(a: &NodeArgs) -> anyhow::Result<()> {
     if cores < 2 {
         eprintln!("# warning: 2 ranks on {cores} core: they share it, busy-polling slows both");
     }
-    eprintln!("# two ranks: qcg (busy-polling)");
-    let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, None)?;
-    expect_figures(parse_into(&t, QCG, &mut f), "qcg run -n 2 osu_p2p", &t)?;
-    if let Some(p2p_ompi) = &p2p_ompi {
-        eprintln!("# two ranks: Open MPI defaults (shared memory)");
-        let t = mpirun(2, cores, &[], p2p_ompi, &p2p_args, &dir.join("sm.out"))?;
-        expect_figures(parse_into(&t, OMPI_SM, &mut f), "mpirun osu_p2p", &t)?;
-        eprintln!("# two ranks: Open MPI over TCP");
-        let tcp = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"];
-        let t = mpirun(2, cores, &tcp, p2p_ompi, &p2p_args, &dir.join("tcp.out"))?;
-        expect_figures(parse_into(&t, OMPI_TCP, &mut f), "mpirun (tcp) osu_p2p", &t)?;
-    }
-    eprintln!("# two ranks: qcg sleeping (QCG_SPIN_US=0)");
-    let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, Some("0"))?;
-    expect_figures(parse_into(&t, QCG_SLEEPING, &mut f), "qcg run osu_p2p", &t)?;
-
-    if !a.skip_coll {
-        let n = a.coll_ranks;
+    let n = a.coll_ranks;
+    let coll_args = [
+        COLL_OPS.join(","),
+        "8".to_string(),
+        a.coll_max.to_string(),
+        a.coll_iters.to_string(),
+        (a.coll_iters / 10).max(1).to_string(),
+    ];
+    let coll = if a.skip_coll {
+        None
+    } else {
         if n > cores {
             eprintln!(
                 "# warning: {n} ranks on {cores} cores: the ranks share the cores, and a rank that polls takes time from the one it waits for (both sides)"
             );
         }
-        let coll_args = [
-            COLL_OPS.join(","),
-            "8".to_string(),
-            a.coll_max.to_string(),
-            a.coll_iters.to_string(),
-            (a.coll_iters / 10).max(1).to_string(),
-        ];
-        let coll_qcg = coll_lab::build_c(&bins.mpicc, COLL, dir, "coll_osu_qcg")?;
-        eprintln!("# {n} ranks: qcg collectives");
-        let t = qcg_run(&bins.qcg, n, &coll_qcg, &coll_args, None)?;
+        let q = coll_lab::build_c(&bins.mpicc, COLL, dir, "coll_osu_qcg")?;
+        let o = if a.no_mpi {
+            None
+        } else {
+            Some(coll_lab::build_c(mpicc, COLL, dir, "coll_osu_ompi")?)
+        };
+        Some((q, o))
+    };
+    let tcp = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"];
+    for round in 1..=a.rounds.max(1) {
+        let r = format!("round {round} of {}", a.rounds.max(1));
+        eprintln!("# {r}: two ranks, qcg (busy-polling)");
+        let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, None)?;
+        expect_figures(parse_into(&t, QCG, &mut f), "qcg run -n 2 osu_p2p", &t)?;
+        if let Some(p2p_ompi) = &p2p_ompi {
+            eprintln!("# {r}: two ranks, Open MPI defaults (shared memory)");
+            let t = mpirun(2, cores, &[], p2p_ompi, &p2p_args, &dir.join("sm.out"))?;
+            expect_figures(parse_into(&t, OMPI_SM, &mut f), "mpirun osu_p2p", &t)?;
+            eprintln!("# {r}: two ranks, Open MPI over TCP");
+            let t = mpirun(2, cores, &tcp, p2p_ompi, &p2p_args, &dir.join("tcp.out"))?;
+            expect_figures(parse_into(&t, OMPI_TCP, &mut f), "mpirun (tcp) osu_p2p", &t)?;
+        }
+        eprintln!("# {r}: two ranks, qcg sleeping (QCG_SPIN_US=0)");
+        let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, Some("0"))?;
+        expect_figures(parse_into(&t, QCG_SLEEPING, &mut f), "qcg run osu_p2p", &t)?;
+        let Some((coll_qcg, coll_ompi)) = &coll else {
+            continue;
+        };
+        eprintln!("# {r}: {n} ranks, qcg collectives");
+        let t = qcg_run(&bins.qcg, n, coll_qcg, &coll_args, None)?;
         expect_figures(parse_into(&t, QCG, &mut f), "qcg run coll_osu", &t)?;
-        eprintln!("# {n} ranks: qcg collectives, sleeping (QCG_SPIN_US=0)");
-        let t = qcg_run(&bins.qcg, n, &coll_qcg, &coll_args, Some("0"))?;
-        expect_figures(parse_into(&t, QCG_SLEEPING, &mut f), "qcg run coll_osu", &t)?;
-        if !a.no_mpi {
-            let coll_ompi = coll_lab::build_c(mpicc, COLL, dir, "coll_osu_ompi")?;
-            eprintln!("# {n} ranks: Open MPI defaults collectives");
-            let t = mpirun(n, cores, &[], &coll_ompi, &coll_args, &dir.join("coll.out"))?;
+        if let Some(coll_ompi) = coll_ompi {
+            eprintln!("# {r}: {n} ranks, Open MPI defaults collectives");
+            let t = mpirun(n, cores, &[], coll_ompi, &coll_args, &dir.join("coll.out"))?;
             expect_figures(parse_into(&t, OMPI_SM, &mut f), "mpirun coll_osu", &t)?;
         }
+        eprintln!("# {r}: {n} ranks, qcg collectives, sleeping (QCG_SPIN_US=0)");
+        let t = qcg_run(&bins.qcg, n, coll_qcg, &coll_args, Some("0"))?;
+        expect_figures(parse_into(&t, QCG_SLEEPING, &mut f), "qcg run coll_osu", &t)?;
     }
 
     if let Some(parent) = a.out.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -411,9 +438,10 @@ pub fn run(a: &NodeArgs) -> anyhow::Result<()> {
     }
     std::fs::write(&a.out, csv(&f))?;
     println!(
-        "# qcg-bench node: ranks of one node ({cores} cores), qcg (qcg run) beside Open MPI {} in one run; OSU's method, best of {} trials for two ranks",
+        "# qcg-bench node: ranks of one node ({cores} cores), qcg (qcg run) beside Open MPI {} in one run; OSU's method, best of {} trials for two ranks, best of {} rounds",
         if a.no_mpi { "(left out: --no-mpi)" } else { "(mpirun)" },
-        a.trials
+        a.trials,
+        a.rounds.max(1)
     );
     print!("{}", report(&f, a.coll_ranks));
     println!("# wrote {}", a.out.display());
@@ -436,10 +464,16 @@ mod tests {
         assert_eq!(f["bw"][&(1 << 20)][OMPI_SM], 12400.0);
         assert_eq!(f["allreduce"][&8][QCG], 40.0);
         assert_eq!(unprefixed("[x] p2p,lat,1,2"), "[x] p2p,lat,1,2");
+        // A second round keeps the better figure of each.
+        let again = "[0] p2p,lat,1,7.5\n[0] p2p,bw,1048576,2000.0\n[0] allreduce,8,39.000,1,1,0\n";
+        assert_eq!(parse_into(again, QCG, &mut f), 3);
+        assert_eq!(f["lat"][&1][QCG], 6.812);
+        assert_eq!(f["bw"][&(1 << 20)][QCG], 2100.5);
+        assert_eq!(f["allreduce"][&8][QCG], 39.0);
         let r = report(&f, 16);
         assert!(r.contains("1 B latency 42.58 (<= 1.5)"), "{r}");
         assert!(r.contains("bandwidth 1 MiB 0.17, 4 MiB -"), "{r}");
-        assert!(r.contains("worst qcg / Open MPI sm 2.00 at 8 B"), "{r}");
+        assert!(r.contains("worst qcg / Open MPI sm 1.95 at 8 B"), "{r}");
         let c = csv(&f);
         assert!(
             c.contains("lat,us,1,qcg,6.812\nlat,us,1,ompi-sm,0.160\n"),

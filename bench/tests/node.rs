@@ -32,7 +32,7 @@ fn node_without_open_mpi_reports_every_size_for_both_regimes_of_qcg() {
             "--coll-ranks=3",
             "--coll-max=16",
         ])
-        .args(["--coll-iters=2"])
+        .args(["--coll-iters=2", "--rounds=2"])
         .arg(format!("--out={}", csv.display()))
         .output()
         .unwrap();
