@@ -6,6 +6,8 @@
 //!   TCP between the same two processes, with the ratio.
 //! - `qcg-bench mpi --lab TOPO`: the C ping-pong and OSU-style collectives built with
 //!   `qcg-mpicc` and with Open MPI's `mpicc` (defaults, and with han), side by side.
+//! - `qcg-bench node`: ranks of one node, OSU's point-to-point method for two ranks and
+//!   collectives for 16, `qcg run` beside Open MPI's shared memory and TCP.
 
 mod attacks;
 mod coll;
@@ -14,6 +16,7 @@ mod lab_run;
 mod mpi_lab;
 mod netpipe;
 mod netpipe_lab;
+mod node;
 mod svg;
 
 use clap::{Parser, Subcommand};
@@ -118,6 +121,16 @@ enum Cmd {
         overlap_iters: usize,
         #[command(flatten)]
         args: coll::CollArgs,
+    },
+    /// Ranks of one node, qcg beside Open MPI in one run: two ranks with OSU's
+    /// latency and windowed bandwidth method (bench/mpi/osu_p2p.c), qcg busy-polling
+    /// and sleeping, Open MPI's defaults (shared memory) and over TCP; then 16 ranks'
+    /// MPI_Allreduce and MPI_Bcast (bench/mpi/coll_osu.c). Builds both with the
+    /// qcg-mpicc beside this binary and with Open MPI's mpicc; runs `qcg run` (the qcg
+    /// beside this binary) and `mpirun`. Tables, and a CSV in --out.
+    Node {
+        #[command(flatten)]
+        args: node::NodeArgs,
     },
     /// NetPIPE's method over a libqcg link between two processes (two clusters of an
     /// embedded grid on loopback), and Debian's NPtcp on the same path in the same run:
@@ -230,6 +243,7 @@ fn main() -> anyhow::Result<()> {
             overlap_iters,
             args,
         } => mpi_lab::run(&lab, ppn, &args, pp_max, pp_reps, (overlap, overlap_iters)),
+        Cmd::Node { args } => node::run(&args),
         Cmd::Netpipe {
             max,
             trial,
