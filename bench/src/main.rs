@@ -259,7 +259,10 @@ fn main() -> anyhow::Result<()> {
             lab: None,
             out,
             ..
-        } => netpipe_job(max, trial, no_nptcp, &out),
+        } => {
+            tcp_inside_the_machine();
+            netpipe_job(max, trial, no_nptcp, &out)
+        }
         Cmd::NetpipeRank { max, trial, out } => {
             let comm = qcg::init()?;
             if comm.rank() == 0 {
@@ -355,6 +358,15 @@ fn setup(iters: usize) -> anyhow::Result<()> {
 
 /// Runs `n` ranks of this binary (`args` picks the hidden per-rank subcommand) on an
 /// embedded grid of `clusters` open clusters of `nodes` nodes; fails if a rank fails.
+/// `pingpong` and `netpipe` on loopback compare a libqcg TCP link with plain TCP:
+/// their two ranks, on this machine, keep TCP (`QCG_SHM=0`) unless the caller set
+/// `QCG_SHM` (`qcg-bench node` measures the shared-memory link).
+fn tcp_inside_the_machine() {
+    if std::env::var_os(qcg::env::vars::SHM).is_none() {
+        std::env::set_var(qcg::env::vars::SHM, "0");
+    }
+}
+
 fn run_ranks(clusters: usize, nodes: usize, n: usize, args: Vec<String>) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let code = rt.block_on(async {
@@ -387,6 +399,7 @@ fn pingpong(reps: usize, trials: usize, mpi: bool, rounds: usize) -> anyhow::Res
         .iter()
         .map(|&s| (s, f64::INFINITY, f64::INFINITY, f64::INFINITY))
         .collect();
+    tcp_inside_the_machine();
     for round in 0..rounds.max(1) {
         run_ranks(2, 1, 2, args.clone())?;
         let text = std::fs::read_to_string(&out)?;

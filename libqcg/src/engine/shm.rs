@@ -524,6 +524,10 @@ impl ShmLink {
         self.map.u32_at(SLEEP_AT + (1 - self.side) * 128)
     }
 
+    /// After a write: rings the peer's doorbell if it sleeps. The fence orders our
+    /// head's store before the flag's load, against the peer's flag store and its
+    /// last look at our head (each side stores, then loads the other's word), so a
+    /// message is never left unseen by a sleeper.
     fn wake_peer(&self) {
         fence(Ordering::SeqCst);
         let s = self.peer_sleeping();
@@ -682,7 +686,14 @@ impl Read for ShmLink {
         self.map
             .u64_at(self.in_ctl() + 128)
             .store(self.tail, Ordering::Release);
-        self.wake_peer();
+        // Room made: a writer asleep waiting for it is rung, without the fence of
+        // `wake_peer` (one per message on this path). Its cost: a writer that found
+        // the ring full and fell asleep in the instant of our store may sleep until its
+        // loop's time-out (10 ms) instead of being rung.
+        let s = self.peer_sleeping();
+        if s.load(Ordering::Relaxed) != 0 && s.swap(0, Ordering::SeqCst) != 0 {
+            self.bell.ring();
+        }
         Ok(n)
     }
 }
@@ -860,5 +871,48 @@ mod tests {
         a.read_peer(src.as_ptr() as u64, &mut dst)
             .expect("read_peer");
         assert!(dst == src);
+    }
+}
+
+#[cfg(test)]
+mod floor {
+    use super::*;
+
+    /// The rings alone, two threads ping-ponging 1 byte (no engine): the floor under
+    /// the engine's latency. Prints; asserts nothing about time.
+    /// `cargo test --release -p qcg --lib shm_floor -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn shm_floor() {
+        let node = Node::here().expect("a node");
+        let bell = Bell::new().expect("bell");
+        let p = Pending::new(node, &bell).expect("segment");
+        let mut b = accept(p.offer(), Some(node)).expect("accept");
+        let mut a = p
+            .accepted(std::process::id(), bell.raw() as u32)
+            .expect("accepted");
+        let reps = 1_000_000;
+        let t = std::thread::spawn(move || {
+            let mut x = [0u8; 1];
+            for _ in 0..reps {
+                while !b.readable() {
+                    std::hint::spin_loop();
+                }
+                b.read_exact(&mut x).expect("read");
+                b.write_all(&x).expect("write");
+            }
+        });
+        let mut x = [7u8; 1];
+        let t0 = std::time::Instant::now();
+        for _ in 0..reps {
+            a.write_all(&x).expect("write");
+            while !a.readable() {
+                std::hint::spin_loop();
+            }
+            a.read_exact(&mut x).expect("read");
+        }
+        let one_way = t0.elapsed().as_secs_f64() / (2.0 * reps as f64) * 1e6;
+        t.join().expect("thread");
+        println!("rings alone, 1 B one way: {one_way:.3} us");
     }
 }
