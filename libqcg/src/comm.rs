@@ -44,7 +44,7 @@ pub(crate) struct Inner {
     pub(crate) engine: Arc<Engine>,
     /// How we made each link (absent: the peer made it and we accepted).
     pub(crate) techniques: Mutex<HashMap<u32, qcg_wire::Technique>>,
-    pub(crate) sent: Mutex<HashMap<u32, LinkStats>>,
+    pub(crate) sent: Mutex<crate::engine::core::HashMap<u32, LinkStats>>,
     pub(crate) reports: Mutex<Option<crate::link::Reporter>>,
     /// One lock per peer being dialled: making one link never waits for another.
     pub(crate) dialing: Mutex<HashMap<u32, Arc<Mutex<()>>>>,
@@ -387,7 +387,10 @@ impl Comm {
     /// Messages and bytes this process has sent to each peer (by job rank) over its
     /// links, every communicator and collective included.
     pub fn link_stats(&self) -> HashMap<u32, LinkStats> {
-        lock(&self.inner.sent).clone()
+        lock(&self.inner.sent)
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect()
     }
 
     /// The same communicator with another topology (for collectives), e.g. one read

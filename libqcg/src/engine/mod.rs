@@ -38,7 +38,7 @@ const BELL: Token = Token(usize::MAX - 2);
 const CLOCK_EVERY: u32 = 16;
 /// Spinning turns that look at the shared-memory links only, between two that also
 /// ask epoll (a system call each).
-const SKIP_POLL: u32 = 16;
+const SKIP_POLL: u32 = 32;
 /// Shell frames: a shared-memory offer, its acceptance, a refusal.
 const SHM_OFFER: u32 = 1;
 const SHM_ACCEPT: u32 = 2;
@@ -423,23 +423,23 @@ impl Engine {
         // large message streaming in (or out) keeps the caller polling, since each
         // readiness it slept for would cost a wake-up (30-55 µs here) per socket
         // buffer's worth of bytes.
-        let mut spin_from = start;
         let mut moved = self.core().accounting().moved;
         let mut slept = false;
         // The clock is read every few spinning turns only: a turn over shared memory
         // takes a fraction of a microsecond, and a clock read can cost as much.
         let mut now = start;
+        let mut spin_until = start + spin;
         let mut turns = 0u32;
         let crowded = self.crowded.load(Ordering::Relaxed);
         let r = loop {
             turns = turns.wrapping_add(1);
-            if turns % CLOCK_EVERY == 0 || now.duration_since(spin_from) >= spin {
+            if turns % CLOCK_EVERY == 0 || now >= spin_until {
                 now = Instant::now();
             }
             if deadline.is_some_and(|d| now >= d) {
                 break None;
             }
-            let spinning = now.duration_since(spin_from) < spin;
+            let spinning = now < spin_until;
             if spinning {
                 // Poll without sleeping and without yielding: on a loaded machine a
                 // yield can cost a whole round of the run queue (milliseconds).
@@ -472,7 +472,7 @@ impl Engine {
             let m = core.accounting().moved;
             if m - moved >= BULK {
                 moved = m;
-                spin_from = Instant::now();
+                spin_until = Instant::now() + spin;
             }
         };
         // Adaptive spinning: polling pays when answers come within the spin (a thread

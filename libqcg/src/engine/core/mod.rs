@@ -23,9 +23,39 @@ use super::rawbuf::RawBuf;
 use super::wire::{Header, Kind, HEADER};
 use crate::error::Error;
 use slab::Slab;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, IoSlice, Read, Write};
 use std::time::{Duration, Instant};
+
+/// Hashes ranks, request ids and their pairs in a few instructions (the maps below
+/// are read on every message; SipHash's protection against chosen keys buys
+/// nothing for keys a peer does not choose freely, and a peer's keys are bounded).
+#[derive(Default, Clone, Copy)]
+pub struct RankHasher(u64);
+
+impl Hasher for RankHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A map keyed by ranks or request ids.
+pub type HashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<RankHasher>>;
 
 /// A request's handle inside the engine.
 pub type ReqId = usize;
@@ -391,23 +421,23 @@ impl<C: LinkIo> Core<C> {
             size,
             limits,
             conns: Slab::new(),
-            links: HashMap::new(),
-            heard: HashMap::new(),
-            lost: HashMap::new(),
+            links: HashMap::default(),
+            heard: HashMap::default(),
+            lost: HashMap::default(),
             reqs: Slab::new(),
             queues: Queues::default(),
             unexp: Slab::new(),
-            expect: HashMap::new(),
+            expect: HashMap::default(),
             stalled: Vec::new(),
-            sent_seq: HashMap::new(),
-            recv_seq: HashMap::new(),
+            sent_seq: HashMap::default(),
+            recv_seq: HashMap::default(),
             gated: Vec::new(),
-            sync_local: HashMap::new(),
+            sync_local: HashMap::default(),
             acct: Accounting::default(),
             polled: Vec::new(),
             shell: Vec::new(),
             shell_partial: Slab::new(),
-            peer_addr: HashMap::new(),
+            peer_addr: HashMap::default(),
             single_copy_refused: false,
             completions: 0,
             draining: false,
