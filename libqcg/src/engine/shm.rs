@@ -689,7 +689,8 @@ impl Read for ShmLink {
         // Room made: a writer asleep waiting for it is rung, without the fence of
         // `wake_peer` (one per message on this path). Its cost: a writer that found
         // the ring full and fell asleep in the instant of our store may sleep until its
-        // loop's time-out (10 ms) instead of being rung.
+        // loop's time-out (10 ms for a waiting caller, 250 ms for the background
+        // thread) instead of being rung.
         let s = self.peer_sleeping();
         if s.load(Ordering::Relaxed) != 0 && s.swap(0, Ordering::SeqCst) != 0 {
             self.bell.ring();
