@@ -77,6 +77,7 @@ impl Comm {
             return Ok(());
         }
         let plan = self.lookup(dest)?;
+        tracing::debug!(dest, plan = ?plan.attempts.iter().map(|a| a.technique).collect::<Vec<_>>(), "dialing");
         let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
         let outcome =
             |technique, r: &std::result::Result<Option<Duration>, String>| Request::Report {
@@ -112,6 +113,7 @@ impl Comm {
                     self.report(outcome(a.technique, &r));
                     match r {
                         Ok(_) => {
+                            tracing::debug!(dest, technique = %a.technique, addr = %a.addr, "link made");
                             lock(&self.inner.techniques).insert(dest, a.technique);
                             return Ok(());
                         }
