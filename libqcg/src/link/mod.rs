@@ -86,6 +86,7 @@ impl Comm {
                 technique,
                 ok: r.is_ok(),
                 rtt_us: r.as_ref().ok().copied().flatten().map(micros),
+                upgrade: false,
             };
         let mut failures = vec![String::new(); plan.attempts.len()];
         let mut race = race::Race::new(plan.attempts.iter().map(|a| a.technique).collect());
@@ -164,6 +165,7 @@ impl Comm {
                                         technique,
                                         ok,
                                         rtt_us: None,
+                                        upgrade: false,
                                     };
                                     report(&inner, req);
                                 }
@@ -292,6 +294,7 @@ fn claim(
                 technique,
                 ok: true,
                 rtt_us: rtt.map(micros),
+                upgrade: true,
             };
             report(inner, req);
             Err(UPGRADED.into())
