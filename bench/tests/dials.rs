@@ -44,15 +44,16 @@ fn bins() -> PathBuf {
     dir
 }
 
-/// Links made so far, by technique (the initiators' reports).
-fn links_made(g: &LabGrid) -> BTreeMap<String, (u64, u64)> {
+/// Links made, attempts failed and upgrades from the relay so far, by technique (the
+/// initiators' reports).
+fn links_made(g: &LabGrid) -> BTreeMap<String, (u64, u64, u64)> {
     let v: serde_json::Value = serde_json::from_str(&g.broker_view("/v1/links").unwrap()).unwrap();
     v.as_object()
         .unwrap()
         .iter()
         .map(|(t, c)| {
             let n = |k: &str| c[k].as_u64().unwrap_or(0);
-            (t.clone(), (n("ok"), n("failed")))
+            (t.clone(), (n("ok"), n("failed"), n("upgraded")))
         })
         .collect()
 }
@@ -187,6 +188,7 @@ fn ranks_dialling_each_other_at_once_end_on_the_best_technique() {
         // How each run ended: the techniques that made the links across the pair.
         let mut ends: BTreeMap<String, usize> = BTreeMap::new();
         let mut failed_attempts: BTreeMap<String, u64> = BTreeMap::new();
+        let mut upgrades: BTreeMap<String, u64> = BTreeMap::new();
         for n in 0..runs {
             // Ranks 0 and 2 on one site, rank 1 on the other; sides swap every run.
             let sites = if n % 2 == 0 { [a, b, a] } else { [b, a, b] };
@@ -215,11 +217,15 @@ fn ranks_dialling_each_other_at_once_end_on_the_best_technique() {
                 .collect();
             let ok = wait_all(&mut ranks, Duration::from_secs(60));
             let after = links_made(&grid);
-            for (tech, (_, failed_after)) in &after {
-                let failed_before = before.get(tech).map_or(0, |c| c.1);
+            for (tech, (_, failed_after, upgraded_after)) in &after {
+                let (_, failed_before, upgraded_before) =
+                    before.get(tech).copied().unwrap_or_default();
                 if *failed_after > failed_before {
                     *failed_attempts.entry(tech.clone()).or_default() +=
                         failed_after - failed_before;
+                }
+                if *upgraded_after > upgraded_before {
+                    *upgrades.entry(tech.clone()).or_default() += upgraded_after - upgraded_before;
                 }
             }
             let relayed = after["relayed"].0 - before.get("relayed").map_or(0, |c| c.0);
@@ -269,7 +275,7 @@ fn ranks_dialling_each_other_at_once_end_on_the_best_technique() {
             }
         }
         let line = format!(
-            "{a} <-> {b} ({technique}): {runs} runs ended on {ends:?}; attempts failed {failed_attempts:?}"
+            "{a} <-> {b} ({technique}): {runs} runs ended on {ends:?}; attempts failed {failed_attempts:?}; upgrades from the relay {upgrades:?}"
         );
         eprintln!("{line}");
         summary.push(line);
