@@ -14,7 +14,7 @@ use crate::comm::{Comm, Inner};
 use crate::control::Control;
 use crate::error::{Error, Result};
 use crate::handshake;
-use punched::{from_our_port, FromOurPort, FIRST_TRY, PUNCH_LAG};
+use punched::{from_our_port, Dial, FromOurPort, PUNCH_LAG};
 use qcg_wire::{ErrorKind, ProcName, Request, Response};
 use relayed::meet;
 use std::net::TcpStream;
@@ -364,14 +364,12 @@ fn attempt(
                     })
                     .map_err(|e| e.to_string())?;
             }
-            // A punch sends new SYNs until one passes; a traversal's one SYN is
-            // captured and injected at the target, so it waits for its answer.
-            let first = match attempt.technique {
-                Punched => FIRST_TRY,
-                _ => CONNECT_TIMEOUT,
+            let dial = match attempt.technique {
+                Punched => Dial::Punch,
+                _ => Dial::Traverse,
             };
             let done = || over() || inner.engine.core().has_direct_link(dest);
-            match from_our_port(inner.local, attempt.addr, first, &done)? {
+            match from_our_port(inner.local, attempt.addr, dial, &done)? {
                 FromOurPort::Connected(s) => s,
                 // The peer dialled us at the same time, and the socket its
                 // rendezvous asked of us made the link on this 4-tuple.
@@ -519,7 +517,7 @@ fn on_notice(inner: &Arc<Inner>, notice: qcg_wire::Notice) {
                 inner.closed.load(Ordering::SeqCst)
                     || inner.engine.core().has_direct_link(from.rank)
             };
-            match from_our_port(inner.local, addr, FIRST_TRY, &done) {
+            match from_our_port(inner.local, addr, Dial::Punch, &done) {
                 Ok(FromOurPort::Done) => return,
                 Ok(FromOurPort::Connected(s)) => {
                     handshake_as(s, inner, from.rank, Role::Either).map(|(s, _)| s)

@@ -63,16 +63,31 @@ pub(crate) enum FromOurPort {
     Done,
 }
 
+/// What a dial from our port is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dial {
+    /// A simultaneous open: new SYNs until one passes, again after a refusal (the
+    /// other side's firewall or NAT may not be open for us yet).
+    Punch,
+    /// Traversing TCP: one SYN, captured and injected at the target, waits for its
+    /// answer; a refusal ends it.
+    Traverse,
+}
+
 /// Dials `to` from our listener's port until it connects, `done` says to stop, or
-/// [`CONNECT_TIMEOUT`] passes: tries of [`try_time`] from `first` (a punch: each try
-/// sends a new SYN), again after a refusal, and again while the 4-tuple is taken by
-/// another of our sockets (it is the one that will make the link).
+/// [`CONNECT_TIMEOUT`] passes: tries of [`try_time`] (from [`FIRST_TRY`] for a punch,
+/// each sending a new SYN; one for a traversal), and again while the 4-tuple is
+/// taken by another of our sockets (it is the one that will make the link).
 pub(crate) fn from_our_port(
     local: SocketAddr,
     to: SocketAddr,
-    first: Duration,
+    dial: Dial,
     done: &dyn Fn() -> bool,
 ) -> std::result::Result<FromOurPort, String> {
+    let first = match dial {
+        Dial::Punch => FIRST_TRY,
+        Dial::Traverse => CONNECT_TIMEOUT,
+    };
     let until = Instant::now() + CONNECT_TIMEOUT;
     let mut last = String::from("no try");
     let mut n = 0;
@@ -87,14 +102,13 @@ pub(crate) fn from_our_port(
             Ok(s) => return Ok(FromOurPort::Connected(s)),
             Err(e) => {
                 last = super::io_error(&e, "connect", try_time(first, n).min(left));
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-                ) {
+                match e.kind() {
                     // Unanswered: send a new SYN at once.
-                    n += 1;
-                } else {
-                    std::thread::sleep(RETRY_PAUSE);
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => n += 1,
+                    // Our other socket holds the 4-tuple.
+                    std::io::ErrorKind::AddrNotAvailable => std::thread::sleep(RETRY_PAUSE),
+                    _ if dial == Dial::Punch => std::thread::sleep(RETRY_PAUSE),
+                    _ => return Err(last),
                 }
             }
         }
@@ -119,14 +133,14 @@ mod tests {
     }
 
     #[test]
-    fn a_dial_stops_when_told_even_while_refused() {
+    fn a_punch_stops_when_told_even_while_refused_and_a_refused_traversal_ends() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let to = l.local_addr().unwrap();
         drop(l);
         let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
         // Told at once: no dial at all.
         assert!(matches!(
-            from_our_port(local, to, FIRST_TRY, &|| true),
+            from_our_port(local, to, Dial::Punch, &|| true),
             Ok(FromOurPort::Done)
         ));
         // Refused: it dials again until told to stop.
@@ -136,9 +150,14 @@ mod tests {
             calls.get() > 5
         };
         assert!(matches!(
-            from_our_port(local, to, FIRST_TRY, &stop),
+            from_our_port(local, to, Dial::Punch, &stop),
             Ok(FromOurPort::Done)
         ));
         assert!(calls.get() > 5);
+        // A traversal refused ends at once, naming the refusal.
+        match from_our_port(local, to, Dial::Traverse, &|| false) {
+            Err(e) => assert!(e.contains("refused"), "{e}"),
+            Ok(_) => panic!("a refused traversal connected"),
+        }
     }
 }
