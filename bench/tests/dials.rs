@@ -85,6 +85,14 @@ fn wait_all(children: &mut [Child], limit: Duration) -> Vec<bool> {
     done.into_iter().map(|d| d == Some(true)).collect()
 }
 
+/// Whether a rank's log says it dialled `peer` (its link set-up started: no link
+/// to the peer existed when it first sent).
+fn dialled(log: &str, peer: u32) -> bool {
+    log.lines()
+        .map(plain)
+        .any(|l| l.contains("dialing") && l.contains(&format!("dest={peer} ")))
+}
+
 /// `line` without its terminal colour codes (`ESC [ … m`).
 fn plain(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
@@ -251,7 +259,10 @@ fn ranks_dialling_each_other_at_once_end_on_the_best_technique() {
             };
             *ends.entry(end.clone()).or_default() += 1;
             let late = logs.iter().any(|l| l.contains("late for the start"));
+            // Both ranks of the exchange dialled: the dials really were at once.
+            let both = dialled(&logs[1], 2) && dialled(&logs[2], 1);
             let good = ok.iter().all(|&x| x)
+                && both
                 && relayed == 0
                 && !late
                 && !made.is_empty()
@@ -261,12 +272,17 @@ fn ranks_dialling_each_other_at_once_end_on_the_best_technique() {
                     |r: u32, ext: &str| std::fs::read_to_string(out(r, ext)).unwrap_or_default();
                 failures.push(format!(
                     "{a} <-> {b} run {n} (rank 1 on {}): ranks ok {ok:?}, links by {end}, \
-                     {relayed} relayed in /v1/links (want {allowed:?}){}\n{}",
+                     {relayed} relayed in /v1/links (want {allowed:?}){}{}\n{}",
                     sites[1],
                     if late {
                         ", a rank was late for the start"
                     } else {
                         ""
+                    },
+                    if both {
+                        ""
+                    } else {
+                        ", ranks 1 and 2 did not both dial"
                     },
                     (0..3)
                         .map(|r| format!("rank {r}:\n{}{}", read(r, "out"), read(r, "err")))
