@@ -85,6 +85,9 @@ delay_ms = 2
 bandwidth_mbit = 100
 "#;
 
+/// The programs of `mpi/tests/c/` run across the four sites.
+const PROGRAMS: [&str; 4] = ["p2p", "collectives", "comms", "datatypes"];
+
 /// Two sites of two nodes (the ping-pong runs between the first site's two nodes).
 const TWO_SITES: &str = r#"
 [[site]]
@@ -265,7 +268,7 @@ fn c_programs_run_across_clusters_of_different_policies() {
         .collect::<Vec<_>>()
         .join(";");
     let mut failures = Vec::new();
-    for name in ["p2p", "collectives", "comms", "datatypes"] {
+    for name in PROGRAMS {
         let exe = build(&bins.join("qcg-mpicc"), name, dir.path(), "qcg");
         let outs: Vec<PathBuf> = (0..nodes.len())
             .map(|r| dir.path().join(format!("{name}-{r}.out")))
@@ -331,11 +334,13 @@ fn c_programs_run_across_clusters_of_different_policies() {
     }
     // The links crossed the policies by the techniques they need: the closed site
     // is reached by reversal, a NAT's node by reversal or a punch, the closed site
-    // and the random-port NAT by a punch or the relay.
+    // and the random-port NAT by the relay. The closed site and the port-keeping NAT
+    // are punched in every program, even when their ranks dial each other at once
+    // (issue 20: they ended on the relay).
     let links: serde_json::Value =
         serde_json::from_str(&grid.broker_view("/v1/links").unwrap()).unwrap();
     let ok = |t: &str| links[t]["ok"].as_u64().unwrap_or(0);
-    if ok("reversed") == 0 || ok("punched") + ok("relayed") == 0 {
+    if ok("reversed") == 0 || ok("punched") < PROGRAMS.len() as u64 || ok("relayed") == 0 {
         failures.push(format!("links not made as the policies need: {links}"));
     }
     eprintln!("links made: {links}");

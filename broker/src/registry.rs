@@ -153,6 +153,9 @@ pub struct LinkCounts {
     pub ok: u64,
     /// Attempts that failed.
     pub failed: u64,
+    /// Of the links made, those that took over a relayed link (relay first, then
+    /// upgrade).
+    pub upgraded: u64,
 }
 
 /// A cluster as the aggregate views show it: no address, only figures.
@@ -502,6 +505,7 @@ impl Registry {
                 ok,
                 target,
                 rtt_us,
+                upgrade,
             } => {
                 // Only a report on a link between two processes of one job, the
                 // first of the reporting cluster, counts; and each attempt once.
@@ -522,6 +526,7 @@ impl Registry {
                 let c = self.links.entry(technique).or_default();
                 if ok {
                     c.ok += 1;
+                    c.upgraded += u64::from(upgrade);
                 } else {
                     c.failed += 1;
                 }
@@ -1015,6 +1020,18 @@ impl Registry {
                 c.failed
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP qcg_broker_link_upgrades_total Relayed links moved off the proxy, by the technique that took them over."
+        );
+        let _ = writeln!(out, "# TYPE qcg_broker_link_upgrades_total counter");
+        for (t, c) in self.links() {
+            let _ = writeln!(
+                out,
+                "qcg_broker_link_upgrades_total{{technique=\"{t}\"}} {}",
+                c.upgraded
+            );
+        }
         let _ = writeln!(out, "# HELP qcg_broker_clusters Clusters known.");
         let _ = writeln!(out, "# TYPE qcg_broker_clusters gauge");
         let _ = writeln!(out, "qcg_broker_clusters {}", self.clusters.len());
@@ -1195,6 +1212,7 @@ mod tests {
                     technique: Technique::Direct,
                     ok,
                     rtt_us: None,
+                    upgrade: false,
                 },
             )
             .0
@@ -1295,6 +1313,7 @@ mod tests {
                 technique: Technique::Direct,
                 ok: true,
                 rtt_us: None,
+                upgrade: false,
             },
         );
         assert_eq!(summary(&r).mismatch, None);
@@ -1427,6 +1446,7 @@ mod tests {
                     technique: Technique::Direct,
                     ok: false,
                     rtt_us: None,
+                    upgrade: false,
                 },
             );
             match resp {
@@ -1450,6 +1470,7 @@ mod tests {
                 technique: Technique::Punched,
                 ok: true,
                 rtt_us: Some(21_000),
+                upgrade: false,
             },
         );
         assert_eq!(
@@ -1459,6 +1480,51 @@ mod tests {
                 b: "b".into(),
                 rtt_us: 21_000
             }]
+        );
+    }
+
+    /// Links made, attempts failed and upgrades from the relay, per technique, in
+    /// `/v1/links` and `/metrics`.
+    #[test]
+    fn upgrades_from_the_relay_are_counted_per_technique() {
+        let mut r = Registry::default();
+        for c in ["a", "b"] {
+            r.handle(None, Request::RegisterCluster(cluster(c, Policy::Closed)));
+        }
+        r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
+        r.handle(Some("b"), Request::Register(ap("j", 1, "b")));
+        let report = |technique, ok, upgrade| Request::Report {
+            from: ProcName::new("j", 0),
+            target: ProcName::new("j", 1),
+            technique,
+            ok,
+            rtt_us: None,
+            upgrade,
+        };
+        // The relay first, then a punch takes the link over; a traversal failed.
+        for req in [
+            report(Technique::Relayed, true, false),
+            report(Technique::Punched, true, true),
+            report(Technique::Traversed, false, false),
+        ] {
+            assert_eq!(r.handle(Some("a"), req).0, Response::Ok);
+        }
+        let links = r.links();
+        let counts = |t: Technique| {
+            let c = links[t.name()];
+            (c.ok, c.failed, c.upgraded)
+        };
+        assert_eq!(counts(Technique::Relayed), (1, 0, 0));
+        assert_eq!(counts(Technique::Punched), (1, 0, 1));
+        assert_eq!(counts(Technique::Traversed), (0, 1, 0));
+        let m = r.metrics();
+        assert!(
+            m.contains("qcg_broker_link_upgrades_total{technique=\"punched\"} 1"),
+            "{m}"
+        );
+        assert!(
+            m.contains("qcg_broker_links_total{technique=\"traversed\",outcome=\"failed\"} 1"),
+            "{m}"
         );
     }
 

@@ -10,6 +10,15 @@
 //! The transcript binds the job, both ranks and both nonces, so a proof cannot be
 //! replayed on another link. A link is used only after the last byte arrives: a
 //! connection whose handshake did not complete is never taken for a link.
+//!
+//! A connection made by a simultaneous open (punched, traversed) has no caller and
+//! no callee: both ends may have dialled, and neither knows whether the other took
+//! the initiator's part. Both ends then [`initiate_either`]: each sends its HELLO, and
+//! one that reads a HELLO where the PROOF was due has met a role conflict, which the
+//! ranks resolve as ICE's tie-breaker does: the lower rank stays the initiator (and
+//! skips the other's HELLO), the higher answers that HELLO as the acceptor. Against an
+//! acceptor (a listener) it is the initiator's part. A plain [`initiate`] must not
+//! meet it: those dial listeners (direct, connect-back) or a relay's callee.
 
 use ring::hmac;
 use std::io::{Read, Write};
@@ -86,6 +95,18 @@ fn nonce() -> [u8; 32] {
     n
 }
 
+fn hello(job: &str, from: u32, to: u32, ni: &[u8; 32]) -> Vec<u8> {
+    let mut hello = Vec::with_capacity(64 + job.len());
+    hello.extend_from_slice(MAGIC);
+    hello.push(VERSION);
+    hello.extend_from_slice(&(job.len() as u16).to_be_bytes());
+    hello.extend_from_slice(job.as_bytes());
+    hello.extend_from_slice(&from.to_be_bytes());
+    hello.extend_from_slice(&to.to_be_bytes());
+    hello.extend_from_slice(ni);
+    hello
+}
+
 /// Runs the initiator's side: we are `from`, dialling rank `to` of `job`. Returns the
 /// link's round trip as measured on the way.
 pub fn initiate<S: Read + Write>(
@@ -96,25 +117,103 @@ pub fn initiate<S: Read + Write>(
     to: u32,
 ) -> Result<std::time::Duration, HandshakeError> {
     let ni = nonce();
-    let mut hello = Vec::with_capacity(64 + job.len());
-    hello.extend_from_slice(MAGIC);
-    hello.push(VERSION);
-    hello.extend_from_slice(&(job.len() as u16).to_be_bytes());
-    hello.extend_from_slice(job.as_bytes());
-    hello.extend_from_slice(&from.to_be_bytes());
-    hello.extend_from_slice(&to.to_be_bytes());
-    hello.extend_from_slice(&ni);
     let t0 = std::time::Instant::now();
-    s.write_all(&hello)?;
+    s.write_all(&hello(job, from, to, &ni))?;
     let mut reply = [0u8; 4 + 32 + 32];
     s.read_exact(&mut reply)?;
+    finish_initiate(s, secret, job, from, to, &ni, t0, &reply)
+}
+
+/// Which part an end of a simultaneous open takes when both sent a HELLO: the lower
+/// rank the initiator's, the higher the acceptor's.
+pub fn conflict_role(me: u32, peer: u32) -> Part {
+    if me < peer {
+        Part::Initiator
+    } else {
+        Part::Acceptor
+    }
+}
+
+/// A part of the handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// Sends the HELLO, proves second.
+    Initiator,
+    /// Answers the HELLO, proves first.
+    Acceptor,
+}
+
+/// Runs the handshake on a connection both ends may have dialled at once (see the
+/// module's docs): we are `me` of a job of `size` ranks, the peer is `peer`. Returns
+/// the part we ended up taking, and the link's round trip if we initiated.
+///
+/// The two ends tell a PROOF from a HELLO by its first bytes (a HELLO has the
+/// version, then our job's length, where a PROOF has random bytes): a PROOF taken for
+/// a HELLO (one in 2^24) fails this handshake, never a link's data.
+pub fn initiate_either<S: Read + Write>(
+    s: &mut S,
+    job: &str,
+    secret: &[u8; 32],
+    me: u32,
+    peer: u32,
+    size: u32,
+) -> Result<(Part, Option<std::time::Duration>), HandshakeError> {
+    let ni = nonce();
+    let t0 = std::time::Instant::now();
+    s.write_all(&hello(job, me, peer, &ni))?;
+    let mut head = [0u8; 7];
+    s.read_exact(&mut head)?;
+    if &head[..4] != MAGIC {
+        return Err(HandshakeError::NotQcg);
+    }
+    let their_hello =
+        head[4] == VERSION && usize::from(u16::from_be_bytes([head[5], head[6]])) == job.len();
+    if !their_hello {
+        let mut reply = [0u8; 4 + 32 + 32];
+        reply[..7].copy_from_slice(&head);
+        s.read_exact(&mut reply[7..])?;
+        let rtt = finish_initiate(s, secret, job, me, peer, &ni, t0, &reply)?;
+        return Ok((Part::Initiator, Some(rtt)));
+    }
+    match conflict_role(me, peer) {
+        Part::Initiator => {
+            // Skip their HELLO: they answer ours.
+            let mut skip = vec![0u8; job.len() + 40];
+            s.read_exact(&mut skip)?;
+            let mut reply = [0u8; 4 + 32 + 32];
+            s.read_exact(&mut reply)?;
+            let rtt = finish_initiate(s, secret, job, me, peer, &ni, t0, &reply)?;
+            Ok((Part::Initiator, Some(rtt)))
+        }
+        Part::Acceptor => {
+            let from = accept_after(s, &head, job, secret, me, size)?;
+            if from != peer {
+                return Err(HandshakeError::BadRank(from));
+            }
+            Ok((Part::Acceptor, None))
+        }
+    }
+}
+
+/// The initiator's part after the acceptor's PROOF (`reply`) arrived.
+#[allow(clippy::too_many_arguments)]
+fn finish_initiate<S: Read + Write>(
+    s: &mut S,
+    secret: &[u8; 32],
+    job: &str,
+    from: u32,
+    to: u32,
+    ni: &[u8; 32],
+    t0: std::time::Instant,
+    reply: &[u8; 68],
+) -> Result<std::time::Duration, HandshakeError> {
     let first = t0.elapsed();
     if &reply[..4] != MAGIC {
         return Err(HandshakeError::NotQcg);
     }
     let mut na = [0u8; 32];
     na.copy_from_slice(&reply[4..36]);
-    let t = transcript(job, from, to, &ni, &na);
+    let t = transcript(job, from, to, ni, &na);
     if !check(secret, b"accept", &t, &reply[36..]) {
         return Err(HandshakeError::BadProof);
     }
@@ -141,6 +240,18 @@ pub fn accept<S: Read + Write>(
 ) -> Result<u32, HandshakeError> {
     let mut head = [0u8; 7];
     s.read_exact(&mut head)?;
+    accept_after(s, &head, job, secret, me, size)
+}
+
+/// The acceptor's part once the HELLO's first 7 bytes (`head`) were read.
+fn accept_after<S: Read + Write>(
+    s: &mut S,
+    head: &[u8; 7],
+    job: &str,
+    secret: &[u8; 32],
+    me: u32,
+    size: u32,
+) -> Result<u32, HandshakeError> {
     if &head[..4] != MAGIC || head[4] != VERSION {
         return Err(HandshakeError::NotQcg);
     }
@@ -355,6 +466,43 @@ mod tests {
         t.join().unwrap().unwrap();
         let mut acc = Acceptor::new("job", &[7; 32], 1, 4);
         assert!(matches!(acc.feed(b"GET / H"), Err(HandshakeError::NotQcg)));
+    }
+
+    #[test]
+    fn two_ends_of_a_simultaneous_open_take_complementary_parts() {
+        // Ranks 3 and 1 both send a HELLO: the lower initiates, the higher accepts,
+        // whichever end is which side of the connection.
+        for (x, y) in [(3, 1), (1, 3)] {
+            let (mut a, mut b) = pair();
+            let t = std::thread::spawn(move || {
+                initiate_either(&mut b, "job", &[7; 32], y, x, 4).map(|(p, _)| p)
+            });
+            let (part, rtt) = initiate_either(&mut a, "job", &[7; 32], x, y, 4).unwrap();
+            let theirs = t.join().unwrap().unwrap();
+            assert_eq!(part, conflict_role(x, y));
+            assert_eq!(theirs, conflict_role(y, x));
+            assert_ne!(part, theirs);
+            assert_eq!(rtt.is_some(), part == Part::Initiator);
+        }
+    }
+
+    #[test]
+    fn either_end_meets_a_plain_acceptor() {
+        // Against an acceptor (a listener): the initiator's part, whatever the ranks.
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || accept(&mut b, "job", &[7; 32], 0, 4));
+        let (part, _) = initiate_either(&mut a, "job", &[7; 32], 2, 0, 4).unwrap();
+        assert_eq!(part, Part::Initiator);
+        assert_eq!(t.join().unwrap().unwrap(), 2);
+        // A wrong secret still fails both ends.
+        let (mut a, mut b) = pair();
+        let t = std::thread::spawn(move || {
+            initiate_either(&mut b, "job", &[8; 32], 1, 0, 4).map(|(p, _)| p)
+        });
+        let r = initiate_either(&mut a, "job", &[7; 32], 0, 1, 4);
+        assert!(r.is_err(), "{r:?}");
+        drop(a);
+        assert!(t.join().unwrap().is_err());
     }
 
     #[test]

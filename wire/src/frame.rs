@@ -353,6 +353,7 @@ mod tests {
                     technique: Technique::Direct,
                     ok,
                     rtt_us: ok.then_some(1234),
+                    upgrade: ok,
                 }
             }),
         ]

@@ -422,6 +422,10 @@ pub enum Request {
         /// The link's round trip as its handshake measured it, in µs (made links).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rtt_us: Option<u64>,
+        /// The link took over a relayed one (the relay made the link first, this
+        /// technique moved it off the proxy).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        upgrade: bool,
     },
     /// A job has ended: forget its processes.
     JobEnd {

@@ -2,7 +2,7 @@
 //! technique of the broker's plan (`broker/src/plan.rs` names them): [`direct`] (and
 //! port-range), reversed (the target dials back: a rendezvous, then the listener in
 //! the engine accepts it), [`punched`], traversed (our SYN forwarded and injected at the
-//! target; the dial is [`punched::dial_from`]) and [`relayed`]. Each hands the engine a
+//! target; the dial is [`punched::from_our_port`]) and [`relayed`]. Each hands the engine a
 //! connected socket on which the job handshake ([`crate::handshake`]) completed.
 
 pub(crate) mod direct;
@@ -14,7 +14,7 @@ use crate::comm::{Comm, Inner};
 use crate::control::Control;
 use crate::error::{Error, Result};
 use crate::handshake;
-use punched::{dial_from, punch, PUNCH_LAG};
+use punched::{from_our_port, Dial, FromOurPort, PUNCH_LAG};
 use qcg_wire::{ErrorKind, ProcName, Request, Response};
 use relayed::meet;
 use std::net::TcpStream;
@@ -77,6 +77,7 @@ impl Comm {
             return Ok(());
         }
         let plan = self.lookup(dest)?;
+        tracing::debug!(dest, plan = ?plan.attempts.iter().map(|a| a.technique).collect::<Vec<_>>(), "dialing");
         let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
         let outcome =
             |technique, r: &std::result::Result<Option<Duration>, String>| Request::Report {
@@ -85,6 +86,7 @@ impl Comm {
                 technique,
                 ok: r.is_ok(),
                 rtt_us: r.as_ref().ok().copied().flatten().map(micros),
+                upgrade: false,
             };
         let mut failures = vec![String::new(); plan.attempts.len()];
         let mut race = race::Race::new(plan.attempts.iter().map(|a| a.technique).collect());
@@ -112,6 +114,7 @@ impl Comm {
                     self.report(outcome(a.technique, &r));
                     match r {
                         Ok(_) => {
+                            tracing::debug!(dest, technique = %a.technique, addr = %a.addr, "link made");
                             lock(&self.inner.techniques).insert(dest, a.technique);
                             return Ok(());
                         }
@@ -162,6 +165,7 @@ impl Comm {
                                         technique,
                                         ok,
                                         rtt_us: None,
+                                        upgrade: false,
                                     };
                                     report(&inner, req);
                                 }
@@ -290,6 +294,7 @@ fn claim(
                 technique,
                 ok: true,
                 rtt_us: rtt.map(micros),
+                upgrade: true,
             };
             report(inner, req);
             Err(UPGRADED.into())
@@ -345,22 +350,34 @@ fn attempt(
             }
             return Err("the target did not connect back in time".into());
         }
-        Punched => {
-            rendezvous(Punched)?;
-            punch(inner.local, attempt.addr)?
-        }
-        Traversed => {
-            inner
-                .control
-                .request(&Request::WatchSyn {
-                    from: me.clone(),
-                    target: target.clone(),
-                    local: inner.local,
-                    remote: attempt.addr,
-                })
-                .map_err(|e| e.to_string())?;
-            dial_from(inner.local, attempt.addr, CONNECT_TIMEOUT)
-                .map_err(|e| io_error(&e, "connect", CONNECT_TIMEOUT))?
+        Punched | Traversed => {
+            if attempt.technique == Punched {
+                rendezvous(Punched)?;
+            } else {
+                inner
+                    .control
+                    .request(&Request::WatchSyn {
+                        from: me.clone(),
+                        target: target.clone(),
+                        local: inner.local,
+                        remote: attempt.addr,
+                    })
+                    .map_err(|e| e.to_string())?;
+            }
+            let dial = match attempt.technique {
+                Punched => Dial::Punch,
+                _ => Dial::Traverse,
+            };
+            let done = || over() || inner.engine.core().has_direct_link(dest);
+            match from_our_port(inner.local, attempt.addr, dial, &done)? {
+                FromOurPort::Connected(s) => s,
+                // The peer dialled us at the same time, and the socket its
+                // rendezvous asked of us made the link on this 4-tuple.
+                FromOurPort::Done if !over() => {
+                    return claim(inner, won, dest, attempt.technique, None)
+                }
+                FromOurPort::Done => return Err(OVERTAKEN.into()),
+            }
         }
         Relayed => match rendezvous(Relayed)? {
             Response::Relay { proxy, token } => meet(proxy, &token)?,
@@ -378,7 +395,11 @@ fn attempt(
         // Dropped before the handshake: the target never takes it for a link.
         return Err(OVERTAKEN.into());
     }
-    let (s, rtt) = handshake_as(stream, inner, dest, Role::Initiator)?;
+    let role = match attempt.technique {
+        Punched | Traversed => Role::Either,
+        _ => Role::Initiator,
+    };
+    let (s, rtt) = handshake_as(stream, inner, dest, role)?;
     // Handshaken: the target may already read it as a link, so it is kept (closing
     // it could look like our end to a target that has no other link to us yet). The
     // first attempt to get here claims the race and names the technique.
@@ -428,6 +449,8 @@ fn handshake_error(e: handshake::HandshakeError) -> String {
 enum Role {
     Initiator,
     Acceptor,
+    /// A simultaneous open's: the ranks decide ([`handshake::initiate_either`]).
+    Either,
 }
 
 /// Runs the job handshake on a fresh connection with `peer`; the stream is ready for
@@ -449,6 +472,12 @@ fn handshake_as(
                 handshake::initiate(&mut s, &env.job, &env.secret, env.rank, peer)
                     .map_err(handshake_error)?,
             )
+        }
+        Role::Either => {
+            rtt =
+                handshake::initiate_either(&mut s, &env.job, &env.secret, env.rank, peer, env.size)
+                    .map_err(handshake_error)?
+                    .1;
         }
         Role::Acceptor => {
             let from = handshake::accept(&mut s, &env.job, &env.secret, env.rank, env.size)
@@ -482,9 +511,19 @@ fn on_notice(inner: &Arc<Inner>, notice: qcg_wire::Notice) {
             // works, but where nothing blocks (one host), our SYN reaching its listener
             // first would take the 4-tuple its own dial needs.
             std::thread::sleep(PUNCH_LAG);
-            punch(inner.local, addr)
-                .and_then(|s| handshake_as(s, inner, from.rank, Role::Acceptor))
-                .map(|(s, _)| s)
+            // If we dial the peer too (both needed the link at once), our own punch
+            // may hold the 4-tuple and make the link: then this one has nothing to do.
+            let done = || {
+                inner.closed.load(Ordering::SeqCst)
+                    || inner.engine.core().has_direct_link(from.rank)
+            };
+            match from_our_port(inner.local, addr, Dial::Punch, &done) {
+                Ok(FromOurPort::Done) => return,
+                Ok(FromOurPort::Connected(s)) => {
+                    handshake_as(s, inner, from.rank, Role::Either).map(|(s, _)| s)
+                }
+                Err(e) => Err(e),
+            }
         }),
         Notice::Relay { from, proxy, token } => (
             from.clone(),
