@@ -169,22 +169,26 @@ impl<C: LinkIo> Core<C> {
             if conn.out.is_empty() {
                 break Ok(());
             }
-            let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(IOVECS);
+            // On the stack: a flush per message must not cost an allocation.
+            let mut slices = [IoSlice::new(&[]); IOVECS];
+            let mut k = 0;
             for o in conn.out.iter() {
-                if slices.len() + 2 > IOVECS {
+                if k + 2 > IOVECS {
                     break;
                 }
                 if o.off < HEADER {
-                    slices.push(IoSlice::new(&o.head[o.off..]));
+                    slices[k] = IoSlice::new(&o.head[o.off..]);
+                    k += 1;
                     if let Some(b) = &o.body {
-                        slices.push(IoSlice::new(b.as_slice()));
+                        slices[k] = IoSlice::new(b.as_slice());
+                        k += 1;
                     }
                 } else if let Some(b) = &o.body {
-                    slices.push(IoSlice::new(&b.as_slice()[o.off - HEADER..]));
+                    slices[k] = IoSlice::new(&b.as_slice()[o.off - HEADER..]);
+                    k += 1;
                 }
             }
-            let r = conn.io.write_vectored(&slices);
-            drop(slices);
+            let r = conn.io.write_vectored(&slices[..k]);
             match r {
                 Ok(0) => break Err("the link accepts no more bytes".to_string()),
                 Ok(mut n) => {
