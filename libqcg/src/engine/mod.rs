@@ -903,6 +903,16 @@ impl Engine {
 
     /// Handles shell frames: offers, acceptances and refusals of shared memory.
     fn on_shell(&self, core: &mut Core<Link>, frames: Vec<ShellFrame>) {
+        let conns: Vec<ConnId> = frames.iter().map(|f| f.conn).collect();
+        self.handle_shell(core, frames);
+        // Read on where each came from (what followed it may depend on it: the end
+        // of a TCP link its peer moved off after its acceptance, say).
+        for c in conns {
+            core.shell_done(c);
+        }
+    }
+
+    fn handle_shell(&self, core: &mut Core<Link>, frames: Vec<ShellFrame>) {
         for f in frames {
             let peer = f.peer;
             match f.what {

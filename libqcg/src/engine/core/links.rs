@@ -55,6 +55,7 @@ impl<C: LinkIo> Core<C> {
             moved_in: false,
             moved_out: false,
             hup: false,
+            shell_hold: false,
         });
         if polled {
             self.polled.push(id);
@@ -156,8 +157,26 @@ impl<C: LinkIo> Core<C> {
     }
 
     /// Shell frames read since the last call.
+    /// The connections they came on read nothing more until [`Core::shell_done`].
     pub fn take_shell(&mut self) -> Vec<ShellFrame> {
         std::mem::take(&mut self.shell)
+    }
+
+    /// The shell handled the frames read on `c`: it is read on.
+    pub fn shell_done(&mut self, c: ConnId) {
+        if let Some(conn) = self.conns.get_mut(c) {
+            if conn.shell_hold {
+                conn.shell_hold = false;
+                self.pump(c);
+            }
+        }
+    }
+
+    /// Holds connection `c` for the shell (a shell frame was read on it).
+    pub(super) fn hold_for_shell(&mut self, c: ConnId) {
+        if let Some(conn) = self.conns.get_mut(c) {
+            conn.shell_hold = true;
+        }
     }
 
     /// What carries connection `c`.

@@ -319,6 +319,9 @@ struct Conn<C> {
     /// The poller said the peer shut its side: read on to the end of the stream
     /// even after a short read, since no further readiness comes for the end.
     hup: bool,
+    /// A shell frame was read here and the shell has not handled it yet: nothing
+    /// more is read (what follows, such as the end of the link, may depend on it).
+    shell_hold: bool,
 }
 
 enum UnexBody {

@@ -259,6 +259,7 @@ impl<C: LinkIo> Core<C> {
             };
             let peer = conn.peer;
             let r = match conn.rx {
+                _ if conn.shell_hold => return,
                 Rx::Stalled { .. } | Rx::Gated => return,
                 Rx::Payload { to, len, have } if conn.start == conn.end && len - have >= DIRECT => {
                     let dst: &mut [u8] = match to {
@@ -367,6 +368,7 @@ impl<C: LinkIo> Core<C> {
             };
             let avail = conn.end - conn.start;
             match conn.rx {
+                _ if conn.shell_hold => return Ok(()),
                 Rx::Stalled { .. } | Rx::Gated => return Ok(()),
                 Rx::Header => {
                     if avail < HEADER {
@@ -438,6 +440,7 @@ impl<C: LinkIo> Core<C> {
             Sink::Shell(key) => {
                 if self.shell_partial.contains(key) {
                     let f = self.shell_partial.remove(key);
+                    self.hold_for_shell(f.conn);
                     self.shell.push(f);
                 }
             }
@@ -490,6 +493,7 @@ impl<C: LinkIo> Core<C> {
                     payload: vec![0u8; h.len as usize],
                 };
                 if h.len == 0 {
+                    self.hold_for_shell(c);
                     self.shell.push(f);
                 } else {
                     let key = self.shell_partial.insert(f);

@@ -618,3 +618,35 @@ fn a_relayed_link_that_ends_or_goes_silent_names_the_relay_proxy() {
         );
     }
 }
+
+/// A shell frame (a shared-memory acceptance, say) and then the end of its link come
+/// in one readiness: the link is not read past the frame until the shell has handled
+/// it, so the end finds the link the shell made, and the peer is not lost.
+#[test]
+fn the_end_of_a_link_right_after_a_shell_frame_waits_for_the_shell() {
+    let now = Instant::now();
+    let (p0, p1, _) = pipe(1 << 12);
+    let end = p0.eof.clone();
+    let mut a = Core::new(0, 2, limits(100, 1 << 20), now);
+    let mut b = Core::new(1, 2, limits(100, 1 << 20), now);
+    let ca = a.add_conn(1, p0, now, false);
+    let cb = b.add_conn(0, p1, now, false);
+    b.send_shell(cb, 2, vec![1, 2, 3]);
+    b.on_writable(cb);
+    end.set(true);
+    // The poller says the peer shut its side: read on to the end, as the engine does.
+    a.on_read_closed(ca);
+    assert_eq!(a.lost(1), None, "read past the shell frame");
+    let frames = a.take_shell();
+    assert_eq!(frames.len(), 1);
+    assert_eq!(
+        (frames[0].what, frames[0].payload.clone()),
+        (2, vec![1, 2, 3])
+    );
+    // The shell makes the better link, then the old one is read on to its end.
+    let (q0, _q1, _) = pipe(1 << 12);
+    a.add_conn_via(1, q0, now, Via::Memory);
+    a.shell_done(ca);
+    assert_eq!(a.lost(1), None);
+    assert_eq!(a.link_via(1), Some(Via::Memory));
+}
