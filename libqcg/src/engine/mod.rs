@@ -106,6 +106,12 @@ impl LinkIo for Link {
         matches!(self, Link::Shm(s) if s.single_copy)
     }
 
+    fn set_sleeping(&self, on: bool) {
+        if let Link::Shm(s) = self {
+            s.set_sleeping(on);
+        }
+    }
+
     fn read_peer(&mut self, addr: u64, dst: &mut [u8]) -> std::io::Result<()> {
         match self {
             Link::Tcp(_) => Err(std::io::ErrorKind::Unsupported.into()),
@@ -116,7 +122,7 @@ impl LinkIo for Link {
     fn remote(&self) -> Option<String> {
         match self {
             Link::Tcp(s) => s.peer_addr().ok().map(|a| a.to_string()),
-            Link::Shm(s) => Some(format!("shared memory with process {}", s.pid())),
+            Link::Shm(_) => None,
         }
     }
 }
@@ -540,15 +546,7 @@ impl Engine {
             // A spinning turn: the shared-memory links only, no system call, and
             // epoll once every few turns (the full turn below).
             lp.skipped += 1;
-            let any = {
-                let mut core = self.core();
-                let any = core.poll_links();
-                let frames = core.take_shell();
-                if !frames.is_empty() {
-                    self.on_shell(&mut core, frames);
-                }
-                any
-            };
+            let any = self.poll_memory(&mut self.core());
             if any {
                 self.advance_progress();
             }
@@ -562,23 +560,14 @@ impl Engine {
         if !lp.accepting.is_empty() {
             timeout = timeout.min(Duration::from_millis(100));
         }
-        // Shared-memory links first: a spinning turn that finds work there, or one
-        // of a few in a row, leaves epoll alone.
         let sleeping = self.shm.is_some() && !timeout.is_zero();
-        if self.shm.is_some() {
-            let mut core = self.core();
-            let any = core.poll_links();
-            if sleeping {
-                // About to sleep: peers ring our doorbell from now on; then look once
-                // more, since they may have written before they saw the flag.
-                for io in core.polled_io() {
-                    if let Link::Shm(s) = io {
-                        s.set_sleeping(true);
-                    }
-                }
-                if any || core.polled_ready() {
-                    timeout = Duration::ZERO;
-                }
+        if sleeping {
+            // About to sleep: peers ring our doorbell from now on; then look once
+            // more, since they may have written before they saw the flag.
+            let core = self.core();
+            core.polled_sleep(true);
+            if core.polled_ready() {
+                timeout = Duration::ZERO;
             }
         }
         lp.skipped = 0;
@@ -591,11 +580,7 @@ impl Engine {
         // What is read from now on was heard now.
         self.core().set_now(Instant::now());
         if sleeping {
-            for io in self.core().polled_io() {
-                if let Link::Shm(s) = io {
-                    s.set_sleeping(false);
-                }
-            }
+            self.core().polled_sleep(false);
         }
         let mut accept = false;
         // Per token: readable, read side closed (or failed), writable.
@@ -642,11 +627,7 @@ impl Engine {
                 }
             }
             if self.shm.is_some() {
-                core.poll_links();
-                let frames = core.take_shell();
-                if !frames.is_empty() {
-                    self.on_shell(&mut core, frames);
-                }
+                self.poll_memory(&mut core);
             }
         }
         self.advance_progress();
@@ -907,6 +888,17 @@ impl Engine {
                 tracing::debug!(rank = peer, error = %e, "no shared-memory segment; the link stays on TCP");
             }
         }
+    }
+
+    /// Reads the shared-memory links and handles the shell frames read; whether any
+    /// link had something.
+    fn poll_memory(&self, core: &mut Core<Link>) -> bool {
+        let any = core.poll_links();
+        let frames = core.take_shell();
+        if !frames.is_empty() {
+            self.on_shell(core, frames);
+        }
+        any
     }
 
     /// Handles shell frames: offers, acceptances and refusals of shared memory.

@@ -430,6 +430,14 @@ pub fn accept(offer: &Offer, here: Option<Node>) -> io::Result<ShmLink> {
     Ok(ShmLink::new(map, 1, bell, pidfd, offer.pid))
 }
 
+/// A ring whose head and tail are more than a ring apart.
+fn corrupt(head: u64, tail: u64) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("corrupt ring header (head {head}, tail {tail}): closing the shared-memory link"),
+    )
+}
+
 fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     // SAFETY: the pidfd_open system call with integer arguments.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
@@ -492,11 +500,6 @@ impl ShmLink {
         }
     }
 
-    /// The peer's pid (for cross-memory reads).
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
     /// The descriptor that turns readable when the peer's process exits.
     pub fn pidfd(&self) -> RawFd {
         self.pidfd.as_raw_fd()
@@ -548,13 +551,7 @@ impl ShmLink {
         let head = self.map.u64_at(self.in_ctl()).load(Ordering::Acquire);
         let n = head.wrapping_sub(self.tail);
         if n > RING as u64 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "corrupt ring header (head {head}, tail {}): closing the shared-memory link",
-                    self.tail
-                ),
-            ));
+            return Err(corrupt(head, self.tail));
         }
         Ok(n as usize)
     }
@@ -579,13 +576,7 @@ impl ShmLink {
             .load(Ordering::Acquire);
         let used = self.head.wrapping_sub(tail);
         if used > RING as u64 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "corrupt ring header (head {}, tail {tail}): closing the shared-memory link",
-                    self.head
-                ),
-            ));
+            return Err(corrupt(self.head, tail));
         }
         Ok((RING - used as usize, tail))
     }

@@ -121,13 +121,13 @@ impl<C: LinkIo> Core<C> {
         any
     }
 
-    /// The streams of the polled connections (to raise their sleep flags).
-    pub fn polled_io(&mut self) -> impl Iterator<Item = &mut C> {
-        let polled = &self.polled;
-        self.conns
-            .iter_mut()
-            .filter(|(id, _)| polled.contains(id))
-            .map(|(_, c)| &mut c.io)
+    /// Raises (or lowers) the sleep flag of every polled connection.
+    pub fn polled_sleep(&self, on: bool) {
+        for &c in &self.polled {
+            if let Some(conn) = self.conns.get(c) {
+                conn.io.set_sleeping(on);
+            }
+        }
     }
 
     /// Whether a polled link has something to do now (checked before sleeping).

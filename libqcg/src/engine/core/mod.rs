@@ -79,6 +79,9 @@ pub trait LinkIo: Read + Write {
     fn ready(&self) -> (bool, bool) {
         (false, false)
     }
+    /// For a polled link: asks the peer to wake us (or stops asking) when it writes
+    /// to us or makes room, because we sleep.
+    fn set_sleeping(&self, _on: bool) {}
     /// Whether the peer's memory can be read from here (large messages then cross
     /// in one copy: `Addr`, then `Fin` instead of `Cts` and `Data`).
     fn reads_peer(&self) -> bool {

@@ -650,3 +650,27 @@ fn the_end_of_a_link_right_after_a_shell_frame_waits_for_the_shell() {
     assert_eq!(a.lost(1), None);
     assert_eq!(a.link_via(1), Some(Via::Memory));
 }
+
+/// The frames shared memory added, from a peer that lies: a shell frame above its
+/// limit, an address on a link that cannot read the peer's memory, a copy finished
+/// for a request that does not exist. Each loses that peer naming the protocol error.
+#[test]
+fn bad_shell_address_and_finish_frames_are_protocol_errors() {
+    for (kind, id, len) in [
+        (Kind::Shell, 1, SHELL_MAX + 1),
+        (Kind::Addr, 3, 10),
+        (Kind::Fin, 77, 10),
+    ] {
+        let (mut a, _b, to0) = pair(limits(100, 1 << 20), 1 << 12);
+        let mut h = Header::new(kind);
+        h.id = id;
+        h.len = len;
+        to0.borrow_mut().extend(h.encode());
+        a.on_readable(0);
+        assert!(
+            a.lost(1).is_some_and(|r| r.contains("protocol error")),
+            "{kind:?}: {:?}",
+            a.lost(1)
+        );
+    }
+}
