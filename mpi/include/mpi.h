@@ -175,6 +175,26 @@ extern int qcg_mpi_weights_empty[];
 #define MPI_CXX_DOUBLE_COMPLEX ((MPI_Datatype)41)
 #define MPI_CXX_LONG_DOUBLE_COMPLEX ((MPI_Datatype)42)
 
+/* Fortran's datatypes, also named in C (MPI 3.1 section 17.2.5). Not provided:
+   MPI_2REAL and MPI_2DOUBLE_PRECISION (pairs of two reals), MPI_REAL16,
+   MPI_COMPLEX32 and MPI_INTEGER16 (no such C types here). */
+#define MPI_INTEGER ((MPI_Datatype)43)
+#define MPI_REAL ((MPI_Datatype)44)
+#define MPI_DOUBLE_PRECISION ((MPI_Datatype)45)
+#define MPI_LOGICAL ((MPI_Datatype)46)
+#define MPI_CHARACTER ((MPI_Datatype)47)
+#define MPI_COMPLEX ((MPI_Datatype)48)
+#define MPI_DOUBLE_COMPLEX ((MPI_Datatype)49)
+#define MPI_2INTEGER ((MPI_Datatype)50)
+#define MPI_INTEGER1 ((MPI_Datatype)51)
+#define MPI_INTEGER2 ((MPI_Datatype)52)
+#define MPI_INTEGER4 ((MPI_Datatype)53)
+#define MPI_INTEGER8 ((MPI_Datatype)54)
+#define MPI_REAL4 ((MPI_Datatype)55)
+#define MPI_REAL8 ((MPI_Datatype)56)
+#define MPI_COMPLEX8 ((MPI_Datatype)57)
+#define MPI_COMPLEX16 ((MPI_Datatype)58)
+
 /* Datatype combiners (MPI_Type_get_envelope) */
 #define MPI_COMBINER_NAMED 1
 #define MPI_COMBINER_DUP 2

@@ -163,6 +163,38 @@
       parameter (MPI_CXX_DOUBLE_COMPLEX=41)
       integer MPI_CXX_LONG_DOUBLE_COMPLEX
       parameter (MPI_CXX_LONG_DOUBLE_COMPLEX=42)
+      integer MPI_INTEGER
+      parameter (MPI_INTEGER=43)
+      integer MPI_REAL
+      parameter (MPI_REAL=44)
+      integer MPI_DOUBLE_PRECISION
+      parameter (MPI_DOUBLE_PRECISION=45)
+      integer MPI_LOGICAL
+      parameter (MPI_LOGICAL=46)
+      integer MPI_CHARACTER
+      parameter (MPI_CHARACTER=47)
+      integer MPI_COMPLEX
+      parameter (MPI_COMPLEX=48)
+      integer MPI_DOUBLE_COMPLEX
+      parameter (MPI_DOUBLE_COMPLEX=49)
+      integer MPI_2INTEGER
+      parameter (MPI_2INTEGER=50)
+      integer MPI_INTEGER1
+      parameter (MPI_INTEGER1=51)
+      integer MPI_INTEGER2
+      parameter (MPI_INTEGER2=52)
+      integer MPI_INTEGER4
+      parameter (MPI_INTEGER4=53)
+      integer MPI_INTEGER8
+      parameter (MPI_INTEGER8=54)
+      integer MPI_REAL4
+      parameter (MPI_REAL4=55)
+      integer MPI_REAL8
+      parameter (MPI_REAL8=56)
+      integer MPI_COMPLEX8
+      parameter (MPI_COMPLEX8=57)
+      integer MPI_COMPLEX16
+      parameter (MPI_COMPLEX16=58)
       integer MPI_COMBINER_NAMED
       parameter (MPI_COMBINER_NAMED=1)
       integer MPI_COMBINER_DUP
@@ -393,34 +425,6 @@
       parameter (MPI_LASTUSEDCODE=6)
       integer MPI_APPNUM
       parameter (MPI_APPNUM=7)
-      integer MPI_INTEGER
-      parameter (MPI_INTEGER=7)
-      integer MPI_REAL
-      parameter (MPI_REAL=13)
-      integer MPI_DOUBLE_PRECISION
-      parameter (MPI_DOUBLE_PRECISION=14)
-      integer MPI_LOGICAL
-      parameter (MPI_LOGICAL=7)
-      integer MPI_CHARACTER
-      parameter (MPI_CHARACTER=1)
-      integer MPI_INTEGER1
-      parameter (MPI_INTEGER1=16)
-      integer MPI_INTEGER2
-      parameter (MPI_INTEGER2=17)
-      integer MPI_INTEGER4
-      parameter (MPI_INTEGER4=18)
-      integer MPI_INTEGER8
-      parameter (MPI_INTEGER8=19)
-      integer MPI_REAL4
-      parameter (MPI_REAL4=13)
-      integer MPI_REAL8
-      parameter (MPI_REAL8=14)
-      integer MPI_2INTEGER
-      parameter (MPI_2INTEGER=29)
-      integer MPI_COMPLEX
-      parameter (MPI_COMPLEX=36)
-      integer MPI_DOUBLE_COMPLEX
-      parameter (MPI_DOUBLE_COMPLEX=37)
       integer MPI_STATUS_SIZE
       parameter (MPI_STATUS_SIZE=6)
       integer MPI_SOURCE

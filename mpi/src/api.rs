@@ -456,24 +456,6 @@ fn define_value(v: &str, known: &std::collections::HashMap<String, i64>) -> Opti
     t.parse().ok().or_else(|| known.get(t).copied())
 }
 
-/// Fortran's own constants: (name, value) as `mpi.h`'s C values or numbers.
-const FORTRAN_TYPES: &[(&str, &str)] = &[
-    ("MPI_INTEGER", "MPI_INT"),
-    ("MPI_REAL", "MPI_FLOAT"),
-    ("MPI_DOUBLE_PRECISION", "MPI_DOUBLE"),
-    ("MPI_LOGICAL", "MPI_INT"),
-    ("MPI_CHARACTER", "MPI_CHAR"),
-    ("MPI_INTEGER1", "MPI_INT8_T"),
-    ("MPI_INTEGER2", "MPI_INT16_T"),
-    ("MPI_INTEGER4", "MPI_INT32_T"),
-    ("MPI_INTEGER8", "MPI_INT64_T"),
-    ("MPI_REAL4", "MPI_FLOAT"),
-    ("MPI_REAL8", "MPI_DOUBLE"),
-    ("MPI_2INTEGER", "MPI_2INT"),
-    ("MPI_COMPLEX", "MPI_C_FLOAT_COMPLEX"),
-    ("MPI_DOUBLE_COMPLEX", "MPI_C_DOUBLE_COMPLEX"),
-];
-
 /// `mpif.h`: `mpi.h`'s integer constants, Fortran's own, the sentinels and the
 /// functions that return a value. Fixed and free form alike (no line past 72).
 pub fn mpif_h(mpi_h: &str, api: &Api) -> String {
@@ -506,11 +488,6 @@ pub fn mpif_h(mpi_h: &str, api: &Api) -> String {
     };
     for name in &order {
         put(&mut o, name, known[name]);
-    }
-    for (name, c) in FORTRAN_TYPES {
-        if let Some(&v) = known.get(*c) {
-            put(&mut o, name, v);
-        }
     }
     for (name, v) in [
         ("MPI_STATUS_SIZE", 6),

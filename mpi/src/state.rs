@@ -139,6 +139,10 @@ pub struct State {
     next_group: i32,
     types: HashMap<i32, Arc<TypeInfo>>,
     next_type: i32,
+    /// Handles of freed derived types, reused last-freed first (as MPICH and
+    /// Open MPI do: handles stay small, and code that keeps a freed handle
+    /// across a free and a create finds the new type, as it does there).
+    free_types: Vec<i32>,
     ops: HashMap<i32, OpKind>,
     next_op: i32,
     /// Open requests.
@@ -194,6 +198,7 @@ impl State {
             next_group: 2,
             types: HashMap::new(),
             next_type: FIRST_DERIVED_TYPE,
+            free_types: Vec::new(),
             ops: HashMap::new(),
             next_op: FIRST_USER_OP,
             requests: HashMap::new(),
@@ -407,8 +412,10 @@ impl State {
 
     /// Registers a derived datatype.
     pub fn add_type(&mut self, t: TypeInfo) -> i32 {
-        let h = self.next_type;
-        self.next_type += 1;
+        let h = self.free_types.pop().unwrap_or_else(|| {
+            self.next_type += 1;
+            self.next_type - 1
+        });
         self.types.insert(h, Arc::new(t));
         h
     }
@@ -437,6 +444,7 @@ impl State {
         self.types
             .remove(&h)
             .ok_or_else(|| MpiError::new(Class::Type, format!("{h} is not a datatype")))?;
+        self.free_types.push(h);
         self.attrs.forget((crate::attrs::Kind::Type, h));
         Ok(())
     }

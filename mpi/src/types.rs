@@ -350,6 +350,12 @@ impl TypeInfo {
     /// numbers): a block of them and how many times it repeats (a vector's
     /// blocks, without listing them all).
     fn units(&self) -> (Vec<(usize, usize)>, usize) {
+        if let (Combiner::Dup | Combiner::Resized, Some(old)) =
+            (self.envelope.combiner, self.envelope.types.first())
+        {
+            // Their data is the old type's, repeats included.
+            return old.units();
+        }
         if let (true, Some(old), Some(&len)) = (
             self.reps > 1,
             self.envelope.types.first(),
@@ -386,6 +392,28 @@ impl TypeInfo {
             }
         }
         (rest == 0).then_some(n)
+    }
+
+    /// `MPI_Status_set_elements`: the bytes of packed data that hold the first
+    /// `n` basic elements (the inverse of [`elements`](Self::elements)); None
+    /// past the address space.
+    pub fn bytes_of_elements(&self, n: usize) -> Option<usize> {
+        if self.basics == 0 {
+            return (n == 0).then_some(0);
+        }
+        let (whole, mut rest) = (n / self.basics, n % self.basics);
+        let mut bytes = whole.checked_mul(self.size)?;
+        if rest > 0 {
+            let (seq, reps) = self.units();
+            // Whole repeats first, then single elements.
+            let per = seq.len();
+            let rep_bytes: usize = seq.iter().map(|&(s, _)| s).sum();
+            bytes += rest / per * rep_bytes;
+            rest %= per;
+            debug_assert!(reps > 0);
+            bytes += seq[..rest].iter().map(|&(s, _)| s).sum::<usize>();
+        }
+        Some(bytes)
     }
 
     /// Turns packed elements (native byte order) into external32's big-endian
@@ -448,7 +476,7 @@ fn merge(runs: Vec<(isize, usize)>) -> Vec<(isize, usize)> {
 }
 
 /// Highest handle of a predefined datatype.
-pub const LAST_PREDEFINED: i32 = 42;
+pub const LAST_PREDEFINED: i32 = 58;
 
 /// `MPI_PACKED`'s handle.
 pub const PACKED: i32 = 35;
@@ -504,6 +532,23 @@ pub fn predefined(h: i32) -> Option<TypeInfo> {
         40 => TypeInfo::complex(h, "MPI_CXX_FLOAT_COMPLEX", F32),
         41 => TypeInfo::complex(h, "MPI_CXX_DOUBLE_COMPLEX", F64),
         42 => TypeInfo::complex(h, "MPI_CXX_LONG_DOUBLE_COMPLEX", LongDouble),
+        // Fortran's types, also named in C (MPI 3.1 §3.2.2, §17.2.5).
+        43 => t("MPI_INTEGER", I32),
+        44 => t("MPI_REAL", F32),
+        45 => t("MPI_DOUBLE_PRECISION", F64),
+        46 => t("MPI_LOGICAL", I32),
+        47 => t("MPI_CHARACTER", I8),
+        48 => TypeInfo::complex(h, "MPI_COMPLEX", F32),
+        49 => TypeInfo::complex(h, "MPI_DOUBLE_COMPLEX", F64),
+        50 => pair("MPI_2INTEGER", 4, 8, I32),
+        51 => t("MPI_INTEGER1", I8),
+        52 => t("MPI_INTEGER2", I16),
+        53 => t("MPI_INTEGER4", I32),
+        54 => t("MPI_INTEGER8", I64),
+        55 => t("MPI_REAL4", F32),
+        56 => t("MPI_REAL8", F64),
+        57 => TypeInfo::complex(h, "MPI_COMPLEX8", F32),
+        58 => TypeInfo::complex(h, "MPI_COMPLEX16", F64),
         _ => return None,
     })
 }

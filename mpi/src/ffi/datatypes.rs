@@ -436,17 +436,18 @@ pub unsafe extern "C" fn PMPI_Type_match_size(
     datatype: *mut c_int,
 ) -> c_int {
     call("MPI_Type_match_size", 1, || {
-        // Handles of mpi.h: INT8_T.., FLOAT, DOUBLE, LONG_DOUBLE, C_*_COMPLEX.
+        // Handles of mpi.h: Fortran's INTEGERn, REALn and COMPLEXn as MPI 3.1
+        // §17.2.5 says, and C's types where Fortran's have no name here.
         let h = match (typeclass, size) {
-            (TYPECLASS_INTEGER, 1) => Some(16),
-            (TYPECLASS_INTEGER, 2) => Some(17),
-            (TYPECLASS_INTEGER, 4) => Some(18),
-            (TYPECLASS_INTEGER, 8) => Some(19),
-            (TYPECLASS_REAL, 4) => Some(13),
-            (TYPECLASS_REAL, 8) => Some(14),
+            (TYPECLASS_INTEGER, 1) => Some(51),
+            (TYPECLASS_INTEGER, 2) => Some(52),
+            (TYPECLASS_INTEGER, 4) => Some(53),
+            (TYPECLASS_INTEGER, 8) => Some(54),
+            (TYPECLASS_REAL, 4) => Some(55),
+            (TYPECLASS_REAL, 8) => Some(56),
             (TYPECLASS_REAL, 16) => Some(15),
-            (TYPECLASS_COMPLEX, 8) => Some(36),
-            (TYPECLASS_COMPLEX, 16) => Some(37),
+            (TYPECLASS_COMPLEX, 8) => Some(57),
+            (TYPECLASS_COMPLEX, 16) => Some(58),
             (TYPECLASS_COMPLEX, 32) => Some(38),
             _ => None,
         };

@@ -795,7 +795,7 @@ unsafe fn set_elements(
     let ty = state::with(|s| s.any_ty(datatype))?;
     let bytes = usize::try_from(count)
         .ok()
-        .and_then(|n| n.checked_mul(ty.size))
+        .and_then(|n| ty.bytes_of_elements(n))
         .filter(|&b| i64::try_from(b).is_ok())
         .ok_or_else(|| {
             MpiError::new(

@@ -325,6 +325,10 @@ fn check_array(sizes: &[i32], old: &TypeInfo) -> Result<(), MpiError> {
 /// Checks that the layout of `e` can be compiled: bounded blocks, runs,
 /// displacements and size.
 fn check_layout(name: &str, e: &Envelope) -> Result<(), MpiError> {
+    if matches!(e.combiner, Combiner::Dup | Combiner::Resized) {
+        // The old type's layout was checked when it was made.
+        return Ok(());
+    }
     let too_many = |what: &str, n: i128| {
         MpiError::new(
             Class::NoMem,
@@ -333,6 +337,10 @@ fn check_layout(name: &str, e: &Envelope) -> Result<(), MpiError> {
     };
     let (mut runs, mut size) = (0i128, 0i128);
     let mut check = |d: i128, len: usize, t: &TypeInfo| {
+        if len == 0 {
+            // An empty block takes no place, wherever it says it is.
+            return Ok(());
+        }
         let (len, ext) = (len as i128, t.extent as i128);
         runs += if dense(t) {
             1
@@ -387,6 +395,25 @@ struct Parts {
     basics: usize,
     explicit: bool,
     overlaps: bool,
+}
+
+/// A dup's or a resize's parts: the old type's own (the constructor sets the
+/// bounds afterwards).
+fn inherit(o: &TypeInfo) -> Parts {
+    let bounds = (o.lb, o.lb + o.extent);
+    Parts {
+        runs: o.runs.clone(),
+        bounds: [
+            Some(bounds),
+            o.explicit_bounds.then_some(bounds),
+            (o.size > 0).then_some((o.true_lb, o.true_lb + o.true_extent)),
+        ],
+        align: o.align,
+        size: o.size,
+        basics: o.basics,
+        explicit: o.explicit_bounds,
+        overlaps: o.overlaps,
+    }
 }
 
 fn compile(placed: &Placed<'_>) -> Parts {
@@ -471,8 +498,12 @@ pub fn derive(name: String, e: Envelope) -> Result<TypeInfo, MpiError> {
             ));
         }
     }
-    let (mut p, reps, rep_stride) = match strided(&e) {
-        Some((count, stride, len, old)) => {
+    let same = matches!(e.combiner, Combiner::Dup | Combiner::Resized);
+    let (mut p, reps, rep_stride) = match (strided(&e), e.types.first()) {
+        // A dup or a resize keeps the old type's data as it is compiled (a
+        // repeated block stays repeated, however many times).
+        (_, Some(o)) if same => (inherit(o), o.reps, o.rep_stride),
+        (Some((count, stride, len, old)), _) => {
             let mut p = compile(&vec![(0, len, old)]);
             let span = p.bounds[2].map_or(0, |(lo, hi)| hi - lo);
             let shift = (count as isize - 1) * stride;
@@ -493,7 +524,7 @@ pub fn derive(name: String, e: Envelope) -> Result<TypeInfo, MpiError> {
                 }
             }
         }
-        None => (compile(&placements(&e)), 1, 0),
+        _ => (compile(&placements(&e)), 1, 0),
     };
     let mut explicit = p.explicit;
     let (mut lb, ub) = match p.bounds {
@@ -1016,6 +1047,34 @@ mod tests {
     }
 
     #[test]
+    fn empty_blocks_and_resized_repeats_take_no_room() {
+        let int = t(INT);
+        // MPICH's indexed_misc: empty blocks at the far end of the address space
+        // are no part of the type (neither its bounds nor a count error).
+        let far = isize::MAX;
+        let h = hindexed(&[0, 4, 0], &[far, 8, far], &int).expect("hindexed");
+        assert_eq!((h.lb, h.extent, h.size), (8, 16, 16));
+        assert_eq!(h.runs, vec![(8, 16)]);
+        let s = create_struct(&[(1, 0, Arc::new(h)), (1, 32, int.clone())]).expect("struct");
+        assert_eq!(
+            (s.lb, s.size, s.runs.clone()),
+            (8, 20, vec![(8, 16), (32, 4)])
+        );
+        // MPICH's large_count: a resize of a vector of 2^30 blocks keeps one block
+        // and a repeat count instead of listing a run per block.
+        let c = Arc::new(contiguous(4, &int).expect("contiguous"));
+        let v = Arc::new(vector((1 << 30) - 1, 1, 3, &c).expect("vector"));
+        let r = resized(&v, -1024, i32::MAX as isize).expect("resized");
+        assert_eq!(
+            (r.runs.len(), r.reps, r.rep_stride),
+            (1, v.reps, v.rep_stride)
+        );
+        assert_eq!((r.size, r.lb, r.extent), (v.size, -1024, i32::MAX as isize));
+        let d = dup(&Arc::new(r)).expect("dup");
+        assert_eq!((d.reps, d.size, d.lb), (v.reps, v.size, -1024));
+    }
+
+    #[test]
     fn elements_count_basic_elements_and_refuse_partial_ones() {
         let s = st(&[(2, 0, t(INT)), (1, 8, t(DOUBLE))]);
         assert_eq!(s.basics, 3);
@@ -1023,6 +1082,15 @@ mod tests {
         assert_eq!(s.elements(16 + 4), Some(4));
         assert_eq!(s.elements(16 + 6), None);
         assert_eq!(t(27).elements(24), Some(4));
+        // MPI_Status_set_elements goes the other way: elements to bytes.
+        for n in 0..10 {
+            let b = s.bytes_of_elements(n).expect("bytes");
+            assert_eq!(s.elements(b), Some(n), "{n} elements are {b} bytes");
+        }
+        assert_eq!(s.bytes_of_elements(4), Some(20));
+        let v = vector(1 << 20, 2, 3, &t(INT)).expect("vector");
+        assert_eq!(v.bytes_of_elements(5), Some(20));
+        assert_eq!(v.bytes_of_elements(2 << 20), Some(v.size));
     }
 
     #[test]

@@ -513,7 +513,38 @@ int main(int argc, char **argv) {
         MPI_Sendrecv(four, 3, MPI_SHORT, right, 9, rb, 3, id, left, 9, MPI_COMM_WORLD, &st);
         MPI_Get_elements(&st, id, &el);
         if (me == 0) printf("rank 0: 6 bytes as int+double: %s\n", el == MPI_UNDEFINED ? "undefined" : "defined");
+        /* MPI_Status_set_elements counts basic elements, not whole ones. */
+        int set[4];
+        for (int k = 0; k < 4; k++) {
+            MPI_Status_set_elements(&st, id, k + 2);
+            MPI_Get_elements(&st, id, &set[k]);
+        }
+        MPI_Get_count(&st, id, &cnt);
+        if (me == 0) printf("rank 0: set 2..5 int+double elements: %d %d %d %d, count %d\n", set[0], set[1], set[2], set[3], cnt);
         MPI_Type_free(&id);
+    }
+
+    /* ---- Fortran's types named in C; empty blocks anywhere take no room ---- */
+    {
+        int csz, dcsz, isz, lsz, msz;
+        MPI_Datatype m;
+        MPI_Type_size(MPI_COMPLEX, &csz);
+        MPI_Type_size(MPI_DOUBLE_COMPLEX, &dcsz);
+        MPI_Type_size(MPI_INTEGER, &isz);
+        MPI_Type_size(MPI_LOGICAL, &lsz);
+        MPI_Type_match_size(MPI_TYPECLASS_COMPLEX, 16, &m);
+        MPI_Type_size(m, &msz);
+        double z[2] = {1.0 + me, 0.5}, zs[2];
+        MPI_Allreduce(z, zs, 1, MPI_DOUBLE_COMPLEX, MPI_SUM, MPI_COMM_WORLD);
+        if (me == 0) printf("rank 0: complex %d, double complex %d, integer %d, logical %d, match complex 16: %d; sum (%g, %g)\n", csz, dcsz, isz, lsz, msz, zs[0], zs[1]);
+        int zl[3] = {0, 4, 0};
+        MPI_Aint far[3] = {(MPI_Aint)(~(size_t)0 >> 1), 8, (MPI_Aint)(~(size_t)0 >> 1)};
+        MPI_Datatype h;
+        int herr = MPI_Type_create_hindexed(3, zl, far, MPI_INT, &h);
+        MPI_Aint hl, he;
+        MPI_Type_get_extent(h, &hl, &he);
+        if (me == 0) printf("rank 0: hindexed with empty blocks at the far end: error %d, lb %ld, extent %ld\n", herr, (long)hl, (long)he);
+        MPI_Type_free(&h);
     }
 
 #ifndef OPEN_MPI
