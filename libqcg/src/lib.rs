@@ -44,7 +44,7 @@ pub use comm::{Comm, LinkStats};
 pub use env::JobEnv;
 pub use error::{Error, Result};
 pub use mailbox::Message;
-pub use request::{test_all, wait_all, wait_any, Completion, Request, Status};
+pub use request::{test_all, wait_all, wait_any, Completer, Completion, Request, Status};
 
 /// Joins the job this process was started for, from its environment (see
 /// [`env`]). Also installs a logger on stderr (level from `QCG_LOG`, default `warn`)

@@ -41,6 +41,7 @@ use crate::engine::Link;
 use crate::error::{Error, Result};
 use crate::mailbox::Message;
 use crate::nbc::Run;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -105,6 +106,25 @@ pub struct Request {
     id: Option<usize>,
     /// A non-blocking collective (then `id` is `None`), until its outcome is taken.
     coll: Option<Arc<Run>>,
+    /// A request the program completes itself (then `id` is `None`): its flag,
+    /// until its outcome is taken.
+    user: Option<Arc<AtomicBool>>,
+}
+
+/// Completes a request made by [`Comm::user_request`] (MPI's generalized
+/// requests): whoever waits for it returns [`Completion::Sent`].
+#[derive(Clone, Debug)]
+pub struct Completer {
+    engine: Arc<Engine>,
+    flag: Arc<AtomicBool>,
+}
+
+impl Completer {
+    /// Marks the request complete and wakes a thread that waits for it.
+    pub fn complete(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        self.engine.wake();
+    }
 }
 
 impl std::fmt::Debug for Request {
@@ -135,11 +155,15 @@ impl Request {
             view,
             id: None,
             coll: Some(run),
+            user: None,
         }
     }
 
     /// Whether the request is done, advancing a collective (with `core` locked).
     fn done_in(&self, core: &mut Core<Link>) -> bool {
+        if let Some(flag) = &self.user {
+            return flag.load(Ordering::SeqCst);
+        }
         match (&self.coll, self.id) {
             (Some(run), _) => run.done(core),
             (None, Some(id)) => core.is_done(id),
@@ -147,13 +171,18 @@ impl Request {
         }
     }
 
-    /// Whether it is (or was) a non-blocking collective's.
+    /// Whether it is (or was) a non-blocking collective's or a user request.
     fn is_coll(&self) -> bool {
-        self.coll.is_some()
+        self.coll.is_some() || self.user.is_some()
     }
 
     /// Waits for the request to complete.
     pub fn wait(mut self) -> Result<Completion> {
+        if let Some(flag) = self.user.take() {
+            self.engine
+                .wait(|_| flag.load(Ordering::SeqCst).then_some(()), None);
+            return Ok(Completion::Sent);
+        }
         if let Some(run) = self.coll.take() {
             // Wait while the collective moves; nothing for the timeout fails it.
             loop {
@@ -179,6 +208,13 @@ impl Request {
     /// Drives the engine once.
     pub fn test(&mut self) -> Result<Option<Completion>> {
         self.engine.poke();
+        if let Some(flag) = &self.user {
+            if !flag.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            self.user = None;
+            return Ok(Some(Completion::Sent));
+        }
         if let Some(run) = &self.coll {
             let r = run.poll(&mut self.engine.core());
             if r.is_some() {
@@ -275,7 +311,7 @@ pub fn wait_any(reqs: &mut [Request]) -> Result<(usize, Completion)> {
     let live: Vec<usize> = reqs
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.id.is_some() || r.coll.is_some())
+        .filter(|(_, r)| r.id.is_some() || r.coll.is_some() || r.user.is_some())
         .map(|(i, _)| i)
         .collect();
     if live.is_empty() {
@@ -330,7 +366,27 @@ impl Comm {
             view: self.view_arc(),
             id: Some(id),
             coll: None,
+            user: None,
         }
+    }
+
+    /// A request that completes when the program says so, through its
+    /// [`Completer`] (MPI's generalized requests): waits, tests and `wait_any`
+    /// treat it as any other request.
+    pub fn user_request(&self) -> (Request, Completer) {
+        let flag = Arc::new(AtomicBool::new(false));
+        let r = Request {
+            engine: self.inner.engine.clone(),
+            view: self.view_arc(),
+            id: None,
+            coll: None,
+            user: Some(flag.clone()),
+        };
+        let c = Completer {
+            engine: self.inner.engine.clone(),
+            flag,
+        };
+        (r, c)
     }
 
     fn pattern(&self, source: Option<u32>, tag: Option<u32>) -> Result<Pattern> {

@@ -311,6 +311,11 @@ extern int qcg_mpi_weights_empty[];
 
 typedef void MPI_User_function(void *invec, void *inoutvec, int *len, MPI_Datatype *datatype);
 
+/* Generalized requests (MPI 3.1 section 12.2) */
+typedef int MPI_Grequest_query_function(void *extra_state, MPI_Status *status);
+typedef int MPI_Grequest_free_function(void *extra_state);
+typedef int MPI_Grequest_cancel_function(void *extra_state, int complete);
+
 /* Groups, names, attributes, info, error handlers and the environment (MPI 3.1
  * ch. 6 but intercommunicators and topologies, ch. 8, ch. 9) */
 #define MPI_MAX_OBJECT_NAME 128

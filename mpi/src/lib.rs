@@ -62,4 +62,4 @@ pub mod types;
 
 pub mod wrapper;
 
-mod ffi;
+pub(crate) mod ffi;

@@ -111,6 +111,30 @@ pub enum Meta {
     Null,
     /// A non-blocking collective: writes its output into the caller's buffers.
     Finish(Finish),
+    /// A generalized request: the program's functions give its status and free it.
+    Greq(Greq),
+}
+
+/// `MPI_Grequest_query_function`.
+pub type GreqQuery =
+    unsafe extern "C" fn(*mut libc::c_void, *mut crate::ffi::MpiStatus) -> libc::c_int;
+/// `MPI_Grequest_free_function`.
+pub type GreqFree = unsafe extern "C" fn(*mut libc::c_void) -> libc::c_int;
+/// `MPI_Grequest_cancel_function`.
+pub type GreqCancel = unsafe extern "C" fn(*mut libc::c_void, libc::c_int) -> libc::c_int;
+
+/// A generalized request's functions and their state (MPI 3.1 §12.2).
+pub struct Greq {
+    /// Fills the status at completion.
+    pub query: Option<GreqQuery>,
+    /// Frees the program's state once the request is completed and freed.
+    pub free: Option<GreqFree>,
+    /// Told of `MPI_Cancel`.
+    pub cancel: Option<GreqCancel>,
+    /// The program's `extra_state`.
+    pub extra: usize,
+    /// Marks it complete (`MPI_Grequest_complete`).
+    pub done: qcg::Completer,
 }
 
 /// What completing a non-blocking collective does with its output (called once).

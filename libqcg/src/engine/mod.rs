@@ -533,6 +533,12 @@ impl Engine {
         list.retain(|p| !p.advance(&mut core));
     }
 
+    /// Wakes whoever waits in the loop now (something outside the loop changed,
+    /// such as a user request's completion).
+    pub(crate) fn wake(&self) {
+        let _ = self.waker.wake();
+    }
+
     /// Drives the loop once without waiting, unless someone else is driving it.
     pub fn poke(&self) {
         if let Ok(mut lp) = self.lp.try_lock() {

@@ -353,6 +353,7 @@ mod comms;
 mod compat;
 mod datatypes;
 mod env;
+mod greq;
 mod ineighbor;
 mod info;
 mod inter;
@@ -374,6 +375,10 @@ pub(crate) mod callbacks {
     pub use crate::handlers::ErrFn as MPI_Comm_errhandler_function;
     pub use crate::handlers::ErrFn as MPI_Handler_function;
     pub use crate::state::UserFn as MPI_User_function;
+    pub use crate::state::{
+        GreqCancel as MPI_Grequest_cancel_function, GreqFree as MPI_Grequest_free_function,
+        GreqQuery as MPI_Grequest_query_function,
+    };
 }
 
 /// The `MPI_X` entry points, generated from the API table (`crate::api`): each
@@ -391,8 +396,8 @@ mod pmpi {
 /// Every `PMPI_X` implementation, whichever module holds it.
 mod pmpi_impls {
     pub use super::{
-        attrs::*, coll::*, comms::*, compat::*, datatypes::*, env::*, ineighbor::*, info::*,
-        inter::*, modes::*, nbc::*, neighbor::*, p2p::*, requests::*, topo::*,
+        attrs::*, coll::*, comms::*, compat::*, datatypes::*, env::*, greq::*, ineighbor::*,
+        info::*, inter::*, modes::*, nbc::*, neighbor::*, p2p::*, requests::*, topo::*,
     };
 }
 

@@ -19,6 +19,11 @@ pub(super) unsafe fn complete(
         return Ok(St::empty(PROC_NULL));
     };
     match r? {
+        Completion::Sent if matches!(meta, Meta::Greq(_)) => {
+            let Meta::Greq(g) = meta else { unreachable!() };
+            // SAFETY: the program's functions, called once at completion.
+            unsafe { greq::finish(g, cancelled) }
+        }
         Completion::Sent => Ok(St {
             cancelled,
             ..St::empty(ANY_SOURCE)
@@ -596,6 +601,12 @@ pub unsafe extern "C" fn PMPI_Cancel(request: *mut c_int) -> c_int {
             let r = s.requests.get_mut(&h).ok_or_else(|| {
                 MpiError::new(Class::Request, format!("{h} is not an active request"))
             })?;
+            if let (Meta::Greq(g), Some(q)) = (&r.meta, &r.inner) {
+                // SAFETY: the program's function with its state.
+                unsafe { greq::cancel(g, q.is_done())? };
+                r.cancelled = true;
+                return Ok(());
+            }
             if let Some(q) = &r.inner {
                 if q.cancel() {
                     r.cancelled = true;
