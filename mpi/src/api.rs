@@ -516,6 +516,287 @@ pub fn mpif_h(mpi_h: &str, api: &Api) -> String {
     o
 }
 
+/// The handle types of `mpi_f08` (a derived type holding the C handle).
+const F08_HANDLES: &[&str] = &[
+    "MPI_Comm",
+    "MPI_Datatype",
+    "MPI_Op",
+    "MPI_Group",
+    "MPI_Request",
+    "MPI_Errhandler",
+    "MPI_Info",
+    "MPI_Message",
+    "MPI_Win",
+    "MPI_File",
+];
+
+/// Parameters that are LOGICAL in Fortran (C passes them as ints, and gfortran's
+/// default LOGICAL is a 4-byte 0 or 1).
+const F08_LOGICALS: &[&str] = &[
+    "flag",
+    "reorder",
+    "periods",
+    "remain_dims",
+    "commute",
+    "weighted",
+];
+
+/// Splits a Fortran statement into lines of at most 100 characters (`&` ends a
+/// continued line).
+fn f08_wrap(o: &mut String, indent: &str, text: &str) {
+    let mut line = String::from(indent);
+    for (i, piece) in text.split(", ").enumerate() {
+        if i > 0 && line.len() + piece.len() > 96 {
+            let _ = writeln!(o, "{line}, &");
+            line = format!("{indent}    {piece}");
+        } else {
+            if i > 0 {
+                line.push_str(", ");
+            }
+            line.push_str(piece);
+        }
+    }
+    let _ = writeln!(o, "{line}");
+}
+
+/// A parameter's Fortran declaration in `mpi_f08` (None: not passed from Fortran).
+fn f08_decl(p: &Param) -> Result<Option<String>, String> {
+    let n = &p.name;
+    if n == "argc" || n == "argv" {
+        return Ok(None);
+    }
+    let array = p.ptr > 0 && (p.c.contains('[') || n.starts_with("array_of"));
+    let dims = match (array, p.inner) {
+        (_, Some(k)) => format!("({k},*)"),
+        (true, None) => "(*)".into(),
+        (false, None) => String::new(),
+    };
+    let ty = match p.base.as_str() {
+        "void" => {
+            return Ok(Some(format!(
+                "!GCC$ ATTRIBUTES NO_ARG_CHECK :: {n}\n    type(*), dimension(*) :: {n}"
+            )))
+        }
+        "char" => return Ok(Some(format!("character(len=*) :: {n}"))),
+        "int" if F08_LOGICALS.contains(&n.as_str()) => "logical".to_string(),
+        "int" => "integer".to_string(),
+        "double" => "double precision".to_string(),
+        "MPI_Aint" | "MPI_Count" | "MPI_Offset" => "integer(kind=8)".to_string(),
+        "MPI_Status" => "type(MPI_Status)".to_string(),
+        "MPI_User_function" => return Ok(Some(format!("external :: {n}"))),
+        b if F08_HANDLES.contains(&b) => format!("type({b})"),
+        b => return Err(format!("no mpi_f08 type for {b} in {}", p.c)),
+    };
+    Ok(Some(format!("{ty} :: {n}{dims}")))
+}
+
+/// `mpi_f08.f90`: the `mpi_f08` module of MPI 3.1 §17.2.2 over the same
+/// bindings as `use mpi`: handles are derived types (`type(MPI_Comm)`, with
+/// `MPI_VAL`), `ierror` is optional, `type(MPI_Status)` has `MPI_SOURCE`,
+/// `MPI_TAG` and `MPI_ERROR`, and buffers of any type and rank pass (gfortran's
+/// `NO_ARG_CHECK`). Each procedure calls the `mpi_x_` binding (declared in the
+/// module `qcg_mpi_f08_bindings` and renamed on use), which takes the derived
+/// types as the integers they hold.
+pub fn mpi_f08(mpi_h: &str, api: &Api) -> Result<String, String> {
+    // mpi.h's constants, with the handle type of their cast.
+    let mut known = std::collections::HashMap::new();
+    let mut kinds: std::collections::HashMap<String, Option<String>> = Default::default();
+    let mut order = Vec::new();
+    for line in mpi_h.lines() {
+        let Some(rest) = line.trim().strip_prefix("#define ") else {
+            continue;
+        };
+        let Some((name, value)) = rest.split_once(char::is_whitespace) else {
+            continue;
+        };
+        if !(name.starts_with("MPI_") || name.starts_with("QCG_LEVEL")) {
+            continue;
+        }
+        let Some(v) = define_value(value, &known) else {
+            continue;
+        };
+        let value = value.trim();
+        let cast = F08_HANDLES
+            .iter()
+            .find(|h| value.contains(&format!("({h})")))
+            .map(|h| h.to_string())
+            .or_else(|| kinds.get(value).cloned().flatten());
+        if known.insert(name.to_string(), v).is_none() {
+            order.push(name.to_string());
+            kinds.insert(name.to_string(), cast);
+        }
+    }
+    let mut o = String::from(
+        "! mpi_f08.f90: the mpi_f08 module of qcg (MPI 3.1 section 17.2.2), compiled by\n! qcg-mpif90 on first use. Generated from mpi.h and mpi/api/functions.txt by\n! mpi/src/api.rs: do not edit.\n",
+    );
+    let funcs: Vec<&Func> = api
+        .funcs
+        .iter()
+        .filter(|f| fortran_skip(f).is_none() && f.params.iter().all(|p| p.base != "..."))
+        .collect();
+    // The types, in a module of their own so that the bindings' interfaces use them.
+    o.push_str("module qcg_mpi_f08_types\n  implicit none\n");
+    for h in F08_HANDLES {
+        let _ = writeln!(
+            o,
+            "  type, bind(C) :: {h}\n    integer :: MPI_VAL\n  end type {h}"
+        );
+    }
+    o.push_str("  type, bind(C) :: MPI_Status\n    integer :: MPI_SOURCE, MPI_TAG, MPI_ERROR\n    integer :: qcg_cancelled, qcg_count_lo, qcg_count_hi\n  end type MPI_Status\nend module qcg_mpi_f08_types\n\n");
+    // The bindings, under their own names.
+    o.push_str(
+        "module qcg_mpi_f08_bindings\n  use qcg_mpi_f08_types\n  implicit none\n  interface\n",
+    );
+    for f in &funcs {
+        let lower = f.name.to_lowercase();
+        let mut names = Vec::new();
+        let mut decls = Vec::new();
+        for p in &f.params {
+            if let Some(d) = f08_decl(p)? {
+                names.push(p.name.clone());
+                decls.push(d);
+            }
+        }
+        let head = if f.ret == "int" {
+            names.push("ierror".into());
+            decls.push("integer :: ierror".into());
+            format!("subroutine {lower}({})", names.join(", "))
+        } else {
+            format!("function {lower}({})", names.join(", "))
+        };
+        f08_wrap(&mut o, "    ", &head);
+        o.push_str("      import\n");
+        for d in &decls {
+            let _ = writeln!(o, "      {}", d.replace("\n    ", "\n      "));
+        }
+        match f.ret.as_str() {
+            "int" => {
+                let _ = writeln!(o, "    end subroutine {lower}");
+            }
+            r => {
+                let ty = if r == "double" {
+                    "double precision"
+                } else {
+                    "integer(kind=8)"
+                };
+                let _ = writeln!(o, "      {ty} :: {lower}\n    end function {lower}");
+            }
+        }
+    }
+    o.push_str("  end interface\nend module qcg_mpi_f08_bindings\n\n");
+    // The module itself.
+    o.push_str("module mpi_f08\n  use qcg_mpi_f08_types\n");
+    for f in &funcs {
+        let lower = f.name.to_lowercase();
+        let _ = writeln!(
+            o,
+            "  use qcg_mpi_f08_bindings, only: qcg_{} => {lower}",
+            &lower[4..]
+        );
+    }
+    o.push_str("  implicit none\n");
+    for (name, v) in [
+        ("MPI_STATUS_SIZE", 6),
+        ("MPI_ADDRESS_KIND", 8),
+        ("MPI_OFFSET_KIND", 8),
+        ("MPI_COUNT_KIND", 8),
+        ("MPI_INTEGER_KIND", 4),
+    ] {
+        let _ = writeln!(o, "  integer, parameter :: {name} = {v}");
+    }
+    let mut seen = std::collections::HashSet::new();
+    for name in &order {
+        if !seen.insert(name.to_uppercase()) || name == "MPI_STATUS_SIZE" {
+            continue;
+        }
+        let v = known[name];
+        match &kinds[name] {
+            Some(h) => {
+                let _ = writeln!(o, "  type({h}), parameter :: {name} = {h}({v})");
+            }
+            None => {
+                let _ = writeln!(o, "  integer, parameter :: {name} = {v}");
+            }
+        }
+    }
+    o.push_str("  ! Sentinels, recognised by their address (the common block of mpif.h).\n  integer :: MPI_BOTTOM, MPI_IN_PLACE\n  type(MPI_Status) :: MPI_STATUS_IGNORE\n  type(MPI_Status) :: MPI_STATUSES_IGNORE(1)\n  common /qcg_mpi_fortran/ MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE, MPI_STATUSES_IGNORE\n  save /qcg_mpi_fortran/\n");
+    o.push_str("  interface operator(==)\n");
+    for h in F08_HANDLES {
+        let _ = writeln!(o, "    module procedure qcg_eq_{}", &h[4..].to_lowercase());
+    }
+    o.push_str("  end interface\n  interface operator(/=)\n");
+    for h in F08_HANDLES {
+        let _ = writeln!(o, "    module procedure qcg_ne_{}", &h[4..].to_lowercase());
+    }
+    o.push_str("  end interface\ncontains\n");
+    for h in F08_HANDLES {
+        let l = h[4..].to_lowercase();
+        let _ = writeln!(
+            o,
+            "  elemental logical function qcg_eq_{l}(a, b)\n    type({h}), intent(in) :: a, b\n    qcg_eq_{l} = a%MPI_VAL == b%MPI_VAL\n  end function qcg_eq_{l}\n  elemental logical function qcg_ne_{l}(a, b)\n    type({h}), intent(in) :: a, b\n    qcg_ne_{l} = a%MPI_VAL /= b%MPI_VAL\n  end function qcg_ne_{l}"
+        );
+    }
+    for f in &funcs {
+        let lower = f.name.to_lowercase();
+        let inner = format!("qcg_{}", &lower[4..]);
+        let mut names = Vec::new();
+        let mut decls = Vec::new();
+        for p in &f.params {
+            if let Some(d) = f08_decl(p)? {
+                names.push(p.name.clone());
+                decls.push(d);
+            }
+        }
+        if f.ret != "int" {
+            f08_wrap(
+                &mut o,
+                "  ",
+                &format!("function {}({}) result(r)", f.name, names.join(", ")),
+            );
+            for d in &decls {
+                let _ = writeln!(o, "    {d}");
+            }
+            let ty = if f.ret == "double" {
+                "double precision"
+            } else {
+                "integer(kind=8)"
+            };
+            let _ = writeln!(o, "    {ty} :: r");
+            f08_wrap(
+                &mut o,
+                "    ",
+                &format!("r = {inner}({})", names.join(", ")),
+            );
+            let _ = writeln!(o, "  end function {}", f.name);
+            continue;
+        }
+        let mut all = names.clone();
+        all.push("ierror".into());
+        f08_wrap(
+            &mut o,
+            "  ",
+            &format!("subroutine {}({})", f.name, all.join(", ")),
+        );
+        for d in &decls {
+            let _ = writeln!(o, "    {d}");
+        }
+        o.push_str("    integer, optional, intent(out) :: ierror\n    integer :: qcg_ierror\n");
+        names.push("qcg_ierror".into());
+        f08_wrap(
+            &mut o,
+            "    ",
+            &format!("call {inner}({})", names.join(", ")),
+        );
+        let _ = writeln!(
+            o,
+            "    if (present(ierror)) ierror = qcg_ierror\n  end subroutine {}",
+            f.name
+        );
+    }
+    o.push_str("end module mpi_f08\n");
+    Ok(o)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -555,9 +836,11 @@ mod tests {
         let want = header(&api);
         let mpi_h = std::fs::read_to_string(dir.join("include/mpi.h")).expect("mpi.h");
         let fortran = mpif_h(&mpi_h, &api);
+        let f08 = mpi_f08(&mpi_h, &api).expect("mpi_f08");
         for (path, want) in [
             (dir.join("include/mpi_functions.h"), want),
             (dir.join("include/mpif.h"), fortran),
+            (dir.join("include/mpi_f08.f90"), f08),
         ] {
             if std::env::var_os("QCG_BLESS").is_some() {
                 std::fs::write(&path, &want).expect("writing the header");

@@ -101,21 +101,23 @@ pub fn fortran_flags(paths: &Paths, module_dir: &Path) -> Vec<String> {
     ]
 }
 
-/// Compiles `include/mpi.f90` into `mpi.mod` in the library's folder
-/// (`qcg-fortran/`) unless one newer than its sources is there; returns that
-/// folder. The module is built by the user's gfortran, so its format matches.
+/// Compiles `include/mpi.f90` into `mpi.mod`, and `include/mpi_f08.f90` into
+/// `mpi_f08.mod` and `libqcgmpi_f08.a` (its procedures), in the library's folder
+/// (`qcg-fortran/`) unless newer ones than their sources are there; returns that
+/// folder. The modules are built by the user's gfortran, so their format matches.
 fn fortran_module(paths: &Paths, compiler: &str) -> Result<PathBuf, String> {
     let dir = paths.lib.join("qcg-fortran");
-    let src = paths.include.join("mpi.f90");
-    let newest_source = [src.clone(), paths.include.join("mpif.h")]
+    let sources = ["mpi.f90", "mpi_f08.f90"].map(|f| paths.include.join(f));
+    let newest_source = sources
         .iter()
+        .chain([paths.include.join("mpif.h")].iter())
         .filter_map(|p| p.metadata().and_then(|m| m.modified()).ok())
         .max();
-    let built = dir
-        .join("mpi.mod")
-        .metadata()
-        .and_then(|m| m.modified())
-        .ok();
+    let built = ["mpi.mod", "mpi_f08.mod", F08_ARCHIVE]
+        .iter()
+        .map(|f| dir.join(f).metadata().and_then(|m| m.modified()).ok())
+        .collect::<Option<Vec<_>>>()
+        .and_then(|t| t.into_iter().min());
     if let (Some(b), Some(s)) = (built, newest_source) {
         if b >= s {
             return Ok(dir);
@@ -128,26 +130,70 @@ fn fortran_module(paths: &Paths, compiler: &str) -> Result<PathBuf, String> {
     std::fs::create_dir_all(&tmp)
         .and_then(|_| std::fs::create_dir_all(&dir))
         .map_err(|e| format!("cannot create {}: {e}", tmp.display()))?;
-    let out = Command::new(compiler)
-        .arg("-c")
-        .arg(format!("-I{}", paths.include.display()))
-        .arg(format!("-J{}", tmp.display()))
-        .arg(&src)
-        .arg("-o")
-        .arg(tmp.join("mpi.o"))
-        .output()
-        .map_err(|e| format!("cannot run {compiler}: {e}"))?;
-    if !out.status.success() {
+    let fail = |what: String| {
         let _ = std::fs::remove_dir_all(&tmp);
-        return Err(format!(
-            "building the mpi module with {compiler} failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
+        what
+    };
+    for src in &sources {
+        let obj = tmp
+            .join(src.file_stem().unwrap_or_default())
+            .with_extension("o");
+        let out = Command::new(compiler)
+            .arg("-c")
+            .arg("-O1")
+            .arg(format!("-I{}", paths.include.display()))
+            .arg(format!("-J{}", tmp.display()))
+            .arg(src)
+            .arg("-o")
+            .arg(&obj)
+            .output()
+            .map_err(|e| fail(format!("cannot run {compiler}: {e}")))?;
+        if !out.status.success() {
+            return Err(fail(format!(
+                "building the {} module with {compiler} failed:\n{}",
+                src.file_stem().unwrap_or_default().to_string_lossy(),
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
     }
-    let moved = std::fs::rename(tmp.join("mpi.mod"), dir.join("mpi.mod"));
+    let ar = Command::new("ar")
+        .arg("rcs")
+        .arg(tmp.join(F08_ARCHIVE))
+        .arg(tmp.join("mpi_f08.o"))
+        .output()
+        .map_err(|e| fail(format!("cannot run ar (binutils): {e}")))?;
+    if !ar.status.success() {
+        return Err(fail(format!(
+            "ar failed: {}",
+            String::from_utf8_lossy(&ar.stderr)
+        )));
+    }
+    // The archive and the types' modules first, mpi.mod last (it marks the build).
+    let mut moved = Ok(());
+    for f in [
+        F08_ARCHIVE,
+        "qcg_mpi_f08_types.mod",
+        "qcg_mpi_f08_bindings.mod",
+        "mpi_f08.mod",
+        "mpi.mod",
+    ] {
+        moved = moved.and_then(|_| std::fs::rename(tmp.join(f), dir.join(f)));
+    }
     let _ = std::fs::remove_dir_all(&tmp);
-    moved.map_err(|e| format!("cannot move mpi.mod into {}: {e}", dir.display()))?;
+    moved.map_err(|e| format!("cannot move the modules into {}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// The archive of `mpi_f08`'s procedures, in the modules' folder.
+const F08_ARCHIVE: &str = "libqcgmpi_f08.a";
+
+/// A Fortran link line: `mpi_f08`'s procedures (taken only if the program uses
+/// them) ahead of libqcgmpi.
+fn fortran_link(cmd: &mut Vec<String>, module_dir: &Path) {
+    if let Some(i) = cmd.iter().position(|a| a == "-lqcgmpi") {
+        cmd.insert(i, format!("-L{}", module_dir.display()));
+        cmd.insert(i + 1, "-lqcgmpi_f08".into());
+    }
 }
 
 /// The wrapper's `main`: `var` names the variable choosing the compiler.
@@ -189,6 +235,7 @@ pub fn main(var: &str, default: &str) -> ! {
                 }
             }
         };
+        fortran_link(&mut cmd, &module_dir);
         let mut flags = fortran_flags(&paths, &module_dir);
         flags.append(&mut cmd);
         cmd = flags;

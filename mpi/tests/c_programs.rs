@@ -562,9 +562,21 @@ fn gfortran() -> Result<()> {
 /// prints the same lines as the same source built with Open MPI's `mpif90`.
 #[test]
 fn a_fortran_program_runs_as_under_open_mpi() -> Result<()> {
+    fortran_as_under_open_mpi("basics", "fortran")
+}
+
+/// The same over `use mpi_f08`: derived-type handles, optional `ierror`.
+#[test]
+fn a_fortran_2008_program_runs_as_under_open_mpi() -> Result<()> {
+    fortran_as_under_open_mpi("f08", "f08")
+}
+
+/// Builds `tests/fortran/{name}.f90` with qcg-mpif90 and runs it: every rank
+/// prints `rank R: {label}: N checks, 0 failed`, and its lines are Open MPI's.
+fn fortran_as_under_open_mpi(name: &str, label: &str) -> Result<()> {
     gfortran()?;
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fortran/basics.f90");
-    let exe = out_dir().join("fortran-basics");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fortran/{name}.f90"));
+    let exe = out_dir().join(format!("fortran-{name}"));
     let o = Command::new(env!("CARGO_BIN_EXE_qcg-mpif90"))
         .arg("-O1")
         .arg(&src)
@@ -581,7 +593,7 @@ fn a_fortran_program_runs_as_under_open_mpi() -> Result<()> {
     let report = format!("{got:#?}\n{}", String::from_utf8_lossy(&o.stderr));
     ensure!(o.status.success(), "{report}");
     for r in 0..RANKS {
-        let done = format!("rank {r}: fortran: ");
+        let done = format!("rank {r}: {label}: ");
         ensure!(
             got.iter()
                 .any(|l| l.starts_with(&done) && l.ends_with(" 0 failed")),
@@ -589,7 +601,7 @@ fn a_fortran_program_runs_as_under_open_mpi() -> Result<()> {
         );
     }
     if open_mpi().is_some() {
-        let theirs_exe = out_dir().join("fortran-basics-ompi");
+        let theirs_exe = out_dir().join(format!("fortran-{name}-ompi"));
         let b = Command::new("mpif90")
             .arg("-O1")
             .arg(&src)
