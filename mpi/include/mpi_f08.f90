@@ -755,6 +755,15 @@ module qcg_mpi_f08_bindings
       integer :: resultlen
       integer :: ierror
     end subroutine mpi_type_get_name
+    subroutine mpi_type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, &
+        extra_state, ierror)
+      import
+      external :: type_copy_attr_fn
+      external :: type_delete_attr_fn
+      integer :: type_keyval
+      integer(kind=8) :: extra_state
+      integer :: ierror
+    end subroutine mpi_type_create_keyval
     subroutine mpi_type_free_keyval(type_keyval, ierror)
       import
       integer :: type_keyval
@@ -764,16 +773,14 @@ module qcg_mpi_f08_bindings
       import
       type(MPI_Datatype) :: datatype
       integer :: type_keyval
-      !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-      type(*), dimension(*) :: attribute_val
+      integer(kind=8) :: attribute_val
       integer :: ierror
     end subroutine mpi_type_set_attr
     subroutine mpi_type_get_attr(datatype, type_keyval, attribute_val, flag, ierror)
       import
       type(MPI_Datatype) :: datatype
       integer :: type_keyval
-      !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-      type(*), dimension(*) :: attribute_val
+      integer(kind=8) :: attribute_val
       logical :: flag
       integer :: ierror
     end subroutine mpi_type_get_attr
@@ -1538,6 +1545,15 @@ module qcg_mpi_f08_bindings
       integer :: resultlen
       integer :: ierror
     end subroutine mpi_comm_get_name
+    subroutine mpi_comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, &
+        extra_state, ierror)
+      import
+      external :: comm_copy_attr_fn
+      external :: comm_delete_attr_fn
+      integer :: comm_keyval
+      integer(kind=8) :: extra_state
+      integer :: ierror
+    end subroutine mpi_comm_create_keyval
     subroutine mpi_comm_free_keyval(comm_keyval, ierror)
       import
       integer :: comm_keyval
@@ -1547,16 +1563,14 @@ module qcg_mpi_f08_bindings
       import
       type(MPI_Comm) :: comm
       integer :: comm_keyval
-      !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-      type(*), dimension(*) :: attribute_val
+      integer(kind=8) :: attribute_val
       integer :: ierror
     end subroutine mpi_comm_set_attr
     subroutine mpi_comm_get_attr(comm, comm_keyval, attribute_val, flag, ierror)
       import
       type(MPI_Comm) :: comm
       integer :: comm_keyval
-      !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-      type(*), dimension(*) :: attribute_val
+      integer(kind=8) :: attribute_val
       logical :: flag
       integer :: ierror
     end subroutine mpi_comm_get_attr
@@ -1571,23 +1585,6 @@ module qcg_mpi_f08_bindings
       integer :: keyval
       integer :: ierror
     end subroutine mpi_keyval_free
-    subroutine mpi_attr_put(comm, keyval, attribute_val, ierror)
-      import
-      type(MPI_Comm) :: comm
-      integer :: keyval
-      !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-      type(*), dimension(*) :: attribute_val
-      integer :: ierror
-    end subroutine mpi_attr_put
-    subroutine mpi_attr_get(comm, keyval, attribute_val, flag, ierror)
-      import
-      type(MPI_Comm) :: comm
-      integer :: keyval
-      !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-      type(*), dimension(*) :: attribute_val
-      logical :: flag
-      integer :: ierror
-    end subroutine mpi_attr_get
     subroutine mpi_attr_delete(comm, keyval, ierror)
       import
       type(MPI_Comm) :: comm
@@ -2042,6 +2039,12 @@ module qcg_mpi_f08_bindings
       type(MPI_Errhandler) :: errhandler
       integer :: ierror
     end subroutine mpi_comm_get_errhandler
+    subroutine mpi_comm_create_errhandler(comm_errhandler_fn, errhandler, ierror)
+      import
+      external :: comm_errhandler_fn
+      type(MPI_Errhandler) :: errhandler
+      integer :: ierror
+    end subroutine mpi_comm_create_errhandler
     subroutine mpi_comm_call_errhandler(comm, errorcode, ierror)
       import
       type(MPI_Comm) :: comm
@@ -2053,6 +2056,12 @@ module qcg_mpi_f08_bindings
       type(MPI_Errhandler) :: errhandler
       integer :: ierror
     end subroutine mpi_errhandler_free
+    subroutine mpi_errhandler_create(function, errhandler, ierror)
+      import
+      external :: function
+      type(MPI_Errhandler) :: errhandler
+      integer :: ierror
+    end subroutine mpi_errhandler_create
     subroutine mpi_errhandler_set(comm, errhandler, ierror)
       import
       type(MPI_Comm) :: comm
@@ -2245,6 +2254,7 @@ module mpi_f08
   use qcg_mpi_f08_bindings, only: qcg_type_free => mpi_type_free
   use qcg_mpi_f08_bindings, only: qcg_type_set_name => mpi_type_set_name
   use qcg_mpi_f08_bindings, only: qcg_type_get_name => mpi_type_get_name
+  use qcg_mpi_f08_bindings, only: qcg_type_create_keyval => mpi_type_create_keyval
   use qcg_mpi_f08_bindings, only: qcg_type_free_keyval => mpi_type_free_keyval
   use qcg_mpi_f08_bindings, only: qcg_type_set_attr => mpi_type_set_attr
   use qcg_mpi_f08_bindings, only: qcg_type_get_attr => mpi_type_get_attr
@@ -2333,13 +2343,12 @@ module mpi_f08
   use qcg_mpi_f08_bindings, only: qcg_comm_get_parent => mpi_comm_get_parent
   use qcg_mpi_f08_bindings, only: qcg_comm_set_name => mpi_comm_set_name
   use qcg_mpi_f08_bindings, only: qcg_comm_get_name => mpi_comm_get_name
+  use qcg_mpi_f08_bindings, only: qcg_comm_create_keyval => mpi_comm_create_keyval
   use qcg_mpi_f08_bindings, only: qcg_comm_free_keyval => mpi_comm_free_keyval
   use qcg_mpi_f08_bindings, only: qcg_comm_set_attr => mpi_comm_set_attr
   use qcg_mpi_f08_bindings, only: qcg_comm_get_attr => mpi_comm_get_attr
   use qcg_mpi_f08_bindings, only: qcg_comm_delete_attr => mpi_comm_delete_attr
   use qcg_mpi_f08_bindings, only: qcg_keyval_free => mpi_keyval_free
-  use qcg_mpi_f08_bindings, only: qcg_attr_put => mpi_attr_put
-  use qcg_mpi_f08_bindings, only: qcg_attr_get => mpi_attr_get
   use qcg_mpi_f08_bindings, only: qcg_attr_delete => mpi_attr_delete
   use qcg_mpi_f08_bindings, only: qcg_intercomm_create => mpi_intercomm_create
   use qcg_mpi_f08_bindings, only: qcg_intercomm_merge => mpi_intercomm_merge
@@ -2391,8 +2400,10 @@ module mpi_f08
   use qcg_mpi_f08_bindings, only: qcg_error_class => mpi_error_class
   use qcg_mpi_f08_bindings, only: qcg_comm_set_errhandler => mpi_comm_set_errhandler
   use qcg_mpi_f08_bindings, only: qcg_comm_get_errhandler => mpi_comm_get_errhandler
+  use qcg_mpi_f08_bindings, only: qcg_comm_create_errhandler => mpi_comm_create_errhandler
   use qcg_mpi_f08_bindings, only: qcg_comm_call_errhandler => mpi_comm_call_errhandler
   use qcg_mpi_f08_bindings, only: qcg_errhandler_free => mpi_errhandler_free
+  use qcg_mpi_f08_bindings, only: qcg_errhandler_create => mpi_errhandler_create
   use qcg_mpi_f08_bindings, only: qcg_errhandler_set => mpi_errhandler_set
   use qcg_mpi_f08_bindings, only: qcg_errhandler_get => mpi_errhandler_get
   use qcg_mpi_f08_bindings, only: qcg_add_error_class => mpi_add_error_class
@@ -2636,6 +2647,13 @@ module mpi_f08
   type(MPI_Status) :: MPI_STATUSES_IGNORE(1)
   common /qcg_mpi_fortran/ MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE, MPI_STATUSES_IGNORE
   save /qcg_mpi_fortran/
+  ! Predefined attribute callbacks.
+  external :: MPI_COMM_NULL_COPY_FN
+  external :: MPI_COMM_NULL_DELETE_FN
+  external :: MPI_COMM_DUP_FN
+  external :: MPI_TYPE_NULL_COPY_FN
+  external :: MPI_TYPE_NULL_DELETE_FN
+  external :: MPI_TYPE_DUP_FN
   interface operator(==)
     module procedure qcg_eq_comm
     module procedure qcg_eq_datatype
@@ -3607,6 +3625,18 @@ contains
     call qcg_type_get_name(datatype, type_name, resultlen, qcg_ierror)
     if (present(ierror)) ierror = qcg_ierror
   end subroutine MPI_Type_get_name
+  subroutine MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, &
+      extra_state, ierror)
+    external :: type_copy_attr_fn
+    external :: type_delete_attr_fn
+    integer :: type_keyval
+    integer(kind=8) :: extra_state
+    integer, optional, intent(out) :: ierror
+    integer :: qcg_ierror
+    call qcg_type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, &
+        qcg_ierror)
+    if (present(ierror)) ierror = qcg_ierror
+  end subroutine MPI_Type_create_keyval
   subroutine MPI_Type_free_keyval(type_keyval, ierror)
     integer :: type_keyval
     integer, optional, intent(out) :: ierror
@@ -3617,8 +3647,7 @@ contains
   subroutine MPI_Type_set_attr(datatype, type_keyval, attribute_val, ierror)
     type(MPI_Datatype) :: datatype
     integer :: type_keyval
-    !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-    type(*), dimension(*) :: attribute_val
+    integer(kind=8) :: attribute_val
     integer, optional, intent(out) :: ierror
     integer :: qcg_ierror
     call qcg_type_set_attr(datatype, type_keyval, attribute_val, qcg_ierror)
@@ -3627,8 +3656,7 @@ contains
   subroutine MPI_Type_get_attr(datatype, type_keyval, attribute_val, flag, ierror)
     type(MPI_Datatype) :: datatype
     integer :: type_keyval
-    !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-    type(*), dimension(*) :: attribute_val
+    integer(kind=8) :: attribute_val
     logical :: flag
     integer, optional, intent(out) :: ierror
     integer :: qcg_ierror
@@ -4583,6 +4611,18 @@ contains
     call qcg_comm_get_name(comm, comm_name, resultlen, qcg_ierror)
     if (present(ierror)) ierror = qcg_ierror
   end subroutine MPI_Comm_get_name
+  subroutine MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, &
+      extra_state, ierror)
+    external :: comm_copy_attr_fn
+    external :: comm_delete_attr_fn
+    integer :: comm_keyval
+    integer(kind=8) :: extra_state
+    integer, optional, intent(out) :: ierror
+    integer :: qcg_ierror
+    call qcg_comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, &
+        qcg_ierror)
+    if (present(ierror)) ierror = qcg_ierror
+  end subroutine MPI_Comm_create_keyval
   subroutine MPI_Comm_free_keyval(comm_keyval, ierror)
     integer :: comm_keyval
     integer, optional, intent(out) :: ierror
@@ -4593,8 +4633,7 @@ contains
   subroutine MPI_Comm_set_attr(comm, comm_keyval, attribute_val, ierror)
     type(MPI_Comm) :: comm
     integer :: comm_keyval
-    !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-    type(*), dimension(*) :: attribute_val
+    integer(kind=8) :: attribute_val
     integer, optional, intent(out) :: ierror
     integer :: qcg_ierror
     call qcg_comm_set_attr(comm, comm_keyval, attribute_val, qcg_ierror)
@@ -4603,8 +4642,7 @@ contains
   subroutine MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, ierror)
     type(MPI_Comm) :: comm
     integer :: comm_keyval
-    !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-    type(*), dimension(*) :: attribute_val
+    integer(kind=8) :: attribute_val
     logical :: flag
     integer, optional, intent(out) :: ierror
     integer :: qcg_ierror
@@ -4626,27 +4664,6 @@ contains
     call qcg_keyval_free(keyval, qcg_ierror)
     if (present(ierror)) ierror = qcg_ierror
   end subroutine MPI_Keyval_free
-  subroutine MPI_Attr_put(comm, keyval, attribute_val, ierror)
-    type(MPI_Comm) :: comm
-    integer :: keyval
-    !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-    type(*), dimension(*) :: attribute_val
-    integer, optional, intent(out) :: ierror
-    integer :: qcg_ierror
-    call qcg_attr_put(comm, keyval, attribute_val, qcg_ierror)
-    if (present(ierror)) ierror = qcg_ierror
-  end subroutine MPI_Attr_put
-  subroutine MPI_Attr_get(comm, keyval, attribute_val, flag, ierror)
-    type(MPI_Comm) :: comm
-    integer :: keyval
-    !GCC$ ATTRIBUTES NO_ARG_CHECK :: attribute_val
-    type(*), dimension(*) :: attribute_val
-    logical :: flag
-    integer, optional, intent(out) :: ierror
-    integer :: qcg_ierror
-    call qcg_attr_get(comm, keyval, attribute_val, flag, qcg_ierror)
-    if (present(ierror)) ierror = qcg_ierror
-  end subroutine MPI_Attr_get
   subroutine MPI_Attr_delete(comm, keyval, ierror)
     type(MPI_Comm) :: comm
     integer :: keyval
@@ -5213,6 +5230,14 @@ contains
     call qcg_comm_get_errhandler(comm, errhandler, qcg_ierror)
     if (present(ierror)) ierror = qcg_ierror
   end subroutine MPI_Comm_get_errhandler
+  subroutine MPI_Comm_create_errhandler(comm_errhandler_fn, errhandler, ierror)
+    external :: comm_errhandler_fn
+    type(MPI_Errhandler) :: errhandler
+    integer, optional, intent(out) :: ierror
+    integer :: qcg_ierror
+    call qcg_comm_create_errhandler(comm_errhandler_fn, errhandler, qcg_ierror)
+    if (present(ierror)) ierror = qcg_ierror
+  end subroutine MPI_Comm_create_errhandler
   subroutine MPI_Comm_call_errhandler(comm, errorcode, ierror)
     type(MPI_Comm) :: comm
     integer :: errorcode
@@ -5228,6 +5253,14 @@ contains
     call qcg_errhandler_free(errhandler, qcg_ierror)
     if (present(ierror)) ierror = qcg_ierror
   end subroutine MPI_Errhandler_free
+  subroutine MPI_Errhandler_create(function, errhandler, ierror)
+    external :: function
+    type(MPI_Errhandler) :: errhandler
+    integer, optional, intent(out) :: ierror
+    integer :: qcg_ierror
+    call qcg_errhandler_create(function, errhandler, qcg_ierror)
+    if (present(ierror)) ierror = qcg_ierror
+  end subroutine MPI_Errhandler_create
   subroutine MPI_Errhandler_set(comm, errhandler, ierror)
     type(MPI_Comm) :: comm
     type(MPI_Errhandler) :: errhandler

@@ -448,6 +448,16 @@
       common /qcg_mpi_fortran/ MPI_BOTTOM, MPI_IN_PLACE
       common /qcg_mpi_fortran/ MPI_STATUS_IGNORE, MPI_STATUSES_IGNORE
       save /qcg_mpi_fortran/
+! Predefined attribute callbacks.
+      external MPI_COMM_NULL_COPY_FN
+      external MPI_COMM_NULL_DELETE_FN
+      external MPI_COMM_DUP_FN
+      external MPI_TYPE_NULL_COPY_FN
+      external MPI_TYPE_NULL_DELETE_FN
+      external MPI_TYPE_DUP_FN
+      external MPI_NULL_COPY_FN
+      external MPI_NULL_DELETE_FN
+      external MPI_DUP_FN
       integer(kind=8) MPI_Aint_add
       external MPI_Aint_add
       integer(kind=8) MPI_Aint_diff

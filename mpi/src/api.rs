@@ -338,13 +338,55 @@ pub fn header(api: &Api) -> String {
 /// `MPI_MAX_*` is below it).
 pub const FORTRAN_STRING_MAX: usize = 8192;
 
+/// Callback types a Fortran program may pass: its procedures are called with
+/// Fortran's conventions (see `ffi/attrs.rs`), or C's are Fortran's already
+/// (every argument by reference).
+const FORTRAN_CALLBACKS: &[&str] = &[
+    "MPI_User_function",
+    "MPI_Comm_copy_attr_function",
+    "MPI_Comm_delete_attr_function",
+    "MPI_Type_copy_attr_function",
+    "MPI_Type_delete_attr_function",
+    "MPI_Copy_function",
+    "MPI_Delete_function",
+    "MPI_Comm_errhandler_function",
+    "MPI_Handler_function",
+];
+
+/// Fortran bindings written by hand in `ffi/attrs.rs` (attribute values are
+/// integers in Fortran, and its callbacks Fortran procedures).
+pub const FORTRAN_BY_HAND: &[&str] = &[
+    "MPI_Comm_create_keyval",
+    "MPI_Type_create_keyval",
+    "MPI_Keyval_create",
+    "MPI_Comm_set_attr",
+    "MPI_Comm_get_attr",
+    "MPI_Type_set_attr",
+    "MPI_Type_get_attr",
+    "MPI_Attr_put",
+    "MPI_Attr_get",
+];
+
+/// Fortran's predefined attribute callbacks (procedures of libqcgmpi).
+const FORTRAN_NULL_FNS: &[&str] = &[
+    "MPI_COMM_NULL_COPY_FN",
+    "MPI_COMM_NULL_DELETE_FN",
+    "MPI_COMM_DUP_FN",
+    "MPI_TYPE_NULL_COPY_FN",
+    "MPI_TYPE_NULL_DELETE_FN",
+    "MPI_TYPE_DUP_FN",
+    "MPI_NULL_COPY_FN",
+    "MPI_NULL_DELETE_FN",
+    "MPI_DUP_FN",
+];
+
 /// Why `f` has no Fortran binding, if it has none.
 pub fn fortran_skip(f: &Func) -> Option<String> {
     if f.name.ends_with("_c2f") || f.name.ends_with("_f2c") {
         return Some(format!("{} converts handles for C", f.name));
     }
     for p in &f.params {
-        if p.base.ends_with("_function") && p.base != "MPI_User_function" {
+        if p.base.ends_with("_function") && !FORTRAN_CALLBACKS.contains(&p.base.as_str()) {
             return Some(format!("{} takes a C callback ({})", f.name, p.base));
         }
         if p.base == "char" && p.ptr > 1 && p.name != "argv" {
@@ -361,6 +403,10 @@ pub fn fortran_rs(api: &Api) -> Result<String, String> {
     for f in &api.funcs {
         if let Some(why) = fortran_skip(f) {
             let _ = writeln!(o, "// No Fortran binding: {why}.");
+            continue;
+        }
+        if FORTRAN_BY_HAND.contains(&f.name.as_str()) {
+            let _ = writeln!(o, "// {}: written in ffi/attrs.rs.", f.name);
             continue;
         }
         let mut args = Vec::new();
@@ -504,6 +550,10 @@ pub fn mpif_h(mpi_h: &str, api: &Api) -> String {
     o.push_str(
         "! Sentinels, recognised by their address.\n      integer MPI_BOTTOM, MPI_IN_PLACE\n      integer MPI_STATUS_IGNORE(6)\n      integer MPI_STATUSES_IGNORE(6, 1)\n      common /qcg_mpi_fortran/ MPI_BOTTOM, MPI_IN_PLACE\n      common /qcg_mpi_fortran/ MPI_STATUS_IGNORE, MPI_STATUSES_IGNORE\n      save /qcg_mpi_fortran/\n",
     );
+    o.push_str("! Predefined attribute callbacks.\n");
+    for n in FORTRAN_NULL_FNS {
+        let _ = writeln!(o, "      external {n}");
+    }
     // The functions that return a value (the rest are subroutines).
     for f in api.funcs.iter().filter(|f| fortran_skip(f).is_none()) {
         let ty = match f.ret.as_str() {
@@ -572,6 +622,9 @@ fn f08_decl(p: &Param) -> Result<Option<String>, String> {
         (false, None) => String::new(),
     };
     let ty = match p.base.as_str() {
+        "void" if n == "extra_state" || n.starts_with("attribute_val") => {
+            "integer(kind=8)".to_string()
+        }
         "void" => {
             return Ok(Some(format!(
                 "!GCC$ ATTRIBUTES NO_ARG_CHECK :: {n}\n    type(*), dimension(*) :: {n}"
@@ -583,7 +636,7 @@ fn f08_decl(p: &Param) -> Result<Option<String>, String> {
         "double" => "double precision".to_string(),
         "MPI_Aint" | "MPI_Count" | "MPI_Offset" => "integer(kind=8)".to_string(),
         "MPI_Status" => "type(MPI_Status)".to_string(),
-        "MPI_User_function" => return Ok(Some(format!("external :: {n}"))),
+        b if b.ends_with("_function") => return Ok(Some(format!("external :: {n}"))),
         b if F08_HANDLES.contains(&b) => format!("type({b})"),
         b => return Err(format!("no mpi_f08 type for {b} in {}", p.c)),
     };
@@ -633,6 +686,13 @@ pub fn mpi_f08(mpi_h: &str, api: &Api) -> Result<String, String> {
         .funcs
         .iter()
         .filter(|f| fortran_skip(f).is_none() && f.params.iter().all(|p| p.base != "..."))
+        // MPI-1's attribute calls (INTEGER values) are not part of mpi_f08.
+        .filter(|f| {
+            !matches!(
+                f.name.as_str(),
+                "MPI_Keyval_create" | "MPI_Attr_put" | "MPI_Attr_get"
+            )
+        })
         .collect();
     // The types, in a module of their own so that the bindings' interfaces use them.
     o.push_str("module qcg_mpi_f08_types\n  implicit none\n");
@@ -720,6 +780,12 @@ pub fn mpi_f08(mpi_h: &str, api: &Api) -> Result<String, String> {
         }
     }
     o.push_str("  ! Sentinels, recognised by their address (the common block of mpif.h).\n  integer :: MPI_BOTTOM, MPI_IN_PLACE\n  type(MPI_Status) :: MPI_STATUS_IGNORE\n  type(MPI_Status) :: MPI_STATUSES_IGNORE(1)\n  common /qcg_mpi_fortran/ MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE, MPI_STATUSES_IGNORE\n  save /qcg_mpi_fortran/\n");
+    o.push_str("  ! Predefined attribute callbacks.\n");
+    for n in FORTRAN_NULL_FNS {
+        if !matches!(*n, "MPI_NULL_COPY_FN" | "MPI_NULL_DELETE_FN" | "MPI_DUP_FN") {
+            let _ = writeln!(o, "  external :: {n}");
+        }
+    }
     o.push_str("  interface operator(==)\n");
     for h in F08_HANDLES {
         let _ = writeln!(o, "    module procedure qcg_eq_{}", &h[4..].to_lowercase());

@@ -44,6 +44,18 @@ impl Kind {
     }
 }
 
+/// How a keyval's callbacks are called and what its values are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    /// C: arguments by value, values are `void *`.
+    C,
+    /// Fortran (`MPI_Comm_create_keyval` and the like): every argument by
+    /// reference, values are `INTEGER(KIND=MPI_ADDRESS_KIND)`, `ierror` last.
+    Fortran,
+    /// Fortran's MPI-1 `MPI_Keyval_create`: the same with `INTEGER` values.
+    Fortran77,
+}
+
 /// An object attributes and names hang on: a kind and a handle.
 pub type Obj = (Kind, i32);
 
@@ -54,6 +66,7 @@ struct Keyval {
     copy: Option<CopyFn>,
     delete: Option<DeleteFn>,
     extra: usize,
+    lang: Lang,
     /// Freed by the program: unusable by it, but the attributes still set with it
     /// keep their callbacks (MPI 3.1 §6.7.2).
     freed: bool,
@@ -70,6 +83,8 @@ pub struct Copy {
     pub extra: usize,
     /// The old object's value.
     pub value: usize,
+    /// How to call it.
+    pub lang: Lang,
 }
 
 /// A delete callback to call for one attribute value going away.
@@ -83,6 +98,8 @@ pub struct Delete {
     pub extra: usize,
     /// The value going away.
     pub value: usize,
+    /// How to call it.
+    pub lang: Lang,
 }
 
 /// The keyvals, the attributes set with them and the objects' names.
@@ -111,9 +128,21 @@ pub fn is_predefined(k: i32) -> bool {
 }
 
 impl Attrs {
-    /// Makes a keyval.
+    /// Makes a keyval of C's.
     pub fn create_keyval(
         &mut self,
+        kind: Kind,
+        copy: Option<CopyFn>,
+        delete: Option<DeleteFn>,
+        extra: usize,
+    ) -> i32 {
+        self.create_keyval_in(Lang::C, kind, copy, delete, extra)
+    }
+
+    /// Makes a keyval whose callbacks are `lang`'s.
+    pub fn create_keyval_in(
+        &mut self,
+        lang: Lang,
         kind: Kind,
         copy: Option<CopyFn>,
         delete: Option<DeleteFn>,
@@ -128,6 +157,7 @@ impl Attrs {
                 copy,
                 delete,
                 extra,
+                lang,
                 freed: false,
             },
         );
@@ -203,6 +233,7 @@ impl Attrs {
             keyval: k,
             extra: kv.extra,
             value,
+            lang: kv.lang,
         })
     }
 
@@ -269,6 +300,7 @@ impl Attrs {
                         keyval: k,
                         extra: kv.extra,
                         value,
+                        lang: kv.lang,
                     })
                 })
                 .collect()

@@ -571,6 +571,12 @@ fn a_fortran_2008_program_runs_as_under_open_mpi() -> Result<()> {
     fortran_as_under_open_mpi("f08", "f08")
 }
 
+/// Attribute caching from Fortran: values as integers, Fortran callbacks.
+#[test]
+fn fortran_attributes_and_callbacks_run_as_under_open_mpi() -> Result<()> {
+    fortran_as_under_open_mpi("attrs", "fortran attributes")
+}
+
 /// Builds `tests/fortran/{name}.f90` with qcg-mpif90 and runs it: every rank
 /// prints `rank R: {label}: N checks, 0 failed`, and its lines are Open MPI's.
 fn fortran_as_under_open_mpi(name: &str, label: &str) -> Result<()> {

@@ -56,11 +56,62 @@ fn callback_failed(what: &str, k: c_int, code: c_int) -> MpiError {
     )
 }
 
+/// A Fortran copy callback (`COMM_COPY_ATTR_FUNCTION`): every argument by
+/// reference, `V` the values' integer (address-sized, or MPI-1's `INTEGER`).
+type FortranCopy<V> = unsafe extern "C" fn(
+    *const c_int,
+    *const c_int,
+    *const V,
+    *const V,
+    *mut V,
+    *mut c_int,
+    *mut c_int,
+);
+/// A Fortran delete callback (`COMM_DELETE_ATTR_FUNCTION`).
+type FortranDelete<V> =
+    unsafe extern "C" fn(*const c_int, *const c_int, *const V, *const V, *mut c_int);
+
+/// Calls a Fortran delete callback with values of type `V`.
+unsafe fn fortran_delete<V: Copy>(h: c_int, d: &attrs::Delete, cast: fn(usize) -> V) -> c_int {
+    // SAFETY: the program registered this procedure through a Fortran binding,
+    // so it has Fortran's signature (the pointer's type is C's only for storage).
+    let f: FortranDelete<V> = unsafe { std::mem::transmute(d.f) };
+    let (value, extra, mut ierr) = (cast(d.value), cast(d.extra), 0);
+    // SAFETY: locals, by reference as Fortran takes them.
+    unsafe { f(&h, &d.keyval, &value, &extra, &mut ierr) };
+    ierr
+}
+
+/// Calls a Fortran copy callback: (its code, whether it copied, the new value).
+unsafe fn fortran_copy<V: Copy + Default + Into<i64>>(
+    old: c_int,
+    c: &attrs::Copy,
+    cast: fn(usize) -> V,
+) -> (c_int, bool, usize) {
+    // SAFETY: as in `fortran_delete`.
+    let f: FortranCopy<V> = unsafe { std::mem::transmute(c.f) };
+    let (extra, value) = (cast(c.extra), cast(c.value));
+    let (mut out, mut flag, mut ierr) = (V::default(), 0, 0);
+    // SAFETY: locals, by reference as Fortran takes them.
+    unsafe {
+        f(
+            &old, &c.keyval, &extra, &value, &mut out, &mut flag, &mut ierr,
+        )
+    };
+    (ierr, flag != 0, out.into() as usize)
+}
+
 /// Runs a delete callback on object handle `h`.
 unsafe fn run_delete(h: c_int, d: attrs::Delete) -> Result<(), MpiError> {
-    // SAFETY: a function the program registered with this C signature; the value
-    // and extra state are the program's own pointers, passed back untouched.
-    let rc = unsafe { (d.f)(h, d.keyval, d.value as *mut c_void, d.extra as *mut c_void) };
+    // SAFETY: a function the program registered with this signature; the value
+    // and extra state are the program's own, passed back untouched.
+    let rc = unsafe {
+        match d.lang {
+            attrs::Lang::C => (d.f)(h, d.keyval, d.value as *mut c_void, d.extra as *mut c_void),
+            attrs::Lang::Fortran => fortran_delete(h, &d, |v| v as i64),
+            attrs::Lang::Fortran77 => fortran_delete(h, &d, |v| v as c_int),
+        }
+    };
     if rc != 0 {
         return Err(callback_failed("delete", d.keyval, rc));
     }
@@ -73,26 +124,35 @@ unsafe fn run_delete(h: c_int, d: attrs::Delete) -> Result<(), MpiError> {
 pub(crate) unsafe fn copy_attrs(kind: Kind, old: c_int, new: c_int) -> Result<(), MpiError> {
     let copies = state::with(|s| Ok(s.attrs.copies((kind, old))))?;
     for c in copies {
-        let mut out: *mut c_void = std::ptr::null_mut();
-        let mut flag: c_int = 0;
-        // SAFETY: a function the program registered with this C signature; `out`
-        // and `flag` are locals it writes to.
-        let rc = unsafe {
-            (c.f)(
-                old,
-                c.keyval,
-                c.extra as *mut c_void,
-                c.value as *mut c_void,
-                (&mut out as *mut *mut c_void).cast(),
-                &mut flag,
-            )
+        let (rc, copied, out) = match c.lang {
+            attrs::Lang::C => {
+                let mut out: *mut c_void = std::ptr::null_mut();
+                let mut flag: c_int = 0;
+                // SAFETY: a function the program registered with this C signature;
+                // `out` and `flag` are locals it writes to.
+                let rc = unsafe {
+                    (c.f)(
+                        old,
+                        c.keyval,
+                        c.extra as *mut c_void,
+                        c.value as *mut c_void,
+                        (&mut out as *mut *mut c_void).cast(),
+                        &mut flag,
+                    )
+                };
+                (rc, flag != 0, out as usize)
+            }
+            // SAFETY: a Fortran procedure the program registered.
+            attrs::Lang::Fortran => unsafe { fortran_copy(old, &c, |v| v as i64) },
+            // SAFETY: as above.
+            attrs::Lang::Fortran77 => unsafe { fortran_copy(old, &c, |v| v as c_int) },
         };
         if rc != 0 {
             return Err(callback_failed("copy", c.keyval, rc));
         }
-        if flag != 0 {
+        if copied {
             state::with(|s| {
-                s.attrs.put_copied((kind, new), c.keyval, out as usize);
+                s.attrs.put_copied((kind, new), c.keyval, out);
                 Ok(())
             })?;
         }
@@ -497,3 +557,374 @@ pub unsafe extern "C" fn PMPI_Type_get_name(
         get_name((Kind::Type, datatype), name, len)
     })
 }
+
+// ---- Fortran -----------------------------------------------------------------
+//
+// Fortran's attribute calls differ from C's beyond passing by reference: values
+// are integers (`INTEGER(KIND=MPI_ADDRESS_KIND)`, MPI-1's `INTEGER`) kept as they
+// are, a predefined attribute is its value (C gets a pointer to it), and the
+// callbacks are Fortran procedures (see `attrs::Lang`). So these bindings are
+// written here rather than generated.
+
+use super::fortran::fset;
+
+/// A Fortran attribute value: an address-sized integer, or MPI-1's `INTEGER`.
+trait FValue: Copy {
+    fn to_usize(self) -> usize;
+    fn from_usize(v: usize) -> Self;
+}
+
+impl FValue for i64 {
+    fn to_usize(self) -> usize {
+        self as usize
+    }
+    fn from_usize(v: usize) -> Self {
+        v as i64
+    }
+}
+
+impl FValue for c_int {
+    fn to_usize(self) -> usize {
+        self as usize
+    }
+    fn from_usize(v: usize) -> Self {
+        v as c_int
+    }
+}
+
+unsafe fn f_create_keyval<V: FValue>(
+    name: &str,
+    lang: attrs::Lang,
+    kind: Kind,
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra: *const V,
+    ierror: *mut c_int,
+) {
+    let r = call(name, COMM_WORLD, || {
+        // SAFETY: the program's extra state, an integer.
+        let extra = unsafe { get(extra, "the extra state")? }.to_usize();
+        let k = state::with(|s| Ok(s.attrs.create_keyval_in(lang, kind, copy, delete, extra)))?;
+        // SAFETY: an output integer.
+        unsafe { put(keyval, k) }
+    });
+    // SAFETY: Fortran's ierror.
+    unsafe { fset(ierror, r) };
+}
+
+unsafe fn f_set_attr<V: FValue>(name: &str, obj: Obj, k: *const c_int, value: *const V) -> c_int {
+    call(
+        name,
+        if obj.0 == Kind::Comm {
+            obj.1
+        } else {
+            COMM_WORLD
+        },
+        || {
+            // SAFETY: Fortran's integers.
+            let (k, v) = unsafe { (get(k, "the keyval")?, get(value, "the value")?) };
+            // SAFETY: a value kept as it is (never dereferenced).
+            unsafe { set_attr(obj, k, v.to_usize() as *mut c_void) }
+        },
+    )
+}
+
+unsafe fn f_get_attr<V: FValue>(
+    name: &str,
+    obj: Obj,
+    k: *const c_int,
+    value: *mut V,
+    flag: *mut c_int,
+) -> c_int {
+    call(
+        name,
+        if obj.0 == Kind::Comm {
+            obj.1
+        } else {
+            COMM_WORLD
+        },
+        || {
+            // SAFETY: Fortran's keyval.
+            let k = unsafe { get(k, "the keyval")? };
+            let mut found: usize = 0;
+            let mut f: c_int = 0;
+            // SAFETY: locals.
+            unsafe { get_attr(obj, k, (&mut found as *mut usize).cast(), &mut f)? };
+            if f != 0 && obj.0 == Kind::Comm && attrs::is_predefined(k) {
+                // C's value is a pointer to the int; Fortran's is the int.
+                // SAFETY: one of this module's statics.
+                found = unsafe { *(found as *const c_int) } as usize;
+            }
+            // SAFETY: Fortran's outputs (LOGICAL flag: 0 or 1).
+            unsafe {
+                put(flag, f)?;
+                if f != 0 {
+                    put(value, V::from_usize(found))?;
+                }
+            }
+            Ok(())
+        },
+    )
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mpi_comm_create_keyval_(
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra: *const i64,
+    ierror: *mut c_int,
+) {
+    let (l, k) = (attrs::Lang::Fortran, Kind::Comm);
+    // SAFETY: Fortran's arguments.
+    unsafe {
+        f_create_keyval(
+            "MPI_Comm_create_keyval",
+            l,
+            k,
+            copy,
+            delete,
+            keyval,
+            extra,
+            ierror,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mpi_type_create_keyval_(
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra: *const i64,
+    ierror: *mut c_int,
+) {
+    let (l, k) = (attrs::Lang::Fortran, Kind::Type);
+    // SAFETY: Fortran's arguments.
+    unsafe {
+        f_create_keyval(
+            "MPI_Type_create_keyval",
+            l,
+            k,
+            copy,
+            delete,
+            keyval,
+            extra,
+            ierror,
+        )
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mpi_keyval_create_(
+    copy: Option<CopyFn>,
+    delete: Option<DeleteFn>,
+    keyval: *mut c_int,
+    extra: *const c_int,
+    ierror: *mut c_int,
+) {
+    let (l, k) = (attrs::Lang::Fortran77, Kind::Comm);
+    // SAFETY: Fortran's arguments.
+    unsafe {
+        f_create_keyval(
+            "MPI_Keyval_create",
+            l,
+            k,
+            copy,
+            delete,
+            keyval,
+            extra,
+            ierror,
+        )
+    }
+}
+
+/// The handle behind a Fortran handle argument (0 if it is missing: the call
+/// then fails on the handle).
+unsafe fn fhandle(h: *const c_int) -> c_int {
+    // SAFETY: Fortran's integer.
+    unsafe { get(h, "the handle") }.unwrap_or(0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mpi_comm_set_attr_(
+    comm: *const c_int,
+    keyval: *const c_int,
+    value: *const i64,
+    ierror: *mut c_int,
+) {
+    // SAFETY: Fortran's arguments.
+    unsafe {
+        let obj = (Kind::Comm, fhandle(comm));
+        fset(ierror, f_set_attr("MPI_Comm_set_attr", obj, keyval, value));
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mpi_comm_get_attr_(
+    comm: *const c_int,
+    keyval: *const c_int,
+    value: *mut i64,
+    flag: *mut c_int,
+    ierror: *mut c_int,
+) {
+    // SAFETY: Fortran's arguments.
+    unsafe {
+        let obj = (Kind::Comm, fhandle(comm));
+        fset(
+            ierror,
+            f_get_attr("MPI_Comm_get_attr", obj, keyval, value, flag),
+        );
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mpi_type_set_attr_(
+    datatype: *const c_int,
+    keyval: *const c_int,
+    value: *const i64,
+    ierror: *mut c_int,
+) {
+    // SAFETY: Fortran's arguments.
+    unsafe {
+        let obj = (Kind::Type, fhandle(datatype));
+        fset(ierror, f_set_attr("MPI_Type_set_attr", obj, keyval, value));
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mpi_type_get_attr_(
+    datatype: *const c_int,
+    keyval: *const c_int,
+    value: *mut i64,
+    flag: *mut c_int,
+    ierror: *mut c_int,
+) {
+    // SAFETY: Fortran's arguments.
+    unsafe {
+        let obj = (Kind::Type, fhandle(datatype));
+        fset(
+            ierror,
+            f_get_attr("MPI_Type_get_attr", obj, keyval, value, flag),
+        );
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mpi_attr_put_(
+    comm: *const c_int,
+    keyval: *const c_int,
+    value: *const c_int,
+    ierror: *mut c_int,
+) {
+    // SAFETY: Fortran's arguments.
+    unsafe {
+        let obj = (Kind::Comm, fhandle(comm));
+        fset(ierror, f_set_attr("MPI_Attr_put", obj, keyval, value));
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mpi_attr_get_(
+    comm: *const c_int,
+    keyval: *const c_int,
+    value: *mut c_int,
+    flag: *mut c_int,
+    ierror: *mut c_int,
+) {
+    // SAFETY: Fortran's arguments.
+    unsafe {
+        let obj = (Kind::Comm, fhandle(comm));
+        fset(ierror, f_get_attr("MPI_Attr_get", obj, keyval, value, flag));
+    }
+}
+
+/// Fortran's `MPI_*_NULL_COPY_FN`: copies nothing.
+unsafe extern "C" fn f_null_copy(
+    _old: *const c_int,
+    _keyval: *const c_int,
+    _extra: *const c_void,
+    _value: *const c_void,
+    _out: *mut c_void,
+    flag: *mut c_int,
+    ierror: *mut c_int,
+) {
+    // SAFETY: Fortran's LOGICAL flag and ierror.
+    unsafe {
+        fset(flag, 0);
+        fset(ierror, 0);
+    }
+}
+
+/// Fortran's `MPI_*_NULL_DELETE_FN`: deletes nothing.
+unsafe extern "C" fn f_null_delete(
+    _h: *const c_int,
+    _keyval: *const c_int,
+    _value: *const c_void,
+    _extra: *const c_void,
+    ierror: *mut c_int,
+) {
+    // SAFETY: Fortran's ierror.
+    unsafe { fset(ierror, 0) };
+}
+
+/// Fortran's `MPI_*_DUP_FN` of value type `V`: the copy is the value.
+unsafe fn f_dup<V: Copy>(value: *const V, out: *mut V, flag: *mut c_int, ierror: *mut c_int) {
+    // SAFETY: Fortran's arguments as MPI passes them.
+    unsafe {
+        out.write(value.read());
+        fset(flag, 1);
+        fset(ierror, 0);
+    }
+}
+
+macro_rules! fortran_null_fns {
+    ($($copy:ident, $delete:ident, $dup:ident, $v:ty);*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $copy(
+            old: *const c_int,
+            keyval: *const c_int,
+            extra: *const c_void,
+            value: *const c_void,
+            out: *mut c_void,
+            flag: *mut c_int,
+            ierror: *mut c_int,
+        ) {
+            // SAFETY: passed on.
+            unsafe { f_null_copy(old, keyval, extra, value, out, flag, ierror) }
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $delete(
+            h: *const c_int,
+            keyval: *const c_int,
+            value: *const c_void,
+            extra: *const c_void,
+            ierror: *mut c_int,
+        ) {
+            // SAFETY: passed on.
+            unsafe { f_null_delete(h, keyval, value, extra, ierror) }
+        }
+
+        #[no_mangle]
+        pub unsafe extern "C" fn $dup(
+            _old: *const c_int,
+            _keyval: *const c_int,
+            _extra: *const $v,
+            value: *const $v,
+            out: *mut $v,
+            flag: *mut c_int,
+            ierror: *mut c_int,
+        ) {
+            // SAFETY: passed on.
+            unsafe { f_dup(value, out, flag, ierror) }
+        }
+    )*};
+}
+
+fortran_null_fns!(
+    mpi_comm_null_copy_fn_, mpi_comm_null_delete_fn_, mpi_comm_dup_fn_, i64;
+    mpi_type_null_copy_fn_, mpi_type_null_delete_fn_, mpi_type_dup_fn_, i64;
+    mpi_null_copy_fn_, mpi_null_delete_fn_, mpi_dup_fn_, c_int
+);

@@ -37,6 +37,8 @@ program f08
   character(len=64) :: val
   integer :: nlen, nkeys
   logical :: flag, periods(1)
+  integer(kind=MPI_ADDRESS_KIND) :: aval, extra
+  integer :: key
 
   checks = 0
   failed = 0
@@ -136,6 +138,17 @@ program f08
   call MPI_Info_get_nkeys(info, nkeys)
   call check(flag .and. val == 'blue' .and. nkeys == 1, 'info')
   call MPI_Info_free(info)
+  call MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, aval, flag)
+  call check(flag .and. aval >= 32767, 'tag_ub')
+  extra = 0
+  call MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, key, extra)
+  aval = 9
+  call MPI_Comm_set_attr(MPI_COMM_WORLD, key, aval)
+  call MPI_Comm_dup(MPI_COMM_WORLD, sub)
+  call MPI_Comm_get_attr(sub, key, aval, flag)
+  call check(flag .and. aval == 9, 'dup_fn attribute')
+  call MPI_Comm_free(sub)
+  call MPI_Comm_free_keyval(key)
   t = MPI_Wtime()
   call check(t >= 0d0 .and. MPI_Wtime() >= t .and. MPI_Wtick() > 0d0, 'wtime')
 
