@@ -502,11 +502,11 @@ fn define_value(v: &str, known: &std::collections::HashMap<String, i64>) -> Opti
     t.parse().ok().or_else(|| known.get(t).copied())
 }
 
-/// `mpif.h`: `mpi.h`'s integer constants, Fortran's own, the sentinels and the
-/// functions that return a value. Fixed and free form alike (no line past 72).
-pub fn mpif_h(mpi_h: &str, api: &Api) -> String {
+/// `mpi.h`'s integer constants in order: (name, value, handle type of its cast).
+fn defines(mpi_h: &str) -> Vec<(String, i64, Option<String>)> {
     let mut known = std::collections::HashMap::new();
-    let mut order = Vec::new();
+    let mut kinds: std::collections::HashMap<String, Option<String>> = Default::default();
+    let mut out = Vec::new();
     for line in mpi_h.lines() {
         let Some(rest) = line.trim().strip_prefix("#define ") else {
             continue;
@@ -517,12 +517,26 @@ pub fn mpif_h(mpi_h: &str, api: &Api) -> String {
         if !(name.starts_with("MPI_") || name.starts_with("QCG_LEVEL")) {
             continue;
         }
-        if let Some(v) = define_value(value, &known) {
-            if known.insert(name.to_string(), v).is_none() {
-                order.push(name.to_string());
-            }
+        let Some(v) = define_value(value, &known) else {
+            continue;
+        };
+        let value = value.trim();
+        let cast = F08_HANDLES
+            .iter()
+            .find(|h| value.contains(&format!("({h})")))
+            .map(|h| h.to_string())
+            .or_else(|| kinds.get(value).cloned().flatten());
+        if known.insert(name.to_string(), v).is_none() {
+            kinds.insert(name.to_string(), cast.clone());
+            out.push((name.to_string(), v, cast));
         }
     }
+    out
+}
+
+/// `mpif.h`: `mpi.h`'s integer constants, Fortran's own, the sentinels and the
+/// functions that return a value. Fixed and free form alike (no line past 72).
+pub fn mpif_h(mpi_h: &str, api: &Api) -> String {
     let mut o = String::from(
         "! mpif.h: MPI for Fortran programs built with qcg-mpif90 (also the\n! body of the `mpi` module). Generated from mpi.h and\n! mpi/api/functions.txt by mpi/src/api.rs: do not edit.\n",
     );
@@ -532,8 +546,8 @@ pub fn mpif_h(mpi_h: &str, api: &Api) -> String {
             let _ = writeln!(o, "      integer {name}\n      parameter ({name}={v})");
         }
     };
-    for name in &order {
-        put(&mut o, name, known[name]);
+    for (name, v, _) in defines(mpi_h) {
+        put(&mut o, &name, v);
     }
     for (name, v) in [
         ("MPI_STATUS_SIZE", 6),
@@ -651,34 +665,6 @@ fn f08_decl(p: &Param) -> Result<Option<String>, String> {
 /// module `qcg_mpi_f08_bindings` and renamed on use), which takes the derived
 /// types as the integers they hold.
 pub fn mpi_f08(mpi_h: &str, api: &Api) -> Result<String, String> {
-    // mpi.h's constants, with the handle type of their cast.
-    let mut known = std::collections::HashMap::new();
-    let mut kinds: std::collections::HashMap<String, Option<String>> = Default::default();
-    let mut order = Vec::new();
-    for line in mpi_h.lines() {
-        let Some(rest) = line.trim().strip_prefix("#define ") else {
-            continue;
-        };
-        let Some((name, value)) = rest.split_once(char::is_whitespace) else {
-            continue;
-        };
-        if !(name.starts_with("MPI_") || name.starts_with("QCG_LEVEL")) {
-            continue;
-        }
-        let Some(v) = define_value(value, &known) else {
-            continue;
-        };
-        let value = value.trim();
-        let cast = F08_HANDLES
-            .iter()
-            .find(|h| value.contains(&format!("({h})")))
-            .map(|h| h.to_string())
-            .or_else(|| kinds.get(value).cloned().flatten());
-        if known.insert(name.to_string(), v).is_none() {
-            order.push(name.to_string());
-            kinds.insert(name.to_string(), cast);
-        }
-    }
     let mut o = String::from(
         "! mpi_f08.f90: the mpi_f08 module of qcg (MPI 3.1 section 17.2.2), compiled by\n! qcg-mpif90 on first use. Generated from mpi.h and mpi/api/functions.txt by\n! mpi/src/api.rs: do not edit.\n",
     );
@@ -765,12 +751,11 @@ pub fn mpi_f08(mpi_h: &str, api: &Api) -> Result<String, String> {
         let _ = writeln!(o, "  integer, parameter :: {name} = {v}");
     }
     let mut seen = std::collections::HashSet::new();
-    for name in &order {
+    for (name, v, kind) in defines(mpi_h) {
         if !seen.insert(name.to_uppercase()) || name == "MPI_STATUS_SIZE" {
             continue;
         }
-        let v = known[name];
-        match &kinds[name] {
+        match &kind {
             Some(h) => {
                 let _ = writeln!(o, "  type({h}), parameter :: {name} = {h}({v})");
             }
