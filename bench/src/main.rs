@@ -377,6 +377,7 @@ fn run_ranks(clusters: usize, nodes: usize, n: usize, args: Vec<String>) -> anyh
             program: std::env::current_exe()?,
             args,
             sockets: g.placement(n).into_iter().map(|s| s.socket).collect(),
+            io: Default::default(),
         };
         let out = qcg_cli::launch::run(&job).await?;
         g.shutdown().await;
