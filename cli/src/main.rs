@@ -85,6 +85,29 @@ enum Cmd {
         /// (file, line and column) when it is not. Nothing is submitted.
         #[arg(long)]
         check: bool,
+        /// Submit and return at once, printing only the job id on stdout; follow it
+        /// later with `qcg output ID --follow` (needs --broker).
+        #[arg(long)]
+        detach: bool,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// List your jobs (an admin certificate: every job), one line each as squeue:
+    /// JOBID, NAME (the profile's appId), USER, ST (PD queued, R running, CD done,
+    /// F failed, CA cancelled), RANKS, NODELIST(REASON).
+    Jobs {
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Print what a submitted job's ranks have printed (`[RANK] line`), as far as the
+    /// broker keeps it; with --follow, then what they print until the job ends, and
+    /// exit as `qcg submit` would (Ctrl-C stops following, not the job).
+    Output {
+        /// The job id `qcg submit` printed.
+        id: String,
+        /// Go on until the job ends.
+        #[arg(long, short = 'f')]
+        follow: bool,
         #[command(flatten)]
         broker: BrokerArgs,
     },
@@ -258,7 +281,12 @@ fn main() {
                 dir.join(qcg_proto::revocation::CRL_FILE).display()
             );
         }
-        Cmd::Submit { job, check, broker } => {
+        Cmd::Submit {
+            job,
+            check,
+            detach,
+            broker,
+        } => {
             let (xml, profile) = submit::check(&job).unwrap_or_else(|f| fail(f.code, f.message));
             if check {
                 println!(
@@ -270,19 +298,60 @@ fn main() {
                 );
                 return;
             }
-            let workdir = std::env::current_dir()
-                .ok()
-                .map(|d| d.to_string_lossy().into_owned());
+            let cwd = std::env::current_dir().unwrap_or_else(|e| fail(1, e));
+            let workdir = Some(cwd.to_string_lossy().into_owned());
             let client = broker.client();
             let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            if detach {
+                let client = client.unwrap_or_else(|| {
+                    fail(2, "--detach needs --broker URL (or QCG_BROKER): an embedded grid ends with qcg")
+                });
+                match rt.block_on(submit::submit(&client, &xml, workdir.as_deref())) {
+                    Ok((id, _)) => {
+                        eprintln!("qcg: job {id} submitted; `qcg output {id} --follow` follows it");
+                        println!("{id}");
+                        return;
+                    }
+                    Err(f) => fail(f.code, f.message),
+                }
+            }
+            let mut sinks = submit::Sinks::for_profile(&profile, &cwd)
+                .unwrap_or_else(|f| fail(f.code, f.message));
             let r = rt.block_on(async {
                 match client {
-                    Some(c) => submit::submit_and_follow(&c, &xml, workdir.as_deref()).await,
-                    None => submit::run_embedded(&profile, &xml, workdir.as_deref()).await,
+                    Some(c) => {
+                        submit::submit_and_follow(&c, &xml, workdir.as_deref(), &mut sinks).await
+                    }
+                    None => {
+                        submit::run_embedded(&profile, &xml, workdir.as_deref(), &mut sinks).await
+                    }
                 }
             });
             match r {
                 Ok(code) => std::process::exit(code),
+                Err(f) => fail(f.code, f.message),
+            }
+        }
+        Cmd::Jobs { broker } => {
+            let client = broker.required();
+            let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            if let Err(f) = rt.block_on(submit::jobs(&client)) {
+                fail(f.code, f.message)
+            }
+        }
+        Cmd::Output { id, follow, broker } => {
+            let client = broker.required();
+            let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            if follow {
+                let mut sinks = submit::Sinks::default();
+                match rt.block_on(submit::follow(&client, &id, &mut sinks, false)) {
+                    Ok(code) => std::process::exit(code),
+                    Err(f) => fail(f.code, f.message),
+                }
+            }
+            match rt.block_on(submit::output(&client, &id)) {
+                Ok(true) => {}
+                Ok(false) => fail(1, format!("no job `{id}` at this broker")),
                 Err(f) => fail(f.code, f.message),
             }
         }
