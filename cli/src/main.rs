@@ -399,7 +399,7 @@ fn main() {
             let io = launch::Io {
                 tag_output,
                 output_dir: output_filename,
-                stdin_to_rank0: true,
+                stdin_to_rank0: stdin_is_ours(),
                 env: export
                     .iter()
                     .map(|x| exported(x))
@@ -419,6 +419,25 @@ fn main() {
             std::process::exit(code);
         }
     }
+}
+
+/// Whether rank 0 may be given our stdin: not when it is the terminal and `qcg run`
+/// runs in the background (`qcg run ... &`), where reading it would stop `qcg run`
+/// (SIGTTIN); rank 0 then reads /dev/null.
+fn stdin_is_ours() -> bool {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        return true;
+    }
+    // /proc/self/stat after the command name: state ppid pgrp session tty_nr tpgid.
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    matches!((f.get(2), f.get(5)), (Some(pgrp), Some(tpgid)) if pgrp == tpgid)
 }
 
 /// `-x VAR=VALUE`, or `-x VAR` for VAR's value here.
