@@ -52,21 +52,22 @@ int main(int argc, char **argv) {
 
 #[test]
 fn a_rank_that_exits_is_named_with_its_own_status_every_time() {
-    // Rank 1 leaves with status 7 without MPI_Finalize; ranks 0 and 2 then fail in
-    // their barrier (status 16, MPI_ERR_OTHER) a moment later, and often before
+    // Rank 1 leaves with status 7 without MPI_Finalize; the other 5 ranks then fail
+    // in their barrier (status 16, MPI_ERR_OTHER) a moment later, and often before
     // `qcg run` has looked at anyone. Whatever the order it sees them in, rank 1
     // and status 7 are what it reports, as mpirun does.
     let dir = tempfile::tempdir().unwrap();
     let exe = mpicc(dir.path(), "exit7", EXIT7);
     // Three jobs at once, six times over: on a loaded machine the launcher gets round
-    // to its ranks late, when the peers have ended too (before it looked at the
-    // kernel's exit times, about 1 job in 20 here named rank 0 or 2, status 16).
+    // to its ranks late, when the peers have ended too (before it waited for all the
+    // ends, 2 jobs in 24 here named rank 2, status 16; before libqcgmpi kept the
+    // status given to exit(), rank 1 "exited with status 1" every time).
     let mut wrong = Vec::new();
     for round in 0..6 {
         let jobs: Vec<_> = (0..3)
             .map(|_| {
                 Command::new(bin("qcg"))
-                    .args(["run", "-np", "3", "--timeout", "60"])
+                    .args(["run", "-np", "6", "--timeout", "60"])
                     .arg(&exe)
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
