@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --workspace --bins --examples
-exec target/release/qcg run -n 8 --clusters 2 --nodes-per-cluster 2 -- target/release/examples/ring 3
+exec target/release/qcg run -n 8 --clusters 2 --nodes-per-cluster 2 --tag-output -- target/release/examples/ring 3

@@ -41,7 +41,7 @@ for n in 1 2 5; do
     [ "$n" -gt 1 ] && clusters="--clusters 2"
     log=$DIR/test-$n.log
     # shellcheck disable=SC2086
-    if "$BIN/qcg" run -n "$n" $clusters --timeout 1200 -- "$DIR/venv/bin/python" test/main.py \
+    if "$BIN/qcg" run -n "$n" $clusters --tag-output --timeout 1200 -- "$DIR/venv/bin/python" test/main.py \
         --no-builddir -e "$EXCL" >"$log" 2>&1; then
         r=ok
     else

@@ -259,6 +259,9 @@ pub fn rank(a: &CollArgs) -> anyhow::Result<()> {
             a.iters,
             a.skip
         );
+        println!(
+            "# Late: timed calls (summed over ranks) whose rank got the common start instant after it had passed; they count from that instant anyway (slower, never faster); 0 when every call started on time"
+        );
     }
     for op in &a.ops {
         let mut series = Vec::new();

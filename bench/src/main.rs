@@ -136,6 +136,9 @@ enum Cmd {
     /// embedded grid on loopback), and Debian's NPtcp on the same path in the same run:
     /// np.out columns, CSV, an SVG of throughput against size, and the ratios.
     Netpipe {
+        /// Smallest message, bytes (NPtcp's -l).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        min: u64,
         /// Largest message, bytes.
         #[arg(long, default_value_t = 8 << 20)]
         max: usize,
@@ -160,6 +163,8 @@ enum Cmd {
     /// (internal) one rank of `netpipe`.
     #[command(hide = true)]
     NetpipeRank {
+        #[arg(long, default_value_t = 1)]
+        min: usize,
         #[arg(long)]
         max: usize,
         #[arg(long)]
@@ -245,14 +250,23 @@ fn main() -> anyhow::Result<()> {
         } => mpi_lab::run(&lab, ppn, &args, pp_max, pp_reps, (overlap, overlap_iters)),
         Cmd::Node { args } => node::run(&args),
         Cmd::Netpipe {
+            min,
             max,
             trial,
             no_nptcp,
             lab: Some(topo),
             only,
             out,
-        } => netpipe_lab::run(&topo, max, trial, no_nptcp, only.as_deref(), &out),
+        } => netpipe_lab::run(
+            &topo,
+            (min as usize, max),
+            trial,
+            no_nptcp,
+            only.as_deref(),
+            &out,
+        ),
         Cmd::Netpipe {
+            min,
             max,
             trial,
             no_nptcp,
@@ -260,14 +274,20 @@ fn main() -> anyhow::Result<()> {
             out,
             ..
         } => {
+            anyhow::ensure!(min as usize <= max, "--min {min} is above --max {max}");
             tcp_inside_the_machine();
-            netpipe_job(max, trial, no_nptcp, &out)
+            netpipe_job(min as usize, max, trial, no_nptcp, &out)
         }
-        Cmd::NetpipeRank { max, trial, out } => {
+        Cmd::NetpipeRank {
+            min,
+            max,
+            trial,
+            out,
+        } => {
             let comm = qcg::init()?;
             if comm.rank() == 0 {
-                let pts = netpipe::measure(&comm, max, trial)?;
-                netpipe::write_outputs(&out, &[("qcg", &pts)])?;
+                let pts = netpipe::measure(&comm, min, max, trial)?;
+                netpipe::write_outputs(&out, &[("qcg", &pts)], &["qcg"])?;
                 let how = comm
                     .link_technique(1)
                     .map_or("accepted".into(), |t| t.to_string());
@@ -356,6 +376,18 @@ fn setup(iters: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Says so (on stderr, `# warning: ...`) when `n` ranks of this machine outnumber its
+/// cores: ranks then wait for a core as well as for each other, and the figures
+/// measure that sharing too.
+fn warn_if_crowded(n: usize) {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    if n > cores {
+        eprintln!(
+            "# warning: {n} ranks on {cores} cores: ranks share cores, so the figures include waiting for one"
+        );
+    }
+}
+
 /// Runs `n` ranks of this binary (`args` picks the hidden per-rank subcommand) on an
 /// embedded grid of `clusters` open clusters of `nodes` nodes; fails if a rank fails.
 /// `pingpong` and `netpipe` on loopback compare a libqcg TCP link with plain TCP:
@@ -368,6 +400,7 @@ fn tcp_inside_the_machine() {
 }
 
 fn run_ranks(clusters: usize, nodes: usize, n: usize, args: Vec<String>) -> anyhow::Result<()> {
+    warn_if_crowded(n);
     let rt = tokio::runtime::Runtime::new()?;
     let code = rt.block_on(async {
         let g = LocalGrid::start(&vec![Policy::Open; clusters.max(1)], nodes).await?;
@@ -377,6 +410,7 @@ fn run_ranks(clusters: usize, nodes: usize, n: usize, args: Vec<String>) -> anyh
             program: std::env::current_exe()?,
             args,
             sockets: g.placement(n).into_iter().map(|s| s.socket).collect(),
+            io: Default::default(),
         };
         let out = qcg_cli::launch::run(&job).await?;
         g.shutdown().await;
@@ -463,32 +497,47 @@ fn coll_job(
     run_ranks(clusters, nodes, n as usize, coll::rank_args(a))
 }
 
-/// Runs NPtcp (receiver and sender) on loopback; returns its points.
-fn nptcp(max: usize, dir: &std::path::Path) -> anyhow::Result<Vec<netpipe::Point>> {
+/// Runs NPtcp (receiver and sender) on loopback; returns its points (from the
+/// `np-nptcp.out` it writes, with the repetitions it printed).
+fn nptcp(min: usize, max: usize, dir: &std::path::Path) -> anyhow::Result<Vec<netpipe::Point>> {
     use std::process::{Command, Stdio};
     let missing = |e: std::io::Error| {
         anyhow::anyhow!("NPtcp: {e}: install Debian's netpipe-tcp (bash scripts/bench-deps.sh), or pass --no-nptcp")
     };
+    let range = [
+        "-l".to_string(),
+        min.to_string(),
+        "-u".into(),
+        max.to_string(),
+    ];
+    // Both sides get the range: a receiver without -l hangs up on a sender with it.
     let mut rx = Command::new("NPtcp")
+        .args(&range)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .map_err(missing)?;
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = dir.join("np-nptcp.out");
-    let st = Command::new("NPtcp")
-        .args(["-h", "127.0.0.1", "-u", &max.to_string(), "-o"])
+    let sent = Command::new("NPtcp")
+        .args(["-h", "127.0.0.1"])
+        .args(&range)
+        .arg("-o")
         .arg(&out)
         .stdout(Stdio::null())
-        .status()
+        .output()
         .map_err(missing);
     let _ = rx.kill();
     let _ = rx.wait();
-    anyhow::ensure!(st?.success(), "NPtcp failed");
-    Ok(netpipe::parse_np_out(&std::fs::read_to_string(&out)?))
+    let sent = sent?;
+    anyhow::ensure!(sent.status.success(), "NPtcp failed");
+    let mut pts = netpipe::parse_np_out(&std::fs::read_to_string(&out)?);
+    netpipe::nptcp_reps(&String::from_utf8_lossy(&sent.stderr), &mut pts);
+    Ok(pts)
 }
 
 fn netpipe_job(
+    min: usize,
     max: usize,
     trial: f64,
     no_nptcp: bool,
@@ -500,17 +549,18 @@ fn netpipe_job(
         2,
         vec![
             "netpipe-rank".into(),
+            format!("--min={min}"),
             format!("--max={max}"),
             format!("--trial={trial}"),
             format!("--out={}", out.display()),
         ],
     )?;
-    let qcg_pts = netpipe::parse_np_out(&std::fs::read_to_string(out.join("np-qcg.out"))?);
+    let qcg_pts = netpipe::parse_csv(&std::fs::read_to_string(out.join("netpipe.csv"))?, "qcg");
     if no_nptcp {
         return Ok(());
     }
-    let np = nptcp(max, out)?;
-    netpipe::write_outputs(out, &[("qcg", &qcg_pts), ("NPtcp", &np)])?;
+    let np = nptcp(min, max, out)?;
+    netpipe::write_outputs(out, &[("qcg", &qcg_pts), ("NPtcp", &np)], &["qcg"])?;
     let (ql, qp) = netpipe::summary(&qcg_pts);
     let (nl, npk) = netpipe::summary(&np);
     println!("# netpipe on loopback, same run: qcg direct link vs NPtcp");
@@ -519,7 +569,7 @@ fn netpipe_job(
     println!("{:<12} {:>14.2} {:>16.1}", "NPtcp", nl, npk);
     println!("{:<12} {:>14.2} {:>16.2}", "qcg/NPtcp", ql / nl, qp / npk);
     println!(
-        "# wrote {}/np-qcg.out, np-nptcp.out, netpipe.csv, netpipe.svg",
+        "# latency: one way at the smallest size ({min} B); wrote {}/np-qcg.out, np-nptcp.out (NPtcp's own), netpipe.csv, netpipe.svg",
         out.display()
     );
     Ok(())

@@ -12,8 +12,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-/// The message sizes NetPIPE runs up to `max` bytes.
-pub fn sizes(max: usize) -> Vec<usize> {
+/// The message sizes NetPIPE runs from `min` (as NPtcp's `-l`) up to `max` bytes.
+pub fn sizes(min: usize, max: usize) -> Vec<usize> {
     let mut bases = Vec::new();
     let mut k = 1usize;
     while k <= max {
@@ -35,7 +35,7 @@ pub fn sizes(max: usize) -> Vec<usize> {
         }
         prev = b;
     }
-    out.retain(|&s| s <= max + 3);
+    out.retain(|&s| s <= max + 3 && s >= min);
     out
 }
 
@@ -80,10 +80,10 @@ pub fn parse_np_out(text: &str) -> Vec<Point> {
 }
 
 /// Rank 0's side: ping-pong every size with rank 1 and return the points.
-pub fn measure(comm: &Comm, max: usize, trial_secs: f64) -> qcg::Result<Vec<Point>> {
+pub fn measure(comm: &Comm, min: usize, max: usize, trial_secs: f64) -> qcg::Result<Vec<Point>> {
     let mut points = Vec::new();
     let mut last = 1e-5f64;
-    for (i, bytes) in sizes(max).into_iter().enumerate() {
+    for (i, bytes) in sizes(min, max).into_iter().enumerate() {
         let reps = ((trial_secs / (2.0 * last)) as usize).clamp(3, 100_000);
         // Tell the echoing rank how many round trips come.
         comm.send(1, 10, &(reps as u64 * 4).to_le_bytes())?;
@@ -136,8 +136,14 @@ pub fn echo(comm: &Comm) -> qcg::Result<()> {
     }
 }
 
-/// Writes np.out, CSV and an SVG of throughput against size for several series.
-pub fn write_outputs(dir: &Path, series: &[(&str, &[Point])]) -> std::io::Result<()> {
+/// Writes `netpipe.csv` (`series,bytes,reps,usec,mbps`), an SVG of throughput
+/// against size for every series, and NetPIPE's `np-NAME.out` for the series named
+/// in `np_out` (NPtcp writes its own, `np-nptcp.out`, which is left as it is).
+pub fn write_outputs(
+    dir: &Path,
+    series: &[(&str, &[Point])],
+    np_out: &[&str],
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut csv = String::from("series,bytes,reps,usec,mbps\n");
     for (name, pts) in series {
@@ -153,7 +159,9 @@ pub fn write_outputs(dir: &Path, series: &[(&str, &[Point])]) -> std::io::Result
                 p.mbps()
             );
         }
-        std::fs::write(dir.join(format!("np-{name}.out")), np)?;
+        if np_out.contains(name) {
+            std::fs::write(dir.join(format!("np-{name}.out")), np)?;
+        }
     }
     std::fs::write(dir.join("netpipe.csv"), csv)?;
     let lines: Vec<svg::Series> = series
@@ -174,6 +182,42 @@ pub fn write_outputs(dir: &Path, series: &[(&str, &[Point])]) -> std::io::Result
     )
 }
 
+/// The points of `series` in a `netpipe.csv` (reps included, which np.out lacks).
+pub fn parse_csv(text: &str, series: &str) -> Vec<Point> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            if f.len() != 5 || f[0] != series {
+                return None;
+            }
+            Some(Point {
+                bytes: f[1].parse().ok()?,
+                reps: f[2].parse().ok()?,
+                secs: f[3].parse::<f64>().ok()? / 1e6,
+            })
+        })
+        .collect()
+}
+
+/// Fills the points' `reps` from what NPtcp printed on stderr (`  N:  BYTES bytes
+/// REPS times --> ...`): its np.out has no such column.
+pub fn nptcp_reps(printed: &str, pts: &mut [Point]) {
+    for l in printed.lines() {
+        let Some((_, rest)) = l.split_once(':') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        if let [bytes, "bytes", reps, "times", ..] = f.as_slice() {
+            if let (Ok(b), Ok(r)) = (bytes.parse::<usize>(), reps.parse::<usize>()) {
+                for p in pts.iter_mut().filter(|p| p.bytes == b) {
+                    p.reps = r;
+                }
+            }
+        }
+    }
+}
+
 /// Latency (smallest size) and peak throughput of a series.
 pub fn summary(pts: &[Point]) -> (f64, f64) {
     let lat = pts.first().map_or(f64::NAN, |p| p.secs * 1e6);
@@ -187,7 +231,7 @@ mod tests {
 
     #[test]
     fn sizes_follow_netpipe() {
-        let s = sizes(8 << 20);
+        let s = sizes(1, 8 << 20);
         assert_eq!(&s[..11], &[1, 2, 3, 4, 6, 8, 12, 16, 21, 24, 27]);
         assert!(s.contains(&(8 << 20)) && s.contains(&((8 << 20) + 3)));
         // About NetPIPE's 124 points up to 8 MiB.
@@ -201,5 +245,31 @@ mod tests {
         let parsed = parse_np_out(&np_out_line(&p));
         assert_eq!(parsed[0].bytes, 1 << 20);
         assert!((parsed[0].secs - 1e-3).abs() < 1e-9);
+        // --min, as NPtcp's -l.
+        assert_eq!(&sizes(1000, 4096)[..3], &[1021, 1024, 1027]);
+    }
+
+    #[test]
+    fn reps_survive_the_csv_and_come_from_nptcp_s_lines() {
+        let p = Point {
+            bytes: 64,
+            reps: 1234,
+            secs: 8.5e-6,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        write_outputs(dir.path(), &[("qcg", &[p]), ("NPtcp", &[p])], &["qcg"]).unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("netpipe.csv")).unwrap();
+        let back = parse_csv(&csv, "qcg");
+        assert_eq!((back[0].bytes, back[0].reps), (64, 1234));
+        // One np.out per series measured here; NPtcp's own is not written over.
+        assert!(dir.path().join("np-qcg.out").exists());
+        assert!(!dir.path().join("np-NPtcp.out").exists());
+        let mut pts =
+            parse_np_out("       1 0.888389   0.00000859\n      16 14.191409   0.00000860\n");
+        nptcp_reps(
+            "Now starting the main loop\n  0:       1 bytes   1531 times -->      0.89 Mbps in       8.59 usec\n  5:      16 bytes   1951 times -->     14.19 Mbps in       8.60 usec\n",
+            &mut pts,
+        );
+        assert_eq!(pts.iter().map(|p| p.reps).collect::<Vec<_>>(), [1531, 1951]);
     }
 }

@@ -148,7 +148,7 @@ fn nptcp(
     g: &LabGrid,
     t: &Topology,
     c: &Case,
-    max: usize,
+    range: (usize, usize),
     out: &Path,
 ) -> anyhow::Result<Vec<Point>> {
     let Some((rx, port)) = &c.np_rx else {
@@ -160,9 +160,17 @@ fn nptcp(
         .map(|h| h.addr)
         .ok_or_else(|| anyhow::anyhow!("no host {rx}"))?;
     let np = Path::new("/usr/bin/NPtcp");
+    let (min, max) = range;
+    let range = [
+        "-l".to_string(),
+        min.to_string(),
+        "-u".into(),
+        max.to_string(),
+    ];
     let mut r = g
         .command(rx, np)
         .args(["-P", &port.to_string()])
+        .args(&range)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()?;
@@ -170,29 +178,25 @@ fn nptcp(
     let file = out.join("np-nptcp.out");
     let st = g
         .command(tx, np)
-        .args([
-            "-h",
-            &addr.to_string(),
-            "-P",
-            &port.to_string(),
-            "-u",
-            &max.to_string(),
-            "-o",
-        ])
+        .args(["-h", &addr.to_string(), "-P", &port.to_string()])
+        .args(&range)
+        .arg("-o")
         .arg(&file)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+        .output();
     let _ = r.kill();
     let _ = r.wait();
-    anyhow::ensure!(st?.success(), "NPtcp from {tx} to {rx} failed");
-    Ok(netpipe::parse_np_out(&std::fs::read_to_string(&file)?))
+    let st = st?;
+    anyhow::ensure!(st.status.success(), "NPtcp from {tx} to {rx} failed");
+    let mut pts = netpipe::parse_np_out(&std::fs::read_to_string(&file)?);
+    netpipe::nptcp_reps(&String::from_utf8_lossy(&st.stderr), &mut pts);
+    Ok(pts)
 }
 
 /// Runs every case; prints the table and writes each case's files under `out`.
 pub fn run(
     topo_path: &Path,
-    max: usize,
+    range: (usize, usize),
     trial: f64,
     no_nptcp: bool,
     only: Option<&str>,
@@ -228,7 +232,8 @@ pub fn run(
         let args = |c: &mut Command| {
             c.args([
                 "netpipe-rank",
-                &format!("--max={max}"),
+                &format!("--min={}", range.0),
+                &format!("--max={}", range.1),
                 &format!("--trial={trial}"),
             ])
             .arg(format!("--out={}", dir.display()));
@@ -246,15 +251,16 @@ pub fn run(
             .find_map(|l| l.strip_prefix("# link: "))
             .unwrap_or("failed")
             .to_string();
-        let q = netpipe::parse_np_out(
-            &std::fs::read_to_string(dir.join("np-qcg.out")).unwrap_or_default(),
+        let q = netpipe::parse_csv(
+            &std::fs::read_to_string(dir.join("netpipe.csv")).unwrap_or_default(),
+            "qcg",
         );
         let np = if no_nptcp {
             Vec::new()
         } else {
-            nptcp(&g, &t, c, max, &dir)?
+            nptcp(&g, &t, c, range, &dir)?
         };
-        netpipe::write_outputs(&dir, &[("qcg", &q), ("NPtcp", &np)])?;
+        netpipe::write_outputs(&dir, &[("qcg", &q), ("NPtcp", &np)], &["qcg"])?;
         rows.push((
             c.name.clone(),
             how,

@@ -14,20 +14,48 @@ const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 
+/// Tick values for a log axis from `lo` to `hi`: the ends, and the powers of ten
+/// between them (those too close to an end to be read apart left out).
 fn ticks(lo: f64, hi: f64) -> Vec<f64> {
-    let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
-    (a..=b).map(|e| 10f64.powi(e)).collect()
+    let mut out = vec![lo];
+    let (a, b) = (lo.log10().ceil() as i32, hi.log10().floor() as i32);
+    let span = (hi.log10() - lo.log10()).max(f64::MIN_POSITIVE);
+    for e in a..=b {
+        let v = 10f64.powi(e);
+        let apart = |end: f64| ((v.log10() - end.log10()) / span).abs() > 0.06;
+        if apart(lo) && apart(hi) {
+            out.push(v);
+        }
+    }
+    if hi > lo {
+        out.push(hi);
+    }
+    out
+}
+
+/// The ends of a log axis holding `lo..=hi`: the measured range itself (a single
+/// value gets half a decade each side).
+fn axis(lo: f64, hi: f64) -> (f64, f64) {
+    if hi > lo {
+        (lo.log10(), hi.log10())
+    } else {
+        (lo.log10() - 0.5, hi.log10() + 0.5)
+    }
 }
 
 fn label(v: f64) -> String {
+    let short = |x: f64| {
+        let t = format!("{x:.3}");
+        t.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
     if v >= 1e6 {
-        format!("{}M", v / 1e6)
+        format!("{}M", short(v / 1e6))
     } else if v >= 1e3 {
-        format!("{}k", v / 1e3)
+        format!("{}k", short(v / 1e3))
     } else if v >= 1.0 {
-        format!("{v}")
+        short(v)
     } else {
-        format!("{v:e}")
+        format!("{v:.2e}")
     }
 }
 
@@ -65,14 +93,9 @@ pub fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series]) -> Stri
         fold(f64::min, f64::MAX, |p| p.1),
         fold(f64::max, 0.0, |p| p.1),
     );
-    let (lx0, lx1) = (
-        x0.log10().floor(),
-        x1.log10().ceil().max(x0.log10().floor() + 1.0),
-    );
-    let (ly0, ly1) = (
-        y0.log10().floor(),
-        y1.log10().ceil().max(y0.log10().floor() + 1.0),
-    );
+    // The axes span what was measured, no more (a size axis ends at --max).
+    let (lx0, lx1) = axis(x0, x1);
+    let (ly0, ly1) = axis(y0, y1);
     let px = |x: f64| l + (x.log10() - lx0) / (lx1 - lx0) * (w - l - r);
     let py = |y: f64| h - b - (y.log10() - ly0) / (ly1 - ly0) * (h - t - b);
     for tx in ticks(10f64.powf(lx0), 10f64.powf(lx1)) {
@@ -146,4 +169,31 @@ pub fn chart(title: &str, xlabel: &str, ylabel: &str, series: &[Series]) -> Stri
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axes_end_where_the_measures_end() {
+        let t = ticks(1.0, 8.0 * 1048576.0);
+        assert_eq!(t.first(), Some(&1.0));
+        assert_eq!(t.last(), Some(&8388608.0));
+        assert!(t.iter().all(|&v| v <= 8388608.0), "{t:?}");
+        // 1e7 would be past the largest size.
+        assert!(!t.contains(&1e7));
+        let s = chart(
+            "t",
+            "bytes",
+            "Mbps",
+            &[Series {
+                name: "a".into(),
+                points: vec![(1.0, 2.0), (8388608.0, 9000.0)],
+            }],
+        );
+        assert!(s.contains(">8.389M<"), "{s}");
+        assert!(!s.contains(">10M<"), "{s}");
+        assert_eq!(axis(5.0, 5.0), (5f64.log10() - 0.5, 5f64.log10() + 0.5));
+    }
 }

@@ -10,17 +10,20 @@
 use qcg_helper::pgroup;
 use qcg_proto::{Request, Response};
 use std::future::Future;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
 /// How long the output of ended ranks is still read (a process that left their
 /// group may hold it open).
 const DRAIN: Duration = Duration::from_secs(2);
 
 /// A job to start.
+#[derive(Debug, Clone, Default)]
 pub struct Job {
     /// Job id.
     pub id: String,
@@ -32,6 +35,31 @@ pub struct Job {
     pub args: Vec<String>,
     /// The helper socket of each rank's node.
     pub sockets: Vec<PathBuf>,
+    /// Where the ranks' output goes and what they get besides the job's variables.
+    pub io: Io,
+}
+
+/// A job's input, output and extra environment, as mpirun's options set them.
+#[derive(Debug, Clone, Default)]
+pub struct Io {
+    /// Each line a rank prints is prefixed with `[RANK] ` (`--tag-output`);
+    /// otherwise lines pass as the rank printed them, as under mpirun.
+    pub tag_output: bool,
+    /// Each rank's stdout and stderr go to `DIR/1/rank.N/stdout` and `stderr`
+    /// (Open MPI's `--output-filename` layout) instead of the launcher's.
+    pub output_dir: Option<PathBuf>,
+    /// Rank 0 reads the launcher's stdin (the others read /dev/null).
+    pub stdin_to_rank0: bool,
+    /// Variables set for every rank (`-x VAR=VALUE`), before the job's own.
+    pub env: Vec<(String, String)>,
+}
+
+impl Io {
+    /// The files rank `rank`'s stdout and stderr go to under `--output-filename DIR`.
+    pub fn output_files(dir: &Path, rank: usize) -> (PathBuf, PathBuf) {
+        let d = dir.join("1").join(format!("rank.{rank}"));
+        (d.join("stdout"), d.join("stderr"))
+    }
 }
 
 /// Why a job was stopped from outside.
@@ -110,21 +138,66 @@ fn describe(status: &ExitStatus) -> String {
     }
 }
 
-/// Starts every rank, prints their output prefixed with `[rank]`, waits for all of
-/// them. When a rank fails the others are stopped, as MPI does.
+/// A rank's end as its waiting thread saw it.
+struct End {
+    rank: usize,
+    status: std::io::Result<ExitStatus>,
+    /// When the thread blocked in `waitpid` for it woke up.
+    at: Instant,
+}
+
+/// What a rank said of a peer: `rank K is gone` (libqcg's words for a peer whose
+/// links broke, [`qcg::Error::PeerLost`]) on its stderr names K, the rank its own
+/// failure followed from.
+fn peer_gone(line: &[u8]) -> Option<u32> {
+    let text = String::from_utf8_lossy(line);
+    let (before, _) = text.split_once(" is gone")?;
+    before.rsplit_once("rank ")?.1.trim().parse().ok()
+}
+
+/// Kills every rank's group if the launcher is dropped before the job ended (the
+/// ranks are waited for by threads, which a dropped future does not stop).
+struct Groups {
+    pgids: Vec<u32>,
+    done: bool,
+}
+
+impl Drop for Groups {
+    fn drop(&mut self) {
+        if !self.done {
+            for &g in &self.pgids {
+                pgroup::signal_group(g, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+/// Starts every rank, passes their output on, waits for all of them. When a rank
+/// fails the others are stopped, as MPI does.
 pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
     run_until(job, std::future::pending()).await
 }
 
 /// Like [`run`], and stops every rank when `stop` resolves first.
+///
+/// The rank blamed for a failure is settled once every rank has ended, not taken
+/// from the first end seen: a rank that exits makes its peers fail a moment later
+/// (their links break), and on a busy machine the launcher may see them first. A
+/// rank this launcher's stop killed is not blamed, nor one whose stderr said that
+/// another failed rank `is gone`; of the rest, the one whose waiting thread woke
+/// first.
 pub async fn run_until(job: &Job, stop: impl Future<Output = Stop>) -> anyhow::Result<Outcome> {
     let n = job.sockets.len();
     let topology = topology(&job.sockets).await?;
-    let mut children: Vec<tokio::process::Child> = Vec::with_capacity(n);
-    let mut groups: Vec<u32> = Vec::with_capacity(n);
+    let mut groups = Groups {
+        pgids: Vec::with_capacity(n),
+        done: false,
+    };
     let mut printers = tokio::task::JoinSet::new();
+    let said: Said = Arc::new(Mutex::new(vec![None; n]));
+    let (ends_tx, mut ends) = tokio::sync::mpsc::unbounded_channel::<End>();
     for (rank, socket) in job.sockets.iter().enumerate() {
-        let mut cmd = Command::new(&job.program);
+        let mut cmd = std::process::Command::new(&job.program);
         let vars = qcg_proto::env::JobVars {
             job: job.id.clone(),
             rank: rank as u32,
@@ -134,104 +207,130 @@ pub async fn run_until(job: &Job, stop: impl Future<Output = Stop>) -> anyhow::R
             groups: Some(qcg_proto::groups::encode(&[("all".to_string(), n as u32)])),
             topology: Some(topology.clone()),
         };
+        let stdin = if rank == 0 && job.io.stdin_to_rank0 {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        };
         cmd.args(&job.args)
+            .envs(job.io.env.iter().map(|(k, v)| (k, v)))
             .envs(vars.pairs())
             .env(qcg_proto::env::HELPER, socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = match cmd.spawn().map(|c| {
-            let pid = c.id();
-            (c, pid)
-        }) {
-            Ok((c, Some(pid))) => {
-                groups.push(pid);
-                c
+            .stdin(stdin)
+            .process_group(0);
+        match &job.io.output_dir {
+            Some(dir) => {
+                let (out, err) = Io::output_files(dir, rank);
+                let open = |p: &Path| -> anyhow::Result<std::fs::File> {
+                    if let Some(d) = p.parent() {
+                        std::fs::create_dir_all(d)
+                            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", d.display()))?;
+                    }
+                    std::fs::File::create(p)
+                        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", p.display()))
+                };
+                let files = open(&out).and_then(|o| Ok((o, open(&err)?)));
+                match files {
+                    Ok((o, e)) => cmd.stdout(o).stderr(e),
+                    Err(e) => {
+                        pgroup::kill_groups(&groups.pgids).await;
+                        return Err(e);
+                    }
+                };
             }
-            Ok((_, None)) => {
-                pgroup::kill_groups(&groups).await;
-                anyhow::bail!("rank {rank} ended before it could be watched");
+            None => {
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
             }
+        }
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
             Err(e) => {
-                pgroup::kill_groups(&groups).await;
+                pgroup::kill_groups(&groups.pgids).await;
                 anyhow::bail!(
                     "cannot start {} for rank {rank}: {e}",
                     job.program.display()
                 );
             }
         };
+        groups.pgids.push(child.id());
+        let tag = job.io.tag_output.then(|| format!("[{rank}] "));
         if let Some(out) = child.stdout.take() {
-            printers.spawn(async move {
-                let mut lines = BufReader::new(out).lines();
-                while let Ok(Some(l)) = lines.next_line().await {
-                    println!("[{rank}] {l}");
-                }
-            });
+            let out = tokio::process::ChildStdout::from_std(out)?;
+            printers.spawn(pass_lines(out, tag.clone(), None));
         }
         if let Some(err) = child.stderr.take() {
-            printers.spawn(async move {
-                let mut lines = BufReader::new(err).lines();
-                while let Ok(Some(l)) = lines.next_line().await {
-                    eprintln!("[{rank}] {l}");
-                }
+            let err = tokio::process::ChildStderr::from_std(err)?;
+            printers.spawn(pass_lines(err, tag, Some((rank, said.clone()))));
+        }
+        if let Some(mut input) = child.stdin.take() {
+            // A plain thread: a read of a terminal cannot be cancelled, and the
+            // launcher's process ends it when the job is over.
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut input);
             });
         }
-        children.push(child);
+        let tx = ends_tx.clone();
+        let group = child.id();
+        std::thread::Builder::new()
+            .name(format!("rank-{rank}-wait"))
+            .spawn(move || {
+                let status = child.wait();
+                let at = Instant::now();
+                // What the rank left behind in its group goes with it: it would hold
+                // the rank's output open and run on unseen.
+                pgroup::signal_group(group, rustix::process::Signal::KILL);
+                let _ = tx.send(End { rank, status, at });
+            })?;
     }
+    drop(ends_tx);
 
     let mut statuses: Vec<Option<ExitStatus>> = vec![None; n];
-    let mut failure: Option<(u32, String)> = None;
+    let mut failed: Vec<(Instant, u32, String)> = Vec::new();
     let mut stopped: Option<Stop> = None;
-    let mut waits: tokio::task::JoinSet<(usize, std::io::Result<ExitStatus>)> = Default::default();
-    for (rank, mut child) in children.into_iter().enumerate() {
-        let group = groups[rank];
-        waits.spawn(async move {
-            let status = child.wait().await;
-            // What the rank left behind in its group goes with it: it would hold the
-            // rank's output open and run on unseen.
-            pgroup::signal_group(group, rustix::process::Signal::KILL);
-            (rank, status)
-        });
-    }
+    let mut failing = false;
+    let mut left = n;
     // The stop of every group runs beside the waits: once it is under way, the
     // ranks' ends are still collected as they come.
     let mut stopping: Option<tokio::task::JoinHandle<Vec<u32>>> = None;
-    let begin_stop = |stopping: &mut Option<tokio::task::JoinHandle<Vec<u32>>>| {
+    let mut stop_began: Option<Instant> = None;
+    let mut begin_stop = |stopping: &mut Option<tokio::task::JoinHandle<Vec<u32>>>| {
         if stopping.is_none() {
-            let groups = groups.clone();
+            stop_began = Some(Instant::now());
+            let groups = groups.pgids.clone();
             *stopping = Some(tokio::spawn(async move {
                 pgroup::stop_groups(&groups, pgroup::GRACE).await
             }));
         }
     };
+    let note = |end: End,
+                statuses: &mut Vec<Option<ExitStatus>>,
+                failed: &mut Vec<(Instant, u32, String)>| {
+        let rank = end.rank as u32;
+        match end.status {
+            Ok(s) => {
+                statuses[end.rank] = Some(s);
+                if !s.success() {
+                    failed.push((end.at, rank, describe(&s)));
+                }
+            }
+            Err(e) => failed.push((end.at, rank, format!("could not be waited for: {e}"))),
+        }
+    };
     tokio::pin!(stop);
-    loop {
+    while left > 0 {
         tokio::select! {
-            done = waits.join_next() => {
-                let Some(done) = done else { break };
-                let Ok((rank, status)) = done else { continue };
-                match status {
-                    Ok(s) => {
-                        statuses[rank] = Some(s);
-                        if !s.success() && failure.is_none() && stopped.is_none() {
-                            failure = Some((rank as u32, describe(&s)));
-                            if !waits.is_empty() {
-                                eprintln!(
-                                    "qcg: rank {rank} {}; stopping the other ranks",
-                                    describe(&s)
-                                );
-                            }
-                            begin_stop(&mut stopping);
-                        }
+            end = ends.recv() => {
+                let Some(end) = end else { break };
+                left -= 1;
+                note(end, &mut statuses, &mut failed);
+                if !failing && stopped.is_none() && !failed.is_empty() {
+                    // Which rank to blame is settled once all have ended: the one
+                    // that failed may end after the peers its end made fail.
+                    failing = true;
+                    if left > 0 {
+                        eprintln!("qcg: job {}: a rank failed; stopping the other ranks", job.id);
                     }
-                    Err(e) => {
-                        if failure.is_none() && stopped.is_none() {
-                            failure = Some((rank as u32, format!("could not be waited for: {e}")));
-                            begin_stop(&mut stopping);
-                        }
-                    }
+                    begin_stop(&mut stopping);
                 }
             }
             why = &mut stop, if stopped.is_none() => {
@@ -246,11 +345,12 @@ pub async fn run_until(job: &Job, stop: impl Future<Output = Stop>) -> anyhow::R
         Some(h) => h.await.unwrap_or_default(),
         None => Vec::new(),
     };
-    for g in pgroup::kill_groups(&groups).await {
+    for g in pgroup::kill_groups(&groups.pgids).await {
         if !survivors.contains(&g) {
             survivors.push(g);
         }
     }
+    groups.done = true;
     // Output still buffered is printed; a pipe held open from outside the groups is
     // not waited for long.
     let _ = tokio::time::timeout(DRAIN, async {
@@ -258,12 +358,95 @@ pub async fn run_until(job: &Job, stop: impl Future<Output = Stop>) -> anyhow::R
     })
     .await;
     printers.abort_all();
+    let failure = if failing {
+        let said = said.lock().map(|s| s.clone()).unwrap_or_default();
+        blame(failed, &statuses, &said, stop_began)
+    } else {
+        None
+    };
     Ok(Outcome {
         statuses,
         failure,
         stopped,
         survivors,
     })
+}
+
+/// Per rank, the peer its stderr last said `is gone` ([`peer_gone`]).
+type Said = Arc<Mutex<Vec<Option<u32>>>>;
+
+/// The failed rank to name, and how it ended: see [`run_until`]. `failed` holds
+/// (when its waiting thread woke, rank, description).
+fn blame(
+    mut failed: Vec<(Instant, u32, String)>,
+    statuses: &[Option<ExitStatus>],
+    said: &[Option<u32>],
+    stop_began: Option<Instant>,
+) -> Option<(u32, String)> {
+    use std::os::unix::process::ExitStatusExt;
+    failed.sort_by_key(|f| f.0);
+    let ours = |(at, rank, _): &(Instant, u32, String)| {
+        let signalled = statuses[*rank as usize]
+            .and_then(|s| s.signal())
+            .is_some_and(|s| s == libc_sig::TERM || s == libc_sig::KILL);
+        signalled && stop_began.is_some_and(|t| *at >= t)
+    };
+    let failed_ranks: Vec<u32> = failed.iter().map(|f| f.1).collect();
+    let secondary = |(_, rank, _): &(Instant, u32, String)| {
+        said[*rank as usize].is_some_and(|p| p != *rank && failed_ranks.contains(&p))
+    };
+    failed
+        .iter()
+        .find(|f| !ours(f) && !secondary(f))
+        .or_else(|| failed.iter().find(|f| !ours(f)))
+        .or_else(|| failed.first())
+        .map(|(_, rank, why)| (*rank, why.clone()))
+}
+
+/// The signals a stop sends.
+mod libc_sig {
+    pub const TERM: i32 = 15;
+    pub const KILL: i32 = 9;
+}
+
+/// Passes a rank's output on line by line (so that ranks' lines do not mix), as
+/// bytes: what is not UTF-8 passes too. `stderr` is set for a rank's stderr, which
+/// is also read for the peer it says is gone.
+async fn pass_lines(
+    from: impl tokio::io::AsyncRead + Unpin,
+    tag: Option<String>,
+    stderr: Option<(usize, Said)>,
+) {
+    use std::io::Write;
+    let mut from = BufReader::new(from);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match from.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if !line.ends_with(b"\n") {
+            line.push(b'\n');
+        }
+        let write = |w: &mut dyn Write| {
+            if let Some(t) = &tag {
+                let _ = w.write_all(t.as_bytes());
+            }
+            let _ = w.write_all(&line);
+            let _ = w.flush();
+        };
+        if let Some((rank, said)) = &stderr {
+            if let Some(peer) = peer_gone(&line) {
+                if let Ok(mut s) = said.lock() {
+                    s[*rank] = Some(peer);
+                }
+            }
+            write(&mut std::io::stderr().lock());
+        } else {
+            write(&mut std::io::stdout().lock());
+        }
+    }
 }
 
 /// Asks a helper which cluster and node it serves.
@@ -305,5 +488,58 @@ pub async fn end_job(socket: &Path, job: &str) -> anyhow::Result<()> {
     match qcg_proto::frame::read_frame::<Response, _>(&mut s).await? {
         Some(Response::Ok) => Ok(()),
         other => anyhow::bail!("job end not acknowledged: {other:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn the_peer_a_rank_says_is_gone() {
+        let l = b"qcg-mpi: MPI_Barrier failed on rank 2: MPI_ERR_OTHER: barrier: rank 0 failed: barrier: rank 1 is gone: it closed its link; aborting the job\n";
+        assert_eq!(peer_gone(l), Some(1));
+        assert_eq!(peer_gone(b"rank 12 is gone: its process exited"), Some(12));
+        assert_eq!(peer_gone(b"everything is gone"), None);
+        assert_eq!(peer_gone(b"hello"), None);
+    }
+
+    #[test]
+    fn the_rank_whose_end_made_the_others_fail_is_blamed() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let exit = |c: i32| Some(ExitStatus::from_raw(c << 8));
+        let killed = |s: i32| Some(ExitStatus::from_raw(s));
+        // Rank 2 and rank 0 were seen before rank 1, but both said rank 1 was gone.
+        let statuses = [exit(16), exit(7), exit(16), killed(15)];
+        let failed = vec![
+            (at(0), 2, "exited with status 16".to_string()),
+            (at(1), 0, "exited with status 16".to_string()),
+            (at(2), 1, "exited with status 7".to_string()),
+            (at(3), 3, "was killed by signal 15".to_string()),
+        ];
+        let said = [Some(1), None, Some(1), None];
+        assert_eq!(
+            blame(failed.clone(), &statuses, &said, Some(at(0))),
+            Some((1, "exited with status 7".to_string()))
+        );
+        // Nothing said: the first seen.
+        assert_eq!(
+            blame(failed.clone(), &statuses, &[None; 4], Some(at(0)))
+                .unwrap()
+                .0,
+            2
+        );
+        // A rank our stop killed is not blamed, even if seen first.
+        let statuses = [killed(15), exit(7)];
+        let failed = vec![
+            (at(5), 0, "was killed by signal 15".to_string()),
+            (at(6), 1, "exited with status 7".to_string()),
+        ];
+        assert_eq!(
+            blame(failed, &statuses, &[None; 2], Some(at(4))).unwrap().0,
+            1
+        );
     }
 }

@@ -4,4 +4,5 @@
 pub mod client;
 pub mod grid;
 pub mod launch;
+pub mod mpiargs;
 pub mod submit;

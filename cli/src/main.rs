@@ -1,7 +1,7 @@
 //! `qcg`: the user's command line.
 
 use clap::{Args, Parser, Subcommand};
-use qcg_cli::{client, grid, launch, submit};
+use qcg_cli::{client, grid, launch, mpiargs, submit};
 use qcg_proto::tls::{Ca, Role};
 use std::path::PathBuf;
 
@@ -18,15 +18,18 @@ enum Cmd {
     /// Manage the grid's certificate authority.
     #[command(subcommand)]
     Ca(CaCmd),
-    /// Run a job of N processes.
+    /// Run a job of N processes, as mpirun does.
     ///
     /// Without --helper, starts an embedded local grid on loopback (a broker,
     /// --clusters frontals, --nodes-per-cluster helpers each, an ephemeral CA) and
     /// runs the job on it. With --helper, runs the job on already running helpers.
-    /// Each line a rank prints is prefixed with `[RANK]`. Exits non-zero, naming the
-    /// rank and its status, if any rank fails; the other ranks are then stopped.
+    /// What ranks print passes as they print it (`--tag-output` puts `[RANK] ` before
+    /// each line); rank 0 reads `qcg run`'s stdin. Exits non-zero, naming the rank and
+    /// its status, if any rank fails; the other ranks are then stopped. Open MPI's
+    /// spellings work too: `qcg run -np 4 ./a.out` (`--` before the program is
+    /// optional).
     Run {
-        /// Number of processes.
+        /// Number of processes (`-np N` works too).
         #[arg(short = 'n', long = "np")]
         n: u32,
         /// Clusters of the embedded grid (ranks are cut into one block per cluster).
@@ -42,6 +45,23 @@ enum Cmd {
         /// Stop the job after this many seconds.
         #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
+        /// Set VAR for every rank: to VALUE, or to its value here (repeatable).
+        #[arg(short = 'x', value_name = "VAR[=VALUE]")]
+        export: Vec<String>,
+        /// Put `[RANK] ` before each line a rank prints.
+        #[arg(long)]
+        tag_output: bool,
+        /// Write each rank's stdout and stderr to DIR/1/rank.N/stdout and stderr
+        /// (Open MPI's layout) instead of the terminal.
+        #[arg(long, value_name = "DIR")]
+        output_filename: Option<PathBuf>,
+        /// Accepted for mpirun's sake and ignored: ranks go where --clusters,
+        /// --nodes-per-cluster or --helper put them (a note on stderr says so).
+        #[arg(long, visible_alias = "machinefile", value_name = "FILE")]
+        hostfile: Option<PathBuf>,
+        /// Accepted for mpirun's sake: qcg never limits ranks to the cores.
+        #[arg(long)]
+        oversubscribe: bool,
         /// The program and its arguments.
         #[arg(last = true, required = true, value_name = "PROGRAM [ARGS]")]
         command: Vec<String>,
@@ -65,6 +85,29 @@ enum Cmd {
         /// (file, line and column) when it is not. Nothing is submitted.
         #[arg(long)]
         check: bool,
+        /// Submit and return at once, printing only the job id on stdout; follow it
+        /// later with `qcg output ID --follow` (needs --broker).
+        #[arg(long)]
+        detach: bool,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// List your jobs (an admin certificate: every job), one line each as squeue:
+    /// JOBID, NAME (the profile's appId), USER, ST (PD queued, R running, CD done,
+    /// F failed, CA cancelled), RANKS, NODELIST(REASON).
+    Jobs {
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Print what a submitted job's ranks have printed (`[RANK] line`), as far as the
+    /// broker keeps it; with --follow, then what they print until the job ends, and
+    /// exit as `qcg submit` would (Ctrl-C stops following, not the job).
+    Output {
+        /// The job id `qcg submit` printed.
+        id: String,
+        /// Go on until the job ends.
+        #[arg(long, short = 'f')]
+        follow: bool,
         #[command(flatten)]
         broker: BrokerArgs,
     },
@@ -180,7 +223,13 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let mut argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("run") {
+        let rest = mpiargs::normalize_run(&argv[2..]);
+        argv.truncate(2);
+        argv.extend(rest);
+    }
+    let cli = Cli::parse_from(argv);
     match cli.cmd {
         Cmd::Ca(CaCmd::Init { dir }) => {
             if dir.join("ca.key").exists() {
@@ -232,7 +281,12 @@ fn main() {
                 dir.join(qcg_proto::revocation::CRL_FILE).display()
             );
         }
-        Cmd::Submit { job, check, broker } => {
+        Cmd::Submit {
+            job,
+            check,
+            detach,
+            broker,
+        } => {
             let (xml, profile) = submit::check(&job).unwrap_or_else(|f| fail(f.code, f.message));
             if check {
                 println!(
@@ -244,19 +298,60 @@ fn main() {
                 );
                 return;
             }
-            let workdir = std::env::current_dir()
-                .ok()
-                .map(|d| d.to_string_lossy().into_owned());
+            let cwd = std::env::current_dir().unwrap_or_else(|e| fail(1, e));
+            let workdir = Some(cwd.to_string_lossy().into_owned());
             let client = broker.client();
             let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            if detach {
+                let client = client.unwrap_or_else(|| {
+                    fail(2, "--detach needs --broker URL (or QCG_BROKER): an embedded grid ends with qcg")
+                });
+                match rt.block_on(submit::submit(&client, &xml, workdir.as_deref())) {
+                    Ok((id, _)) => {
+                        eprintln!("qcg: job {id} submitted; `qcg output {id} --follow` follows it");
+                        println!("{id}");
+                        return;
+                    }
+                    Err(f) => fail(f.code, f.message),
+                }
+            }
+            let mut sinks = submit::Sinks::for_profile(&profile, &cwd)
+                .unwrap_or_else(|f| fail(f.code, f.message));
             let r = rt.block_on(async {
                 match client {
-                    Some(c) => submit::submit_and_follow(&c, &xml, workdir.as_deref()).await,
-                    None => submit::run_embedded(&profile, &xml, workdir.as_deref()).await,
+                    Some(c) => {
+                        submit::submit_and_follow(&c, &xml, workdir.as_deref(), &mut sinks).await
+                    }
+                    None => {
+                        submit::run_embedded(&profile, &xml, workdir.as_deref(), &mut sinks).await
+                    }
                 }
             });
             match r {
                 Ok(code) => std::process::exit(code),
+                Err(f) => fail(f.code, f.message),
+            }
+        }
+        Cmd::Jobs { broker } => {
+            let client = broker.required();
+            let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            if let Err(f) = rt.block_on(submit::jobs(&client)) {
+                fail(f.code, f.message)
+            }
+        }
+        Cmd::Output { id, follow, broker } => {
+            let client = broker.required();
+            let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            if follow {
+                let mut sinks = submit::Sinks::default();
+                match rt.block_on(submit::follow(&client, &id, &mut sinks, false)) {
+                    Ok(code) => std::process::exit(code),
+                    Err(f) => fail(f.code, f.message),
+                }
+            }
+            match rt.block_on(submit::output(&client, &id)) {
+                Ok(true) => {}
+                Ok(false) => fail(1, format!("no job `{id}` at this broker")),
                 Err(f) => fail(f.code, f.message),
             }
         }
@@ -284,11 +379,33 @@ fn main() {
             nodes_per_cluster,
             helpers,
             timeout,
+            export,
+            tag_output,
+            output_filename,
+            hostfile,
+            oversubscribe: _,
             command,
         } => {
             if n == 0 {
                 fail(2, "-n must be at least 1");
             }
+            if let Some(h) = hostfile {
+                eprintln!(
+                    "qcg: --hostfile {} ignored: ranks go where --clusters, \
+                     --nodes-per-cluster or --helper put them",
+                    h.display()
+                );
+            }
+            let io = launch::Io {
+                tag_output,
+                output_dir: output_filename,
+                stdin_to_rank0: stdin_is_ours(),
+                env: export
+                    .iter()
+                    .map(|x| exported(x))
+                    .collect::<Result<_, _>>()
+                    .unwrap_or_else(|e| fail(2, e)),
+            };
             let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
             let code = rt.block_on(run(
                 n,
@@ -296,11 +413,49 @@ fn main() {
                 nodes_per_cluster,
                 helpers,
                 timeout,
+                io,
                 command,
             ));
             std::process::exit(code);
         }
     }
+}
+
+/// Whether rank 0 may be given our stdin: not when it is the terminal and `qcg run`
+/// runs in the background (`qcg run ... &`), where reading it would stop `qcg run`
+/// (SIGTTIN); rank 0 then reads /dev/null.
+fn stdin_is_ours() -> bool {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() {
+        return true;
+    }
+    // /proc/self/stat after the command name: state ppid pgrp session tty_nr tpgid.
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    matches!((f.get(2), f.get(5)), (Some(pgrp), Some(tpgid)) if pgrp == tpgid)
+}
+
+/// `-x VAR=VALUE`, or `-x VAR` for VAR's value here.
+fn exported(x: &str) -> Result<(String, String), String> {
+    let (var, value) = match x.split_once('=') {
+        Some((var, value)) => (var, Some(value.to_string())),
+        None => (x, None),
+    };
+    if var.is_empty() || var.contains(char::is_whitespace) {
+        return Err(format!(
+            "-x {x}: not a variable name (-x VAR or -x VAR=VALUE)"
+        ));
+    }
+    let value = match value {
+        Some(v) => v,
+        None => std::env::var(var).map_err(|_| format!("-x {var}: {var} is not set here"))?,
+    };
+    Ok((var.to_string(), value))
 }
 
 async fn run(
@@ -309,6 +464,7 @@ async fn run(
     nodes_per_cluster: usize,
     helpers: Vec<PathBuf>,
     timeout: Option<u64>,
+    io: launch::Io,
     command: Vec<String>,
 ) -> i32 {
     // Ranks run in process groups of their own, out of reach of the terminal's
@@ -337,6 +493,7 @@ async fn run(
         program: PathBuf::from(&command[0]),
         args: command[1..].to_vec(),
         sockets,
+        io,
     };
     let outcome = launch::run_until(&job, stop).await;
     let outcome = outcome.unwrap_or_else(|e| fail(1, e));

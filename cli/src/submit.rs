@@ -1,6 +1,6 @@
-//! `qcg submit`, `qcg status` and `qcg cancel`: a JobProfile to the broker's HTTPS
-//! job API, the ranks' output followed as it comes, and the job's outcome as the
-//! exit status. Without a broker, `qcg submit` starts an embedded grid shaped for
+//! `qcg submit`, `qcg jobs`, `qcg status`, `qcg output` and `qcg cancel`: a
+//! JobProfile to the broker's HTTPS job API, the ranks' output followed as it comes
+//! (or later), and the job's outcome as the exit status. Without a broker, `qcg submit` starts an embedded grid shaped for
 //! the profile ([`shape_for`]) and submits to it the same way.
 
 use crate::client::{encode_query, Client};
@@ -190,13 +190,25 @@ fn interrupted() -> impl std::future::Future<Output = ()> {
 }
 
 /// Prints the job's output as it comes (`[rank] line`, stdout and stderr kept
-/// apart) until it is finished; returns the exit status for its outcome. Ctrl-C
-/// (SIGINT) or SIGTERM cancels the job (its processes are stopped) and keeps
-/// following to the end.
-pub async fn follow(client: &Client, id: &str) -> Result<i32, Failure> {
+/// apart, or into `sinks`' files) until it is finished; returns the exit status for
+/// its outcome. With `cancel`, Ctrl-C (SIGINT) or SIGTERM cancels the job (its
+/// processes are stopped) and following goes on to the end; without, the default
+/// action of those signals ends the follower alone (`qcg output --follow`).
+pub async fn follow(
+    client: &Client,
+    id: &str,
+    sinks: &mut Sinks,
+    cancel: bool,
+) -> Result<i32, Failure> {
     let mut from = 0u64;
-    let mut cancelled = false;
-    let ctrl_c = interrupted();
+    let mut cancelled = !cancel;
+    let handlers = cancel.then(interrupted);
+    let ctrl_c = async {
+        match handlers {
+            Some(h) => h.await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::pin!(ctrl_c);
     let mut errors = 0;
     loop {
@@ -251,13 +263,18 @@ pub async fn follow(client: &Client, id: &str) -> Result<i32, Failure> {
             for l in page["lines"].as_array().into_iter().flatten() {
                 let rank = l["rank"].as_u64().unwrap_or(0);
                 let text = l["text"].as_str().unwrap_or("");
-                let _ = if l["stream"] == "stderr" {
-                    writeln!(err, "[{rank}] {text}")
+                let (file, term): (_, &mut dyn Write) = if l["stream"] == "stderr" {
+                    (sinks.stderr.as_mut(), &mut err)
                 } else {
-                    writeln!(out, "[{rank}] {text}")
+                    (sinks.stdout.as_mut(), &mut out)
+                };
+                let _ = match file {
+                    Some(f) => writeln!(f, "{text}"),
+                    None => writeln!(term, "[{rank}] {text}"),
                 };
             }
             let _ = out.flush();
+            sinks.flush();
         }
         from = page["next"].as_u64().unwrap_or(from);
         if page["finished"].as_bool() == Some(true) {
@@ -286,6 +303,7 @@ pub async fn submit_and_follow(
     client: &Client,
     xml: &str,
     workdir: Option<&str>,
+    sinks: &mut Sinks,
 ) -> Result<i32, Failure> {
     let (id, job) = submit(client, xml, workdir).await?;
     let state = job["status"]["state"].as_str().unwrap_or("?");
@@ -294,7 +312,7 @@ pub async fn submit_and_follow(
     } else {
         eprintln!("qcg: job {id} submitted ({})", placement(&job));
     }
-    follow(client, &id).await
+    follow(client, &id, sinks, true).await
 }
 
 /// `qcg submit` without a broker: an embedded grid shaped for the profile.
@@ -302,6 +320,7 @@ pub async fn run_embedded(
     profile: &JobProfile,
     xml: &str,
     workdir: Option<&str>,
+    sinks: &mut Sinks,
 ) -> Result<i32, Failure> {
     let grid = LocalGrid::start_shaped(&shape_for(profile))
         .await
@@ -312,7 +331,7 @@ pub async fn run_embedded(
             .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
         let client = Client::new(&grid.https_url(), &grid.client)
             .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
-        submit_and_follow(&client, xml, workdir).await
+        submit_and_follow(&client, xml, workdir, sinks).await
     }
     .await;
     grid.shutdown().await;
@@ -358,6 +377,179 @@ pub async fn cancel(client: &Client, id: &str) -> Result<bool, Failure> {
             EXIT_FAILED,
             format!("the broker answered {s}: {}", a.error_message()),
         )),
+    }
+}
+
+/// Where a followed job's output goes: the files the profile's `<stdout>` and
+/// `<stderr>` name, else the terminal (`[RANK] ` before each line).
+#[derive(Default)]
+pub struct Sinks {
+    /// The `<stdout>` file.
+    pub stdout: Option<std::io::BufWriter<std::fs::File>>,
+    /// The `<stderr>` file.
+    pub stderr: Option<std::io::BufWriter<std::fs::File>>,
+}
+
+impl Sinks {
+    /// The files of `profile`'s `<stdout>` and `<stderr>`, created (truncated), a
+    /// relative path taken from its `<workingDirectory>` or else from `cwd`. Every
+    /// rank's lines go to them, as printed; the same file may be named for both.
+    pub fn for_profile(profile: &JobProfile, cwd: &Path) -> Result<Sinks, Failure> {
+        let Some(ex) = &profile.task.execution else {
+            return Ok(Sinks::default());
+        };
+        let base = match &ex.working_directory {
+            Some(w) => cwd.join(w),
+            None => cwd.to_path_buf(),
+        };
+        let open = |name: &Option<String>, tag: &str| -> Result<_, Failure> {
+            let Some(name) = name else { return Ok(None) };
+            let path = base.join(name);
+            std::fs::File::create(&path)
+                .map(|f| Some(std::io::BufWriter::new(f)))
+                .map_err(|e| {
+                    Failure::new(
+                        EXIT_REFUSED,
+                        format!(
+                            "<{tag}>{name}</{tag}>: cannot create {}: {e}",
+                            path.display()
+                        ),
+                    )
+                })
+        };
+        let stdout = open(&ex.stdout, "stdout")?;
+        let stderr = if ex.stderr.is_some() && ex.stderr == ex.stdout {
+            // One file for both: a second handle would write over the first.
+            stdout
+                .as_ref()
+                .and_then(|w| w.get_ref().try_clone().ok())
+                .map(std::io::BufWriter::new)
+        } else {
+            open(&ex.stderr, "stderr")?
+        };
+        Ok(Sinks { stdout, stderr })
+    }
+
+    fn flush(&mut self) {
+        for w in [&mut self.stdout, &mut self.stderr].into_iter().flatten() {
+            let _ = w.flush();
+        }
+    }
+}
+
+/// Prints the caller's jobs (every job for an admin) as squeue does: one line each.
+pub async fn jobs(client: &Client) -> Result<(), Failure> {
+    let a = client
+        .request("GET", "/v1/jobs", Vec::new())
+        .await
+        .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+    if a.status != 200 {
+        return Err(Failure::new(
+            EXIT_FAILED,
+            format!("the broker answered {}: {}", a.status, a.error_message()),
+        ));
+    }
+    print!("{}", jobs_table(&a.json()));
+    Ok(())
+}
+
+/// squeue's short state codes.
+fn state_code(state: &str) -> &'static str {
+    match state {
+        "queued" => "PD",
+        "running" => "R",
+        "succeeded" => "CD",
+        "failed" => "F",
+        "cancelled" => "CA",
+        _ => "?",
+    }
+}
+
+/// The `qcg jobs` table of a `GET /v1/jobs` answer.
+pub fn jobs_table(list: &serde_json::Value) -> String {
+    let mut out = format!(
+        "{:<14} {:<16} {:<10} {:>2} {:>5}  {}\n",
+        "JOBID", "NAME", "USER", "ST", "RANKS", "NODELIST(REASON)"
+    );
+    for j in list.as_array().into_iter().flatten() {
+        let s = &j["status"];
+        let state = s["state"].as_str().unwrap_or("?");
+        let mut nodes: Vec<String> = Vec::new();
+        for r in j["ranks"].as_array().into_iter().flatten() {
+            let n = format!(
+                "{}/{}",
+                r["cluster"].as_str().unwrap_or("?"),
+                r["node"].as_str().unwrap_or("?")
+            );
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+        let where_ = match state {
+            "queued" => "(waiting for slots)".to_string(),
+            "failed" => format!(
+                "{} (rank {} {})",
+                nodes.join(","),
+                s["rank"],
+                s["reason"].as_str().unwrap_or("failed")
+            ),
+            _ => nodes.join(","),
+        };
+        out.push_str(&format!(
+            "{:<14} {:<16} {:<10} {:>2} {:>5}  {}\n",
+            j["id"].as_str().unwrap_or("?"),
+            j["app_id"].as_str().unwrap_or("?"),
+            j["owner"].as_str().unwrap_or("?"),
+            state_code(state),
+            j["ranks"].as_array().map_or(0, |r| r.len()),
+            where_
+        ));
+    }
+    out
+}
+
+/// Prints the output a job has printed so far (what the broker still holds), each
+/// line `[RANK] ...`; `Ok(false)` when the job is unknown.
+pub async fn output(client: &Client, id: &str) -> Result<bool, Failure> {
+    let mut from = 0u64;
+    loop {
+        let path = format!("/v1/jobs/{}/output?from={from}", encode_query(id));
+        let a = client
+            .request("GET", &path, Vec::new())
+            .await
+            .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+        match a.status {
+            200 => {}
+            404 => return Ok(false),
+            s => {
+                return Err(Failure::new(
+                    EXIT_FAILED,
+                    format!("the broker answered {s}: {}", a.error_message()),
+                ))
+            }
+        }
+        let page = a.json();
+        let lines = page["lines"].as_array().cloned().unwrap_or_default();
+        if let Some(n) = page["skipped"].as_u64().filter(|&n| n > 0) {
+            eprintln!("qcg: {n} earlier lines of job {id} are no longer kept by the broker");
+        }
+        {
+            let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
+            for l in &lines {
+                let rank = l["rank"].as_u64().unwrap_or(0);
+                let text = l["text"].as_str().unwrap_or("");
+                let _ = if l["stream"] == "stderr" {
+                    writeln!(err, "[{rank}] {text}")
+                } else {
+                    writeln!(out, "[{rank}] {text}")
+                };
+            }
+        }
+        let next = page["next"].as_u64().unwrap_or(from);
+        if lines.is_empty() || next <= from {
+            return Ok(true);
+        }
+        from = next;
     }
 }
 

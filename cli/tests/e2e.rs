@@ -93,6 +93,7 @@ fn run_job(g: &Grid, n: &str, example_name: &str) -> Output {
     Command::new(bin("qcg"))
         .args([
             "run",
+            "--tag-output",
             "-n",
             n,
             "--timeout",

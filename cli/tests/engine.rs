@@ -10,7 +10,14 @@ use std::process::{Command, Output};
 fn run(n: u32, scenario: &str, env: &[(&str, &str)]) -> (Output, String) {
     let o = Command::new(common::bin("qcg"))
         .env_remove("QCG_LOCAL_TCP_CC")
-        .args(["run", "-n", &n.to_string(), "--clusters", "2"])
+        .args([
+            "run",
+            "--tag-output",
+            "-n",
+            &n.to_string(),
+            "--clusters",
+            "2",
+        ])
         .args(["--nodes-per-cluster", "2", "--timeout", "240", "--"])
         .arg(common::example("engine_check"))
         .arg(scenario)

@@ -204,8 +204,8 @@ fn the_master_worker_job_runs_on_the_real_services() {
     let xml = std::fs::read_to_string(repo.join("jobprofile/examples-xml/master-worker.xml"))
         .unwrap()
         .replace(
-            "target/debug/examples/master_worker",
-            bin("examples/master_worker").to_str().unwrap(),
+            "<executable>master_worker<",
+            &format!("<executable>{}<", bin("examples/master_worker").display()),
         );
     let path = write(g.dir.path(), "mw.xml", &xml);
     let o = g.qcg_as("alice", &["submit", path.to_str().unwrap()]);
@@ -253,7 +253,7 @@ fn the_master_worker_job_runs_on_the_real_services() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(
-        out.contains("[0] vanilla master-worker: 48 chunks, 6 workers"),
+        out.contains("[0] vanilla master-worker: 48 chunks, 4 workers"),
         "{out}"
     );
     assert!(out.contains(": correct"), "{out}");
@@ -504,8 +504,8 @@ fn without_a_broker_the_job_runs_on_an_embedded_grid() {
     let xml = std::fs::read_to_string(repo.join("jobprofile/examples-xml/master-worker.xml"))
         .unwrap()
         .replace(
-            "target/debug/examples/master_worker",
-            bin("examples/master_worker").to_str().unwrap(),
+            "<executable>master_worker<",
+            &format!("<executable>{}<", bin("examples/master_worker").display()),
         );
     let path = write(dir.path(), "mw.xml", &xml);
     let o = Command::new(bin("qcg"))

@@ -10,7 +10,7 @@
 //!
 //! ```text
 //! qcg submit jobprofile/examples-xml/master-worker.xml             # hierarchical
-//! qcg run -n 4 -- target/debug/examples/master_worker --vanilla     # flat
+//! qcg run -n 4 target/release/examples/master_worker --vanilla       # flat
 //! ```
 
 use qcg::groups::{GroupComm, GroupViews};

@@ -42,8 +42,8 @@ fn init(level: c_int) -> Result<c_int, MpiError> {
     let _ = MAIN_THREAD.set(std::thread::current().id());
     *state::lock() = Some(st);
     PHASE.store(1, Ordering::SeqCst);
-    // SAFETY: registers a plain extern "C" function with no arguments.
-    if unsafe { libc::atexit(at_exit) } != 0 {
+    // SAFETY: registers a plain extern "C" function that ignores its argument.
+    if unsafe { super::on_exit(at_exit, std::ptr::null_mut()) } != 0 {
         return Err(MpiError::new(Class::Intern, "atexit failed"));
     }
     Ok(provided)

@@ -141,20 +141,32 @@ fn fail(name: &str, comm: c_int, e: MpiError) -> c_int {
     )
 }
 
-/// At exit: a process that initialized MPI but did not finalize fails the job.
-extern "C" fn at_exit() {
+/// At exit: a process that initialized MPI but did not finalize fails the job. Its
+/// own exit status is kept (`exit(7)` leaves with 7, as under Open MPI); only a
+/// status of 0 becomes 1, so the job does not pass for a success.
+extern "C" fn at_exit(status: c_int, _arg: *mut std::ffi::c_void) {
     if PHASE.load(Ordering::SeqCst) == 1 && !LEAVING.load(Ordering::SeqCst) {
         eprintln!(
             "qcg-mpi: {} exited without calling MPI_Finalize",
             rank_text()
         );
-        // SAFETY: flushing every C stream and leaving at once are what an atexit
-        // handler may do (`exit` again would be undefined behaviour).
-        unsafe {
-            libc::fflush(std::ptr::null_mut());
-            libc::_exit(1);
+        if status == 0 {
+            // SAFETY: flushing every C stream and leaving at once are what an exit
+            // handler may do (`exit` again would be undefined behaviour).
+            unsafe {
+                libc::fflush(std::ptr::null_mut());
+                libc::_exit(1);
+            }
         }
     }
+}
+
+extern "C" {
+    /// glibc's `on_exit`: as `atexit`, with the status given to `exit`.
+    pub(crate) fn on_exit(
+        f: extern "C" fn(c_int, *mut std::ffi::c_void),
+        arg: *mut std::ffi::c_void,
+    ) -> c_int;
 }
 
 // ---- pointer helpers -------------------------------------------------------
