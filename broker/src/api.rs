@@ -8,7 +8,7 @@
 //!
 //! | method and path | what |
 //! |---|---|
-//! | `POST /v1/jobs?workdir=DIR` | body: a JobProfile (XML). 201 with the job; 400 with the parse error (line and column); 422 when the job can never run here (the scheduler's reason; nothing is reserved) |
+//! | `POST /v1/jobs?workdir=DIR` | body: a JobProfile (XML). 201 with the job; 400 with the parse error (line and column); 422 when the job can never run here (the scheduler's reason; nothing is reserved); 429 when the client has `max_queued_jobs_per_client` jobs waiting, 413 when its stored profiles would pass `max_profile_bytes_per_client` (the message names the limit) |
 //! | `GET /v1/jobs` | the caller's jobs (every job for an admin) |
 //! | `GET /v1/jobs/ID` | one job: state, ranks and where they run |
 //! | `DELETE /v1/jobs/ID` | cancel: every process of the job is killed |
@@ -141,6 +141,8 @@ fn job_error(e: JobError) -> Response {
             error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
         }
         JobError::Forbidden(_) => error(StatusCode::FORBIDDEN, e.to_string()),
+        JobError::TooMany(_) => error(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
+        JobError::TooLarge(_) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
     }
 }
 

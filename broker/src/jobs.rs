@@ -10,9 +10,10 @@
 //! scheduler's reason and reserves nothing.
 //!
 //! Each job keeps the newest lines of its output up to a cap of bytes (the oldest
-//! are dropped and counted, so a reader can be told), freed a while after its end.
-//! Every change marks the job dirty; the shell saves [`Jobs::take_dirty`]'s records
-//! ([`JobRecord`]) to the database ([`crate::store`]) and gives them back to
+//! are dropped and counted, so a reader can be told), freed a while after its end;
+//! records, profiles and output are forgotten on schedule ([`retention`]).
+//! Every change marks the job dirty; the shell writes [`Jobs::take_changes`] to the
+//! database ([`crate::store`]) and gives the records ([`JobRecord`]) back to
 //! [`Jobs::restore`] after a restart, where running jobs wait [`RESTORE_GRACE`] for
 //! their processes to report.
 
@@ -23,6 +24,12 @@ use qcg_proto::{ExitReport, LaunchSpec, OutputLine, Stream};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
+
+mod retention;
+pub use retention::{
+    Anchor, Changes, JobLimits, DEFAULT_OUTPUT_TOTAL_CAP, DEFAULT_PROFILE_BYTES_PER_CLIENT,
+    DEFAULT_QUEUED_PER_CLIENT, DEFAULT_RECORD_KEEP,
+};
 
 /// How long after a kill a silent process is given up as lost (its slot freed).
 pub const KILL_GRACE: Duration = Duration::from_secs(15);
@@ -149,6 +156,11 @@ pub struct Job {
     pub released: bool,
     /// Ranks that have not reported since the broker restarted, and when it did.
     pub unconfirmed: Option<(BTreeSet<u32>, Instant)>,
+    /// Bytes of its profile as submitted.
+    pub profile_bytes: usize,
+    /// Whether the database still holds its profile (until `output_keep` after
+    /// its end).
+    pub profile_kept: bool,
 }
 
 /// What the database keeps of a job: everything but its output lines and clocks.
@@ -158,8 +170,20 @@ pub struct JobRecord {
     pub id: String,
     /// Who submitted it.
     pub owner: String,
-    /// The profile (XML).
+    /// The profile (XML). The database keeps it apart (written once, deleted
+    /// `output_keep` after the job's end): empty in a stored record, and in one
+    /// read back for a finished job.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub profile: String,
+    /// The profile's `appId`.
+    #[serde(default)]
+    pub app_id: String,
+    /// Bytes of the profile as submitted.
+    #[serde(default)]
+    pub profile_bytes: usize,
+    /// When its outcome was decided, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub decided_unix_ms: Option<u64>,
     /// The job's secret.
     pub secret_hex: String,
     /// Working directory when the profile gives none.
@@ -247,6 +271,12 @@ pub enum JobError {
     /// A report about a rank from a cluster that does not run it.
     #[error("{0}")]
     Forbidden(String),
+    /// The client has as many jobs waiting as it may.
+    #[error("{0}")]
+    TooMany(String),
+    /// The client's stored profiles would pass what it may store.
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// Every job the broker knows, and the slots they hold.
@@ -256,10 +286,17 @@ pub struct Jobs {
     queue: VecDeque<String>,
     /// Slots held, by (cluster, node).
     used: BTreeMap<(String, String), u32>,
-    /// Bytes of output kept per job.
-    output_cap: usize,
-    /// How long after its end a job's output is kept.
-    output_keep: Duration,
+    /// What is kept at most, and for how long.
+    limits: JobLimits,
+    /// Ties `now` to the wall clock, for records' ages across restarts.
+    anchor: Anchor,
+    /// Jobs whose profile is new since the last [`Jobs::take_changes`], with the
+    /// profile of those that finished meanwhile.
+    new_profiles: BTreeMap<String, Option<String>>,
+    /// Jobs whose profile the database is to forget.
+    forget_profiles: BTreeSet<String>,
+    /// Jobs the database is to forget.
+    forget: BTreeSet<String>,
     /// Bytes of output kept, all jobs together.
     output_bytes: usize,
     /// Jobs changed since the last [`Jobs::take_dirty`].
@@ -274,8 +311,11 @@ impl Default for Jobs {
             jobs: BTreeMap::new(),
             queue: VecDeque::new(),
             used: BTreeMap::new(),
-            output_cap: DEFAULT_OUTPUT_CAP,
-            output_keep: DEFAULT_OUTPUT_KEEP,
+            limits: JobLimits::default(),
+            anchor: Anchor::now(),
+            new_profiles: BTreeMap::new(),
+            forget_profiles: BTreeSet::new(),
+            forget: BTreeSet::new(),
             output_bytes: 0,
             dirty: BTreeSet::new(),
             seq: BTreeMap::new(),
@@ -346,13 +386,6 @@ impl Jobs {
         self.jobs.values()
     }
 
-    /// Sets how many bytes of output are kept per job (at least one line's
-    /// overhead), and for how long after the job ends.
-    pub fn set_output_limits(&mut self, cap: usize, keep: Duration) {
-        self.output_cap = cap.max(LINE_OVERHEAD + 1);
-        self.output_keep = keep;
-    }
-
     /// Bytes of output the broker holds, all jobs together (the figure the cap
     /// bounds: at most the cap per job whose output is still kept).
     pub fn output_bytes(&self) -> usize {
@@ -365,18 +398,24 @@ impl Jobs {
         ids.iter().filter_map(|id| self.record(id)).collect()
     }
 
-    /// Forgets which jobs changed (when nothing is saved).
-    pub fn take_dirty_ids(&mut self) -> BTreeSet<String> {
-        std::mem::take(&mut self.dirty)
+    /// What the database keeps of job `id`, with its profile while it is held.
+    pub fn record(&self, id: &str) -> Option<JobRecord> {
+        self.record_of(id, true)
     }
 
-    /// What the database keeps of job `id`.
-    pub fn record(&self, id: &str) -> Option<JobRecord> {
+    fn record_of(&self, id: &str, with_profile: bool) -> Option<JobRecord> {
         let j = self.jobs.get(id)?;
         Some(JobRecord {
             id: j.id.clone(),
             owner: j.submission.owner.clone(),
-            profile: j.submission.source.clone(),
+            profile: if with_profile {
+                j.submission.source.clone()
+            } else {
+                String::new()
+            },
+            app_id: j.submission.profile.app_id.clone(),
+            profile_bytes: j.profile_bytes,
+            decided_unix_ms: j.decided_at.map(|t| self.anchor.unix_ms(t)),
             secret_hex: j.submission.secret_hex.clone(),
             workdir: j.submission.workdir.clone(),
             state: j.state.clone(),
@@ -393,19 +432,43 @@ impl Jobs {
     /// again, queued jobs queue again in submission order, and a running job's ranks
     /// have [`RESTORE_GRACE`] to report before the job is failed naming them (see
     /// [`Jobs::tick`]). Output lines are not kept across a restart: a reader is told
-    /// they were dropped. Returns the records that could not be taken back, and why.
+    /// they were dropped. A finished job comes back without its profile (only its
+    /// `appId`); one past `record_keep` does not come back (the database is told
+    /// to forget it). Returns the records that could not be taken back, and why.
     pub fn restore(&mut self, records: Vec<JobRecord>, now: Instant) -> Vec<(String, String)> {
         let mut refused = Vec::new();
         let mut records = records;
         records.sort_by_key(|r| r.seq);
+        let wall_now = self.anchor.unix_ms(now);
         for r in records {
-            let profile = match JobProfile::parse(&r.profile) {
-                Ok(p) => p,
-                Err(e) => {
-                    refused.push((r.id, format!("its profile no longer parses: {e}")));
-                    continue;
+            let age = r
+                .decided_unix_ms
+                .map(|t| Duration::from_millis(wall_now.saturating_sub(t)));
+            let terminal = r.state.is_terminal();
+            if terminal && age.is_some_and(|a| a >= self.limits.record_keep) && r.released {
+                self.forget_profiles.insert(r.id.clone());
+                self.forget.insert(r.id);
+                continue;
+            }
+            let profile_kept = !(terminal && age.is_some_and(|a| a >= self.limits.output_keep));
+            if !profile_kept {
+                self.forget_profiles.insert(r.id.clone());
+            }
+            let profile = if terminal {
+                retention::stub_profile(r.app_id.clone())
+            } else if r.profile.is_empty() {
+                refused.push((r.id, "its profile is missing from the database".into()));
+                continue;
+            } else {
+                match JobProfile::parse(&r.profile) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        refused.push((r.id, format!("its profile no longer parses: {e}")));
+                        continue;
+                    }
                 }
             };
+            let source = if terminal { String::new() } else { r.profile };
             if !r.released {
                 for p in r.mapping.iter().flat_map(|m| m.ranks.iter()) {
                     *self
@@ -435,10 +498,12 @@ impl Jobs {
                     secret_hex: r.secret_hex,
                     workdir: r.workdir,
                     owner: r.owner,
-                    source: r.profile,
+                    source,
                 },
                 mapping: r.mapping,
-                decided_at: r.state.is_terminal().then_some(now),
+                // An age from before this machine's boot cannot be an `Instant`: such
+                // a job starts its retention again from now.
+                decided_at: terminal.then(|| age.and_then(|a| now.checked_sub(a)).unwrap_or(now)),
                 state: r.state,
                 ranks: r.ranks,
                 output: VecDeque::new(),
@@ -448,6 +513,8 @@ impl Jobs {
                 dropped_bytes: r.dropped_bytes,
                 released: r.released,
                 unconfirmed,
+                profile_bytes: r.profile_bytes,
+                profile_kept,
             };
             self.jobs.insert(r.id, job);
         }
@@ -556,6 +623,7 @@ impl Jobs {
                 "the profile has no <execution> with an <executable>: nothing to run".into(),
             ));
         }
+        self.check_client_limits(&submission.owner, submission.source.len())?;
         let mine = for_owner(topo, &submission.owner);
         if let Err(e) = schedule(
             &submission.profile,
@@ -579,6 +647,8 @@ impl Jobs {
         let seq = self.seq.values().max().map_or(0, |s| s + 1);
         self.seq.insert(id.clone(), seq);
         self.dirty.insert(id.clone());
+        self.new_profiles.insert(id.clone(), None);
+        let profile_bytes = submission.source.len();
         self.jobs.insert(
             id.clone(),
             Job {
@@ -595,6 +665,8 @@ impl Jobs {
                 decided_at: None,
                 released: false,
                 unconfirmed: None,
+                profile_bytes,
+                profile_kept: true,
             },
         );
         self.queue.push_back(id);
@@ -696,7 +768,7 @@ impl Jobs {
     ) -> Result<(), JobError> {
         self.check_cluster(id, rank, cluster)?;
         self.confirm(id, rank);
-        let cap = self.output_cap;
+        let cap = self.limits.output_cap;
         if let Some(job) = self.jobs.get_mut(id) {
             let before = job.output_bytes;
             for l in lines {
@@ -720,6 +792,7 @@ impl Jobs {
                 });
             }
             self.output_bytes = self.output_bytes - before + job.output_bytes;
+            self.enforce_total_cap(id);
         }
         Ok(())
     }
@@ -788,6 +861,7 @@ impl Jobs {
                 }
             }
         }
+        self.lighten(id);
         vec![Action::Ended {
             job: id.to_string(),
         }]
@@ -805,6 +879,7 @@ impl Jobs {
                 job.state = JobState::Cancelled;
                 job.decided_at = Some(now);
                 self.queue.retain(|q| q != id);
+                self.lighten(id);
                 Ok(Vec::new())
             }
             JobState::Running => {
@@ -867,7 +942,8 @@ impl Jobs {
     }
 
     /// The clock: processes of a stopped job that stayed silent past [`KILL_GRACE`]
-    /// are given up, and their slots freed.
+    /// are given up, and their slots freed; finished jobs' output, profiles and
+    /// records past their retention are dropped ([`retention`]).
     pub fn tick(&mut self, topo: &ResourceTopology, now: Instant) -> Vec<Action> {
         let stale: Vec<String> = self
             .jobs
@@ -918,17 +994,7 @@ impl Jobs {
             actions.push(kill(job));
             actions.extend(self.release_if_finished(&id));
         }
-        let keep = self.output_keep;
-        for job in self.jobs.values_mut() {
-            let expired = job
-                .decided_at
-                .is_some_and(|t| now.saturating_duration_since(t) >= keep);
-            if expired && job.finished() && !job.output.is_empty() {
-                self.output_bytes -= job.output_bytes;
-                while job.drop_oldest() {}
-                job.output = VecDeque::new();
-            }
-        }
+        self.expire(now);
         for id in stale {
             self.dirty.insert(id.clone());
             if let Some(job) = self.jobs.get_mut(&id) {
@@ -1022,12 +1088,12 @@ fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use qcg_jobprofile::topology::{Cluster, LinkQuality, Node};
     use qcg_proto::ProcName;
 
-    fn topo(clusters: usize, slots: u32) -> ResourceTopology {
+    pub(crate) fn topo(clusters: usize, slots: u32) -> ResourceTopology {
         let q = LinkQuality {
             latency_ms: 0.1,
             bandwidth_mbps: 1000.0,
@@ -1060,7 +1126,7 @@ mod tests {
         }
     }
 
-    fn sub(procs: u32) -> Submission {
+    pub(crate) fn sub(procs: u32) -> Submission {
         let xml = format!(
             r#"<grmsJob appId="t"><task taskId="t"><resourcesDescription><topology>
             <group groupId="g"><processes><processesCount><value>{procs}</value></processesCount></processes></group>
@@ -1075,7 +1141,7 @@ mod tests {
         }
     }
 
-    fn launched_all(jobs: &mut Jobs, id: &str, actions: &[Action], now: Instant) {
+    pub(crate) fn launched_all(jobs: &mut Jobs, id: &str, actions: &[Action], now: Instant) {
         for a in actions {
             if let Action::Launch { spec, .. } = a {
                 if spec.job == id {
@@ -1085,7 +1151,7 @@ mod tests {
         }
     }
 
-    fn ok() -> ExitReport {
+    pub(crate) fn ok() -> ExitReport {
         ExitReport {
             code: Some(0),
             ..Default::default()
@@ -1274,7 +1340,11 @@ mod tests {
         let now = Instant::now();
         let mut jobs = Jobs::default();
         let cap = 4 << 20;
-        jobs.set_output_limits(cap, Duration::from_secs(60));
+        jobs.set_limits(JobLimits {
+            output_cap: cap,
+            output_keep: Duration::from_secs(60),
+            ..JobLimits::default()
+        });
         let a = jobs.submit("a".into(), sub(1), &t).unwrap();
         launched_all(&mut jobs, "a", &a, now);
         // The issue's flood: 100,000 lines of 16 KB (1.6 GB), in batches.
