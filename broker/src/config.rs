@@ -44,6 +44,9 @@ pub struct Config {
     pub max_queued_jobs_per_client: Option<usize>,
     /// Bytes of job profiles one client may have stored (default 64 MiB).
     pub max_profile_bytes_per_client: Option<usize>,
+    /// Seconds for a client's past usage (core-seconds) to count half in the
+    /// queue's fair share (default 86400).
+    pub fair_share_half_life_secs: Option<u64>,
     /// The database jobs are kept in across restarts, relative to this file
     /// (default `state/broker.redb`, its folder created if needed).
     #[serde(default = "default_database")]
@@ -86,6 +89,10 @@ impl Config {
             (
                 "max_profile_bytes_per_client",
                 c.max_profile_bytes_per_client,
+            ),
+            (
+                "fair_share_half_life_secs",
+                c.fair_share_half_life_secs.map(|s| s as usize),
             ),
         ] {
             if v == Some(0) {
@@ -174,6 +181,9 @@ impl Config {
             profile_bytes_per_client: self
                 .max_profile_bytes_per_client
                 .unwrap_or(d.profile_bytes_per_client),
+            fair_share_half_life: self
+                .fair_share_half_life_secs
+                .map_or(d.fair_share_half_life, secs),
         }
     }
 

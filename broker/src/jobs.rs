@@ -161,6 +161,10 @@ pub struct Job {
     /// Whether the database still holds its profile (until `output_keep` after
     /// its end).
     pub profile_kept: bool,
+    /// When it started (after a restart: when the broker came back).
+    pub started_at: Option<Instant>,
+    /// Whether it started ahead of a job it might have delayed ([`crate::queue`]).
+    pub backfilled: bool,
 }
 
 /// What the database keeps of a job: everything but its output lines and clocks.
@@ -297,6 +301,10 @@ pub struct Jobs {
     forget_profiles: BTreeSet<String>,
     /// Jobs the database is to forget.
     forget: BTreeSet<String>,
+    /// Clients' past usage, for the queue's fair share.
+    usage: crate::queue::Usage,
+    /// The latest `now` seen (the queue's clock; [`Jobs::start_queued`] has none).
+    clock: Instant,
     /// Bytes of output kept, all jobs together.
     output_bytes: usize,
     /// Jobs changed since the last [`Jobs::take_dirty`].
@@ -316,6 +324,8 @@ impl Default for Jobs {
             new_profiles: BTreeMap::new(),
             forget_profiles: BTreeSet::new(),
             forget: BTreeSet::new(),
+            usage: crate::queue::Usage::default(),
+            clock: Instant::now(),
             output_bytes: 0,
             dirty: BTreeSet::new(),
             seq: BTreeMap::new(),
@@ -436,6 +446,7 @@ impl Jobs {
     /// `appId`); one past `record_keep` does not come back (the database is told
     /// to forget it). Returns the records that could not be taken back, and why.
     pub fn restore(&mut self, records: Vec<JobRecord>, now: Instant) -> Vec<(String, String)> {
+        self.at(now);
         let mut refused = Vec::new();
         let mut records = records;
         records.sort_by_key(|r| r.seq);
@@ -445,6 +456,7 @@ impl Jobs {
                 .decided_unix_ms
                 .map(|t| Duration::from_millis(wall_now.saturating_sub(t)));
             let terminal = r.state.is_terminal();
+            let running = r.state == JobState::Running;
             if terminal && age.is_some_and(|a| a >= self.limits.record_keep) && r.released {
                 self.forget_profiles.insert(r.id.clone());
                 self.forget.insert(r.id);
@@ -515,6 +527,8 @@ impl Jobs {
                 unconfirmed,
                 profile_bytes: r.profile_bytes,
                 profile_kept,
+                started_at: running.then_some(now),
+                backfilled: false,
             };
             self.jobs.insert(r.id, job);
         }
@@ -547,6 +561,7 @@ impl Jobs {
         processes: &[qcg_proto::ProcName],
         now: Instant,
     ) -> Vec<Action> {
+        self.at(now);
         for p in processes {
             let placed_here = self
                 .jobs
@@ -667,38 +682,102 @@ impl Jobs {
                 unconfirmed: None,
                 profile_bytes,
                 profile_kept: true,
+                started_at: None,
+                backfilled: false,
             },
         );
         self.queue.push_back(id);
         Ok(self.start_queued(topo))
     }
 
-    /// Starts queued jobs, oldest first, while they fit.
-    pub fn start_queued(&mut self, topo: &ResourceTopology) -> Vec<Action> {
-        let mut actions = Vec::new();
-        while let Some(id) = self.queue.front().cloned() {
-            let Some(job) = self.jobs.get_mut(&id) else {
-                self.queue.pop_front();
+    /// Moves the clock the queue's fair share reads forward to `now`.
+    fn at(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
+    }
+
+    /// What running jobs hold, for [`crate::queue::decide`].
+    fn held(&self) -> crate::queue::Held {
+        let mut held = crate::queue::Held {
+            used: self.used.clone(),
+            ..Default::default()
+        };
+        for j in self.jobs.values().filter(|j| !j.released) {
+            let Some(m) = &j.mapping else {
                 continue;
             };
-            let mine = for_owner(topo, &job.submission.owner);
-            let free = free_slots(&mine, &self.used);
-            let Ok(mapping) = schedule(&job.submission.profile, &mine, &free, Strategy::Spread)
-            else {
-                break;
+            *held.by_owner.entry(j.submission.owner.clone()).or_default() += m.ranks.len() as u32;
+            if j.backfilled {
+                for r in &m.ranks {
+                    *held
+                        .backfilled
+                        .entry((r.cluster.clone(), r.node.clone()))
+                        .or_default() += 1;
+                }
+            }
+        }
+        held
+    }
+
+    /// Each client's recent usage at `now`: what its ended jobs used (decayed) and
+    /// what its running ones used so far.
+    fn recent_usage(&self, now: Instant) -> BTreeMap<String, f64> {
+        let mut by: BTreeMap<String, f64> = BTreeMap::new();
+        for j in self.jobs.values().filter(|j| !j.released) {
+            if let (Some(t), Some(m)) = (j.started_at, &j.mapping) {
+                *by.entry(j.submission.owner.clone()).or_default() +=
+                    m.ranks.len() as f64 * now.saturating_duration_since(t).as_secs_f64();
+            }
+        }
+        for j in self.queue.iter().filter_map(|id| self.jobs.get(id)) {
+            let o = &j.submission.owner;
+            let past = self.usage.get(o, now);
+            *by.entry(o.clone()).or_default() += past;
+        }
+        by
+    }
+
+    /// Starts the waiting jobs [`crate::queue::decide`] picks: fair share between
+    /// clients, and backfill around the first job that does not fit.
+    pub fn start_queued(&mut self, topo: &ResourceTopology) -> Vec<Action> {
+        if self.queue.is_empty() {
+            return Vec::new();
+        }
+        let now = self.clock;
+        let usage = self.recent_usage(now);
+        let held = self.held();
+        let waiting: Vec<crate::queue::Waiting<'_>> = self
+            .queue
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .map(|j| crate::queue::Waiting {
+                id: &j.id,
+                owner: &j.submission.owner,
+                profile: &j.submission.profile,
+                seq: self.seq.get(&j.id).copied().unwrap_or(0),
+            })
+            .collect();
+        let starts = crate::queue::decide(&waiting, topo, &held, |o| {
+            usage.get(o).copied().unwrap_or(0.0)
+        });
+        let mut actions = Vec::new();
+        for s in starts {
+            let Some(job) = self.jobs.get_mut(&s.id) else {
+                continue;
             };
-            self.queue.pop_front();
-            self.dirty.insert(id.clone());
-            for r in &mapping.ranks {
+            self.queue.retain(|q| *q != s.id);
+            self.dirty.insert(s.id.clone());
+            for r in &s.mapping.ranks {
                 *self
                     .used
                     .entry((r.cluster.clone(), r.node.clone()))
                     .or_default() += 1;
             }
-            actions.extend(launches(job, &mapping));
-            job.ranks = vec![RankState::Starting; mapping.ranks.len()];
-            job.mapping = Some(mapping);
+            actions.extend(launches(job, &s.mapping));
+            job.ranks = vec![RankState::Starting; s.mapping.ranks.len()];
+            job.mapping = Some(s.mapping);
             job.state = JobState::Running;
+            job.started_at = Some(now);
+            job.backfilled = s.backfilled;
         }
         actions
     }
@@ -711,6 +790,7 @@ impl Jobs {
         result: Result<(), String>,
         now: Instant,
     ) -> Vec<Action> {
+        self.at(now);
         self.confirm(id, rank);
         let Some(job) = self.jobs.get_mut(id) else {
             return Vec::new();
@@ -806,6 +886,7 @@ impl Jobs {
         exit: ExitReport,
         now: Instant,
     ) -> Result<Vec<Action>, JobError> {
+        self.at(now);
         self.check_cluster(id, rank, cluster)?;
         self.confirm(id, rank);
         if let Some(slot) = self
@@ -850,6 +931,12 @@ impl Jobs {
             return Vec::new();
         }
         job.released = true;
+        if let (Some(t), Some(m)) = (job.started_at, &job.mapping) {
+            let end = job.decided_at.unwrap_or(self.clock).max(t);
+            let core_seconds = m.ranks.len() as f64 * (end - t).as_secs_f64();
+            self.usage
+                .charge(&job.submission.owner, core_seconds, self.clock);
+        }
         if let Some(mapping) = &job.mapping {
             for r in &mapping.ranks {
                 let key = (r.cluster.clone(), r.node.clone());
@@ -869,6 +956,7 @@ impl Jobs {
 
     /// Cancels a job: queued, it is dropped; running, its processes are killed.
     pub fn cancel(&mut self, id: &str, now: Instant) -> Result<Vec<Action>, JobError> {
+        self.at(now);
         self.dirty.insert(id.to_string());
         let job = self
             .jobs
@@ -897,6 +985,7 @@ impl Jobs {
     /// ends reported), so every job running there fails, naming the first such rank,
     /// and its other processes are stopped.
     pub fn cluster_lost(&mut self, cluster: &str, now: Instant) -> Vec<Action> {
+        self.at(now);
         let ids: Vec<String> = self
             .jobs
             .values()
@@ -945,6 +1034,7 @@ impl Jobs {
     /// are given up, and their slots freed; finished jobs' output, profiles and
     /// records past their retention are dropped ([`retention`]).
     pub fn tick(&mut self, topo: &ResourceTopology, now: Instant) -> Vec<Action> {
+        self.at(now);
         let stale: Vec<String> = self
             .jobs
             .values()
@@ -995,6 +1085,7 @@ impl Jobs {
             actions.extend(self.release_if_finished(&id));
         }
         self.expire(now);
+        self.usage.prune(now);
         for id in stale {
             self.dirty.insert(id.clone());
             if let Some(job) = self.jobs.get_mut(&id) {
@@ -1554,5 +1645,46 @@ pub(crate) mod tests {
         // The whole grid is not free: a job of 4 must wait for b.
         assert!(jobs.submit("c".into(), sub(4), &t).unwrap().is_empty());
         assert_eq!(jobs.get("c").unwrap().state, JobState::Queued);
+    }
+
+    /// Issue 21: one client's 30 queued 4-process jobs kept another's 1-process job
+    /// waiting although it fitted the free slots; the job table now asks
+    /// [`crate::queue::decide`], and charges usage when a job ends.
+    #[test]
+    fn another_clients_fitting_job_starts_behind_a_backlog_and_usage_is_charged() {
+        let t = topo(2, 3);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        jobs.at(now);
+        let mut carol = sub(4);
+        carol.owner = "carol".into();
+        let a = jobs.submit("carol-0".into(), carol.clone(), &t).unwrap();
+        launched_all(&mut jobs, "carol-0", &a, now);
+        for i in 1..30 {
+            let acts = jobs
+                .submit(format!("carol-{i}"), carol.clone(), &t)
+                .unwrap();
+            assert!(acts.is_empty(), "carol-{i} does not fit: {acts:?}");
+        }
+        assert_eq!(jobs.used().values().sum::<u32>(), 4);
+        let acts = jobs.submit("alice".into(), sub(1), &t).unwrap();
+        assert_eq!(acts.len(), 1, "{acts:?}");
+        assert_eq!(jobs.get("alice").unwrap().state, JobState::Running);
+        // Ahead by fair share (carol holds 4 slots, alice none), not backfilled.
+        assert!(!jobs.get("alice").unwrap().backfilled);
+        // carol-0 ends after 10 s: 40 core-seconds charged to carol.
+        let later = now + Duration::from_secs(10);
+        for r in 0..4 {
+            let c = jobs.get("carol-0").unwrap().mapping.as_ref().unwrap().ranks[r]
+                .cluster
+                .clone();
+            jobs.exited("carol-0", r as u32, &c, ok(), later).unwrap();
+        }
+        let u = jobs.usage.get("carol", later);
+        assert!((u - 40.0).abs() < 0.01, "{u}");
+        // The next of carol's starts on the freed slots (around alice's).
+        let acts = jobs.start_queued(&t);
+        assert_eq!(acts.len(), 4, "{acts:?}");
+        assert_eq!(jobs.get("carol-1").unwrap().state, JobState::Running);
     }
 }

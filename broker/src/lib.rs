@@ -31,6 +31,7 @@ pub mod grid;
 pub mod http;
 pub mod jobs;
 pub mod plan;
+pub mod queue;
 pub mod reach;
 pub mod registry;
 pub mod store;

@@ -47,6 +47,9 @@ pub struct JobLimits {
     /// Bytes of profiles one client may have stored
     /// (`max_profile_bytes_per_client`).
     pub profile_bytes_per_client: usize,
+    /// How long it takes a client's past usage to count half in the queue's fair
+    /// share (`fair_share_half_life_secs`, [`crate::queue`]).
+    pub fair_share_half_life: Duration,
 }
 
 impl Default for JobLimits {
@@ -58,6 +61,7 @@ impl Default for JobLimits {
             record_keep: DEFAULT_RECORD_KEEP,
             queued_per_client: DEFAULT_QUEUED_PER_CLIENT,
             profile_bytes_per_client: DEFAULT_PROFILE_BYTES_PER_CLIENT,
+            fair_share_half_life: crate::queue::DEFAULT_HALF_LIFE,
         }
     }
 }
@@ -153,6 +157,7 @@ impl Job {
 impl Jobs {
     /// Sets what the table keeps at most, and for how long.
     pub fn set_limits(&mut self, limits: JobLimits) {
+        self.usage.set_half_life(limits.fair_share_half_life);
         self.limits = JobLimits {
             output_cap: limits.output_cap.max(super::LINE_OVERHEAD + 1),
             ..limits
