@@ -82,6 +82,10 @@ impl Ctx {
             return;
         };
         if changes.is_empty() {
+            // A compaction put off (one a minute at most) is done once due.
+            if let Err(e) = store.compact_if_due() {
+                tracing::error!(error = %e, "database not compacted");
+            }
             return;
         }
         if let Err(e) = store.apply(&changes) {

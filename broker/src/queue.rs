@@ -216,28 +216,37 @@ pub fn decide(
     let mut used = held.used.clone();
     let mut by_owner = held.by_owner.clone();
     let usage: BTreeMap<&str, f64> = waiting.iter().map(|w| (w.owner, recent(w.owner))).collect();
-    let mut left: Vec<Waiting<'_>> = waiting.to_vec();
+    // Each client's jobs in submission order: the next job is always the first
+    // left of some client, so a pick compares clients, not jobs.
+    let mut left: BTreeMap<&str, std::collections::VecDeque<Waiting<'_>>> = BTreeMap::new();
+    let mut sorted: Vec<Waiting<'_>> = waiting.to_vec();
+    sorted.sort_by_key(|w| w.seq);
+    for w in sorted {
+        left.entry(w.owner).or_default().push_back(w);
+    }
     // Slots promised to the head, added to `used` for everyone after it.
     let mut reserved: Option<Slots> = None;
     let mut starts = Vec::new();
     let mut tried = 0;
-    while !left.is_empty() && tried < MAX_TRIED {
-        let key = |w: &Waiting<'_>| {
+    while tried < MAX_TRIED {
+        let key = |o: &str, w: &Waiting<'_>| {
             (
-                by_owner.get(w.owner).copied().unwrap_or(0),
-                usage.get(w.owner).copied().unwrap_or(0.0),
+                by_owner.get(o).copied().unwrap_or(0),
+                usage.get(o).copied().unwrap_or(0.0),
                 w.seq,
             )
         };
-        let Some(i) = (0..left.len()).min_by(|&a, &b| {
-            let (ka, kb) = (key(&left[a]), key(&left[b]));
-            ka.0.cmp(&kb.0)
-                .then(ka.1.total_cmp(&kb.1))
-                .then(ka.2.cmp(&kb.2))
-        }) else {
+        let best = left
+            .iter()
+            .filter_map(|(o, q)| Some((*o, key(o, q.front()?))))
+            .min_by(|(_, a), (_, b)| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)))
+            .map(|(o, _)| o);
+        let Some(w) = best
+            .and_then(|o| left.get_mut(o))
+            .and_then(|q| q.pop_front())
+        else {
             break;
         };
-        let w = left.swap_remove(i);
         tried += 1;
         let mine = for_owner(topo, w.owner);
         let mut taken = used.clone();

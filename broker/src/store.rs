@@ -152,9 +152,11 @@ impl Store {
             return Ok(false);
         }
         let before = self.file_bytes();
+        // Set first, so that a failing compaction is tried again once a minute, not
+        // on every call.
+        self.compacted = Some(Instant::now());
         self.db.compact().map_err(|e| self.err(e))?;
         self.deleted = false;
-        self.compacted = Some(Instant::now());
         tracing::info!(database = %self.path.display(), bytes_before = before, bytes_after = self.file_bytes(), "database compacted");
         Ok(true)
     }
