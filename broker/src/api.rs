@@ -439,4 +439,71 @@ mod tests {
             "{v}"
         );
     }
+
+    /// Issue 21: per-client limits answer 429 and 413, naming the config field.
+    #[tokio::test]
+    async fn a_client_past_its_limits_gets_429_or_413_naming_the_field() {
+        let ctx = Ctx::new(Default::default(), Duration::from_secs(60));
+        let ok = r#"<grmsJob appId="x"><task taskId="t"><resourcesDescription><topology>
+            <group groupId="g"><processes><processesCount><value>2</value></processesCount></processes></group>
+            </topology></resourcesDescription><execution type="x"><executable>/bin/true</executable></execution></task></grmsJob>"#;
+        ctx.book().jobs.set_limits(crate::jobs::JobLimits {
+            queued_per_client: 1,
+            profile_bytes_per_client: ok.len() + 10,
+            ..Default::default()
+        });
+        // One of alice's jobs waits (taken back from a database).
+        let waiting = crate::jobs::JobRecord {
+            id: "job-w".into(),
+            owner: "alice".into(),
+            profile: ok.into(),
+            app_id: "x".into(),
+            profile_bytes: ok.len(),
+            decided_unix_ms: None,
+            secret_hex: "00".repeat(32),
+            workdir: None,
+            state: JobState::Queued,
+            ranks: vec![RankState::Pending; 2],
+            mapping: None,
+            released: false,
+            lines_printed: 0,
+            dropped_bytes: 0,
+            seq: 0,
+        };
+        let now = std::time::Instant::now();
+        assert!(ctx.book().jobs.restore(vec![waiting], now).is_empty());
+        let (s, v) = call(app(ctx.clone(), alice()), "POST", "/v1/jobs", ok).await;
+        assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("max_queued_jobs_per_client = 1"),
+            "{v}"
+        );
+        ctx.book().jobs.set_limits(crate::jobs::JobLimits {
+            profile_bytes_per_client: ok.len() + 10,
+            ..Default::default()
+        });
+        let (s, v) = call(app(ctx.clone(), alice()), "POST", "/v1/jobs", ok).await;
+        assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("max_profile_bytes_per_client"),
+            "{v}"
+        );
+        // Bob is not held back by alice's.
+        let bob = Caller {
+            name: "bob".into(),
+            admin: false,
+        };
+        let (s, v) = call(app(ctx.clone(), bob), "POST", "/v1/jobs", ok).await;
+        assert_eq!(
+            s,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "no grid, but no limit: {v}"
+        );
+    }
 }
