@@ -3,7 +3,8 @@
 //! carries out the [`Action`]s it returns (launch and kill requests to frontals).
 //!
 //! A job is scheduled with [`qcg_jobprofile::sched::schedule`] on the topology and
-//! the free slots; its slots are held from the moment it starts until every one of
+//! the free slots, waiting jobs in the order and with the backfill
+//! [`crate::queue::decide`] chooses; its slots are held from the moment it starts until every one of
 //! its processes is known to have ended (or [`KILL_GRACE`] after it was killed,
 //! when a node stays silent). A job that fits the grid but not the free slots waits
 //! in a queue; one that cannot fit even on an empty grid is refused with the
@@ -164,6 +165,8 @@ pub struct Job {
     /// When it started (after a restart: when the broker came back).
     pub started_at: Option<Instant>,
     /// Whether it started ahead of a job it might have delayed ([`crate::queue`]).
+    /// Not stored: after a restart every running job counts as an ordinary one
+    /// (and clients' past usage starts from nothing).
     pub backfilled: bool,
 }
 

@@ -270,7 +270,16 @@ pub fn decide(
                 });
             }
             None if reserved.is_none() => {
-                reserved = Some(reserve(w.profile, &mine, topo, &used, &held.backfilled));
+                let r = reserve(w.profile, &mine, topo, &used, &held.backfilled);
+                let mut promised = used.clone();
+                for (k, n) in &r {
+                    *promised.entry(k.clone()).or_default() += n;
+                }
+                if free_of(topo, &promised).total() == 0 {
+                    // Nothing is left for anyone behind the head.
+                    break;
+                }
+                reserved = Some(r);
             }
             None => {}
         }
