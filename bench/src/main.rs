@@ -17,6 +17,7 @@ mod mpi_lab;
 mod netpipe;
 mod netpipe_lab;
 mod node;
+mod queue;
 mod svg;
 
 use clap::{Parser, Subcommand};
@@ -191,6 +192,24 @@ enum Cmd {
         #[arg(long, default_value_t = 2000)]
         strangers: usize,
     },
+    /// Issue 21's retention and fair share on real services (broker, frontal,
+    /// helper): JOBS finished jobs, the database file and the broker's memory
+    /// before and through the retention passes; then how long a client's fitting
+    /// 1-process job waits behind another's 30 queued 4-process jobs.
+    Queue {
+        /// Jobs submitted and run to their end.
+        #[arg(long, default_value_t = 1000)]
+        jobs: usize,
+        /// Bytes each job's profile is padded to (an argument of /bin/true).
+        #[arg(long, default_value_t = 20_000)]
+        profile_bytes: usize,
+        /// The broker's job_record_keep_secs (output and profiles: a quarter).
+        #[arg(long, default_value_t = 20)]
+        record_keep: u64,
+        /// Rounds of JOBS jobs, each through retention.
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+    },
     /// (internal) one rank of `pingpong`, started by it.
     #[command(hide = true)]
     PingpongRank {
@@ -209,6 +228,12 @@ fn main() -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Setup { iters } => setup(iters),
         Cmd::Attacks { lines, strangers } => attacks::run(lines, strangers),
+        Cmd::Queue {
+            jobs,
+            profile_bytes,
+            record_keep,
+            rounds,
+        } => queue::run(jobs, profile_bytes, record_keep, rounds),
         Cmd::Pingpong {
             reps,
             trials,

@@ -8,7 +8,7 @@
 //!
 //! | method and path | what |
 //! |---|---|
-//! | `POST /v1/jobs?workdir=DIR` | body: a JobProfile (XML). 201 with the job; 400 with the parse error (line and column); 422 when the job can never run here (the scheduler's reason; nothing is reserved) |
+//! | `POST /v1/jobs?workdir=DIR` | body: a JobProfile (XML). 201 with the job; 400 with the parse error (line and column); 422 when the job can never run here (the scheduler's reason; nothing is reserved); 429 when the client has `max_queued_jobs_per_client` jobs waiting, 413 when its stored profiles would pass `max_profile_bytes_per_client` (the message names the limit) |
 //! | `GET /v1/jobs` | the caller's jobs (every job for an admin) |
 //! | `GET /v1/jobs/ID` | one job: state, ranks and where they run |
 //! | `DELETE /v1/jobs/ID` | cancel: every process of the job is killed |
@@ -141,6 +141,8 @@ fn job_error(e: JobError) -> Response {
             error(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
         }
         JobError::Forbidden(_) => error(StatusCode::FORBIDDEN, e.to_string()),
+        JobError::TooMany(_) => error(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
+        JobError::TooLarge(_) => error(StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
     }
 }
 
@@ -435,6 +437,73 @@ mod tests {
         assert!(
             v["error"].as_str().unwrap().contains("client certificate"),
             "{v}"
+        );
+    }
+
+    /// Issue 21: per-client limits answer 429 and 413, naming the config field.
+    #[tokio::test]
+    async fn a_client_past_its_limits_gets_429_or_413_naming_the_field() {
+        let ctx = Ctx::new(Default::default(), Duration::from_secs(60));
+        let ok = r#"<grmsJob appId="x"><task taskId="t"><resourcesDescription><topology>
+            <group groupId="g"><processes><processesCount><value>2</value></processesCount></processes></group>
+            </topology></resourcesDescription><execution type="x"><executable>/bin/true</executable></execution></task></grmsJob>"#;
+        ctx.book().jobs.set_limits(crate::jobs::JobLimits {
+            queued_per_client: 1,
+            profile_bytes_per_client: ok.len() + 10,
+            ..Default::default()
+        });
+        // One of alice's jobs waits (taken back from a database).
+        let waiting = crate::jobs::JobRecord {
+            id: "job-w".into(),
+            owner: "alice".into(),
+            profile: ok.into(),
+            app_id: "x".into(),
+            profile_bytes: ok.len(),
+            decided_unix_ms: None,
+            secret_hex: "00".repeat(32),
+            workdir: None,
+            state: JobState::Queued,
+            ranks: vec![RankState::Pending; 2],
+            mapping: None,
+            released: false,
+            lines_printed: 0,
+            dropped_bytes: 0,
+            seq: 0,
+        };
+        let now = std::time::Instant::now();
+        assert!(ctx.book().jobs.restore(vec![waiting], now).is_empty());
+        let (s, v) = call(app(ctx.clone(), alice()), "POST", "/v1/jobs", ok).await;
+        assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("max_queued_jobs_per_client = 1"),
+            "{v}"
+        );
+        ctx.book().jobs.set_limits(crate::jobs::JobLimits {
+            profile_bytes_per_client: ok.len() + 10,
+            ..Default::default()
+        });
+        let (s, v) = call(app(ctx.clone(), alice()), "POST", "/v1/jobs", ok).await;
+        assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("max_profile_bytes_per_client"),
+            "{v}"
+        );
+        // Bob is not held back by alice's.
+        let bob = Caller {
+            name: "bob".into(),
+            admin: false,
+        };
+        let (s, v) = call(app(ctx.clone(), bob), "POST", "/v1/jobs", ok).await;
+        assert_eq!(
+            s,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "no grid, but no limit: {v}"
         );
     }
 }

@@ -33,6 +33,20 @@ pub struct Config {
     pub output_cap_bytes: Option<usize>,
     /// Seconds a finished job's output is kept (default 3600).
     pub output_keep_secs: Option<u64>,
+    // Retention and per-client limits (issue 21, part 4).
+    /// Seconds a finished job's record (state, ranks, placement) is kept
+    /// (default 604800, a week); its profile goes with its output.
+    pub job_record_keep_secs: Option<u64>,
+    /// Bytes of output kept, all jobs together; past it the output of the job that
+    /// ended first is dropped (default 256 MiB).
+    pub output_total_cap_bytes: Option<usize>,
+    /// Jobs one client (certificate name) may have waiting (default 200).
+    pub max_queued_jobs_per_client: Option<usize>,
+    /// Bytes of job profiles one client may have stored (default 64 MiB).
+    pub max_profile_bytes_per_client: Option<usize>,
+    /// Seconds for a client's past usage (core-seconds) to count half in the
+    /// queue's fair share (default 86400).
+    pub fair_share_half_life_secs: Option<u64>,
     /// The database jobs are kept in across restarts, relative to this file
     /// (default `state/broker.redb`, its folder created if needed).
     #[serde(default = "default_database")]
@@ -71,6 +85,15 @@ impl Config {
                 "max_registrations_per_cluster",
                 c.max_registrations_per_cluster,
             ),
+            ("max_queued_jobs_per_client", c.max_queued_jobs_per_client),
+            (
+                "max_profile_bytes_per_client",
+                c.max_profile_bytes_per_client,
+            ),
+            (
+                "fair_share_half_life_secs",
+                c.fair_share_half_life_secs.map(|s| s as usize),
+            ),
         ] {
             if v == Some(0) {
                 return Err(ConfigError::field(path, &text, field, "must be at least 1"));
@@ -83,6 +106,16 @@ impl Config {
                 "output_cap_bytes",
                 "must be at least 1024",
             ));
+        }
+        if let (Some(total), Some(per_job)) = (c.output_total_cap_bytes, c.output_cap_bytes) {
+            if total < per_job {
+                return Err(ConfigError::field(
+                    path,
+                    &text,
+                    "output_total_cap_bytes",
+                    format!("must be at least output_cap_bytes ({per_job})"),
+                ));
+            }
         }
         if let Some(a) = c.http_listen {
             if !a.ip().is_loopback() && !c.http_public {
@@ -129,10 +162,28 @@ impl Config {
             registrations_per_cluster: self
                 .max_registrations_per_cluster
                 .unwrap_or(d.registrations_per_cluster),
-            output_bytes_per_job: self.output_cap_bytes.unwrap_or(d.output_bytes_per_job),
-            output_keep: self
-                .output_keep_secs
-                .map_or(d.output_keep, std::time::Duration::from_secs),
+            jobs: self.job_limits(),
+        }
+    }
+
+    /// What the job table keeps, and for how long.
+    pub fn job_limits(&self) -> crate::jobs::JobLimits {
+        let d = crate::jobs::JobLimits::default();
+        let secs = std::time::Duration::from_secs;
+        crate::jobs::JobLimits {
+            output_cap: self.output_cap_bytes.unwrap_or(d.output_cap),
+            output_total_cap: self.output_total_cap_bytes.unwrap_or(d.output_total_cap),
+            output_keep: self.output_keep_secs.map_or(d.output_keep, secs),
+            record_keep: self.job_record_keep_secs.map_or(d.record_keep, secs),
+            queued_per_client: self
+                .max_queued_jobs_per_client
+                .unwrap_or(d.queued_per_client),
+            profile_bytes_per_client: self
+                .max_profile_bytes_per_client
+                .unwrap_or(d.profile_bytes_per_client),
+            fair_share_half_life: self
+                .fair_share_half_life_secs
+                .map_or(d.fair_share_half_life, secs),
         }
     }
 
@@ -206,8 +257,37 @@ mod tests {
             l.registrations_per_cluster,
             crate::registry::DEFAULT_PER_CLUSTER
         );
-        assert_eq!(l.output_bytes_per_job, 2048);
-        assert_eq!(l.output_keep, std::time::Duration::from_secs(5));
+        assert_eq!(l.jobs.output_cap, 2048);
+        assert_eq!(l.jobs.output_keep, std::time::Duration::from_secs(5));
+        assert_eq!(l.jobs.record_keep, crate::jobs::DEFAULT_RECORD_KEEP);
+        let c = load_text(
+            "retention",
+            &format!("{BASE}job_record_keep_secs = 60\noutput_total_cap_bytes = 100000\nmax_queued_jobs_per_client = 3\nmax_profile_bytes_per_client = 5000\n"),
+        )
+        .unwrap();
+        let j = c.job_limits();
+        assert_eq!(j.record_keep, std::time::Duration::from_secs(60));
+        assert_eq!(
+            (
+                j.output_total_cap,
+                j.queued_per_client,
+                j.profile_bytes_per_client
+            ),
+            (100000, 3, 5000)
+        );
+        let e =
+            load_text("queued", &format!("{BASE}max_queued_jobs_per_client = 0\n")).unwrap_err();
+        assert_eq!(
+            e.field.as_deref(),
+            Some("max_queued_jobs_per_client"),
+            "{e}"
+        );
+        let e = load_text(
+            "total",
+            &format!("{BASE}output_cap_bytes = 4096\noutput_total_cap_bytes = 2048\n"),
+        )
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("output_total_cap_bytes"), "{e}");
         // The database sits next to the config unless it says otherwise.
         assert!(
             c.database.ends_with("state/broker.redb"),

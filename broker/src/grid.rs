@@ -70,22 +70,26 @@ impl Ctx {
         }
     }
 
-    /// Writes the jobs changed since the last call to the database. Taken under the
-    /// book's lock, so records reach the database in the order they changed.
+    /// Writes what changed in the jobs since the last call to the database (and
+    /// deletes what retention dropped). The changes are taken under the store's
+    /// lock, so they reach the database in the order they happened; the book's lock
+    /// is not held while the database writes (or compacts).
     pub fn persist(&self) {
-        let store = lock(&self.store);
-        let mut book = self.book();
-        let Some(store) = store.as_ref() else {
-            // Nothing to save to: forget which jobs changed.
-            book.jobs.take_dirty_ids();
+        let mut store = lock(&self.store);
+        let changes = self.book().jobs.take_changes();
+        let Some(store) = store.as_mut() else {
+            // Nothing to save to: the changes are forgotten.
             return;
         };
-        let records = book.jobs.take_dirty();
-        if records.is_empty() {
+        if changes.is_empty() {
+            // A compaction put off (one a minute at most) is done once due.
+            if let Err(e) = store.compact_if_due() {
+                tracing::error!(error = %e, "database not compacted");
+            }
             return;
         }
-        if let Err(e) = store.save(&records) {
-            tracing::error!(error = %e, jobs = records.len(), "jobs not saved");
+        if let Err(e) = store.apply(&changes) {
+            tracing::error!(error = %e, jobs = changes.records.len(), "jobs not saved");
         }
     }
 

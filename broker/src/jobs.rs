@@ -3,16 +3,18 @@
 //! carries out the [`Action`]s it returns (launch and kill requests to frontals).
 //!
 //! A job is scheduled with [`qcg_jobprofile::sched::schedule`] on the topology and
-//! the free slots; its slots are held from the moment it starts until every one of
+//! the free slots, waiting jobs in the order and with the backfill
+//! [`crate::queue::decide`] chooses; its slots are held from the moment it starts until every one of
 //! its processes is known to have ended (or [`KILL_GRACE`] after it was killed,
 //! when a node stays silent). A job that fits the grid but not the free slots waits
 //! in a queue; one that cannot fit even on an empty grid is refused with the
 //! scheduler's reason and reserves nothing.
 //!
 //! Each job keeps the newest lines of its output up to a cap of bytes (the oldest
-//! are dropped and counted, so a reader can be told), freed a while after its end.
-//! Every change marks the job dirty; the shell saves [`Jobs::take_dirty`]'s records
-//! ([`JobRecord`]) to the database ([`crate::store`]) and gives them back to
+//! are dropped and counted, so a reader can be told), freed a while after its end;
+//! records, profiles and output are forgotten on schedule ([`retention`]).
+//! Every change marks the job dirty; the shell writes [`Jobs::take_changes`] to the
+//! database ([`crate::store`]) and gives the records ([`JobRecord`]) back to
 //! [`Jobs::restore`] after a restart, where running jobs wait [`RESTORE_GRACE`] for
 //! their processes to report.
 
@@ -23,6 +25,12 @@ use qcg_proto::{ExitReport, LaunchSpec, OutputLine, Stream};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
+
+mod retention;
+pub use retention::{
+    Anchor, Changes, JobLimits, DEFAULT_OUTPUT_TOTAL_CAP, DEFAULT_PROFILE_BYTES_PER_CLIENT,
+    DEFAULT_QUEUED_PER_CLIENT, DEFAULT_RECORD_KEEP,
+};
 
 /// How long after a kill a silent process is given up as lost (its slot freed).
 pub const KILL_GRACE: Duration = Duration::from_secs(15);
@@ -149,6 +157,17 @@ pub struct Job {
     pub released: bool,
     /// Ranks that have not reported since the broker restarted, and when it did.
     pub unconfirmed: Option<(BTreeSet<u32>, Instant)>,
+    /// Bytes of its profile as submitted.
+    pub profile_bytes: usize,
+    /// Whether the database still holds its profile (until `output_keep` after
+    /// its end).
+    pub profile_kept: bool,
+    /// When it started (after a restart: when the broker came back).
+    pub started_at: Option<Instant>,
+    /// Whether it started ahead of a job it might have delayed ([`crate::queue`]).
+    /// Not stored: after a restart every running job counts as an ordinary one
+    /// (and clients' past usage starts from nothing).
+    pub backfilled: bool,
 }
 
 /// What the database keeps of a job: everything but its output lines and clocks.
@@ -158,8 +177,20 @@ pub struct JobRecord {
     pub id: String,
     /// Who submitted it.
     pub owner: String,
-    /// The profile (XML).
+    /// The profile (XML). The database keeps it apart (written once, deleted
+    /// `output_keep` after the job's end): empty in a stored record, and in one
+    /// read back for a finished job.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub profile: String,
+    /// The profile's `appId`.
+    #[serde(default)]
+    pub app_id: String,
+    /// Bytes of the profile as submitted.
+    #[serde(default)]
+    pub profile_bytes: usize,
+    /// When its outcome was decided, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub decided_unix_ms: Option<u64>,
     /// The job's secret.
     pub secret_hex: String,
     /// Working directory when the profile gives none.
@@ -247,6 +278,12 @@ pub enum JobError {
     /// A report about a rank from a cluster that does not run it.
     #[error("{0}")]
     Forbidden(String),
+    /// The client has as many jobs waiting as it may.
+    #[error("{0}")]
+    TooMany(String),
+    /// The client's stored profiles would pass what it may store.
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// Every job the broker knows, and the slots they hold.
@@ -256,10 +293,21 @@ pub struct Jobs {
     queue: VecDeque<String>,
     /// Slots held, by (cluster, node).
     used: BTreeMap<(String, String), u32>,
-    /// Bytes of output kept per job.
-    output_cap: usize,
-    /// How long after its end a job's output is kept.
-    output_keep: Duration,
+    /// What is kept at most, and for how long.
+    limits: JobLimits,
+    /// Ties `now` to the wall clock, for records' ages across restarts.
+    anchor: Anchor,
+    /// Jobs whose profile is new since the last [`Jobs::take_changes`], with the
+    /// profile of those that finished meanwhile.
+    new_profiles: BTreeMap<String, Option<String>>,
+    /// Jobs whose profile the database is to forget.
+    forget_profiles: BTreeSet<String>,
+    /// Jobs the database is to forget.
+    forget: BTreeSet<String>,
+    /// Clients' past usage, for the queue's fair share.
+    usage: crate::queue::Usage,
+    /// The latest `now` seen (the queue's clock; [`Jobs::start_queued`] has none).
+    clock: Instant,
     /// Bytes of output kept, all jobs together.
     output_bytes: usize,
     /// Jobs changed since the last [`Jobs::take_dirty`].
@@ -274,8 +322,13 @@ impl Default for Jobs {
             jobs: BTreeMap::new(),
             queue: VecDeque::new(),
             used: BTreeMap::new(),
-            output_cap: DEFAULT_OUTPUT_CAP,
-            output_keep: DEFAULT_OUTPUT_KEEP,
+            limits: JobLimits::default(),
+            anchor: Anchor::now(),
+            new_profiles: BTreeMap::new(),
+            forget_profiles: BTreeSet::new(),
+            forget: BTreeSet::new(),
+            usage: crate::queue::Usage::default(),
+            clock: Instant::now(),
             output_bytes: 0,
             dirty: BTreeSet::new(),
             seq: BTreeMap::new(),
@@ -346,13 +399,6 @@ impl Jobs {
         self.jobs.values()
     }
 
-    /// Sets how many bytes of output are kept per job (at least one line's
-    /// overhead), and for how long after the job ends.
-    pub fn set_output_limits(&mut self, cap: usize, keep: Duration) {
-        self.output_cap = cap.max(LINE_OVERHEAD + 1);
-        self.output_keep = keep;
-    }
-
     /// Bytes of output the broker holds, all jobs together (the figure the cap
     /// bounds: at most the cap per job whose output is still kept).
     pub fn output_bytes(&self) -> usize {
@@ -365,18 +411,24 @@ impl Jobs {
         ids.iter().filter_map(|id| self.record(id)).collect()
     }
 
-    /// Forgets which jobs changed (when nothing is saved).
-    pub fn take_dirty_ids(&mut self) -> BTreeSet<String> {
-        std::mem::take(&mut self.dirty)
+    /// What the database keeps of job `id`, with its profile while it is held.
+    pub fn record(&self, id: &str) -> Option<JobRecord> {
+        self.record_of(id, true)
     }
 
-    /// What the database keeps of job `id`.
-    pub fn record(&self, id: &str) -> Option<JobRecord> {
+    fn record_of(&self, id: &str, with_profile: bool) -> Option<JobRecord> {
         let j = self.jobs.get(id)?;
         Some(JobRecord {
             id: j.id.clone(),
             owner: j.submission.owner.clone(),
-            profile: j.submission.source.clone(),
+            profile: if with_profile {
+                j.submission.source.clone()
+            } else {
+                String::new()
+            },
+            app_id: j.submission.profile.app_id.clone(),
+            profile_bytes: j.profile_bytes,
+            decided_unix_ms: j.decided_at.map(|t| self.anchor.unix_ms(t)),
             secret_hex: j.submission.secret_hex.clone(),
             workdir: j.submission.workdir.clone(),
             state: j.state.clone(),
@@ -393,19 +445,45 @@ impl Jobs {
     /// again, queued jobs queue again in submission order, and a running job's ranks
     /// have [`RESTORE_GRACE`] to report before the job is failed naming them (see
     /// [`Jobs::tick`]). Output lines are not kept across a restart: a reader is told
-    /// they were dropped. Returns the records that could not be taken back, and why.
+    /// they were dropped. A finished job comes back without its profile (only its
+    /// `appId`); one past `record_keep` does not come back (the database is told
+    /// to forget it). Returns the records that could not be taken back, and why.
     pub fn restore(&mut self, records: Vec<JobRecord>, now: Instant) -> Vec<(String, String)> {
+        self.at(now);
         let mut refused = Vec::new();
         let mut records = records;
         records.sort_by_key(|r| r.seq);
+        let wall_now = self.anchor.unix_ms(now);
         for r in records {
-            let profile = match JobProfile::parse(&r.profile) {
-                Ok(p) => p,
-                Err(e) => {
-                    refused.push((r.id, format!("its profile no longer parses: {e}")));
-                    continue;
+            let age = r
+                .decided_unix_ms
+                .map(|t| Duration::from_millis(wall_now.saturating_sub(t)));
+            let terminal = r.state.is_terminal();
+            let running = r.state == JobState::Running;
+            if terminal && age.is_some_and(|a| a >= self.limits.record_keep) && r.released {
+                self.forget_profiles.insert(r.id.clone());
+                self.forget.insert(r.id);
+                continue;
+            }
+            let profile_kept = !(terminal && age.is_some_and(|a| a >= self.limits.output_keep));
+            if !profile_kept {
+                self.forget_profiles.insert(r.id.clone());
+            }
+            let profile = if terminal {
+                retention::stub_profile(r.app_id.clone())
+            } else if r.profile.is_empty() {
+                refused.push((r.id, "its profile is missing from the database".into()));
+                continue;
+            } else {
+                match JobProfile::parse(&r.profile) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        refused.push((r.id, format!("its profile no longer parses: {e}")));
+                        continue;
+                    }
                 }
             };
+            let source = if terminal { String::new() } else { r.profile };
             if !r.released {
                 for p in r.mapping.iter().flat_map(|m| m.ranks.iter()) {
                     *self
@@ -435,10 +513,12 @@ impl Jobs {
                     secret_hex: r.secret_hex,
                     workdir: r.workdir,
                     owner: r.owner,
-                    source: r.profile,
+                    source,
                 },
                 mapping: r.mapping,
-                decided_at: r.state.is_terminal().then_some(now),
+                // An age from before this machine's boot cannot be an `Instant`: such
+                // a job starts its retention again from now.
+                decided_at: terminal.then(|| age.and_then(|a| now.checked_sub(a)).unwrap_or(now)),
                 state: r.state,
                 ranks: r.ranks,
                 output: VecDeque::new(),
@@ -448,6 +528,10 @@ impl Jobs {
                 dropped_bytes: r.dropped_bytes,
                 released: r.released,
                 unconfirmed,
+                profile_bytes: r.profile_bytes,
+                profile_kept,
+                started_at: running.then_some(now),
+                backfilled: false,
             };
             self.jobs.insert(r.id, job);
         }
@@ -480,6 +564,7 @@ impl Jobs {
         processes: &[qcg_proto::ProcName],
         now: Instant,
     ) -> Vec<Action> {
+        self.at(now);
         for p in processes {
             let placed_here = self
                 .jobs
@@ -556,6 +641,7 @@ impl Jobs {
                 "the profile has no <execution> with an <executable>: nothing to run".into(),
             ));
         }
+        self.check_client_limits(&submission.owner, submission.source.len())?;
         let mine = for_owner(topo, &submission.owner);
         if let Err(e) = schedule(
             &submission.profile,
@@ -579,6 +665,8 @@ impl Jobs {
         let seq = self.seq.values().max().map_or(0, |s| s + 1);
         self.seq.insert(id.clone(), seq);
         self.dirty.insert(id.clone());
+        self.new_profiles.insert(id.clone(), None);
+        let profile_bytes = submission.source.len();
         self.jobs.insert(
             id.clone(),
             Job {
@@ -595,38 +683,104 @@ impl Jobs {
                 decided_at: None,
                 released: false,
                 unconfirmed: None,
+                profile_bytes,
+                profile_kept: true,
+                started_at: None,
+                backfilled: false,
             },
         );
         self.queue.push_back(id);
         Ok(self.start_queued(topo))
     }
 
-    /// Starts queued jobs, oldest first, while they fit.
-    pub fn start_queued(&mut self, topo: &ResourceTopology) -> Vec<Action> {
-        let mut actions = Vec::new();
-        while let Some(id) = self.queue.front().cloned() {
-            let Some(job) = self.jobs.get_mut(&id) else {
-                self.queue.pop_front();
+    /// Moves the clock the queue's fair share reads forward to `now`.
+    fn at(&mut self, now: Instant) {
+        self.clock = self.clock.max(now);
+    }
+
+    /// What running jobs hold, for [`crate::queue::decide`].
+    fn held(&self) -> crate::queue::Held {
+        let mut held = crate::queue::Held {
+            used: self.used.clone(),
+            ..Default::default()
+        };
+        for j in self.jobs.values().filter(|j| !j.released) {
+            let Some(m) = &j.mapping else {
                 continue;
             };
-            let mine = for_owner(topo, &job.submission.owner);
-            let free = free_slots(&mine, &self.used);
-            let Ok(mapping) = schedule(&job.submission.profile, &mine, &free, Strategy::Spread)
-            else {
-                break;
+            *held.by_owner.entry(j.submission.owner.clone()).or_default() += m.ranks.len() as u32;
+            if j.backfilled {
+                for r in &m.ranks {
+                    *held
+                        .backfilled
+                        .entry((r.cluster.clone(), r.node.clone()))
+                        .or_default() += 1;
+                }
+            }
+        }
+        held
+    }
+
+    /// Each client's recent usage at `now`: what its ended jobs used (decayed) and
+    /// what its running ones used so far.
+    fn recent_usage(&self, now: Instant) -> BTreeMap<String, f64> {
+        let mut by: BTreeMap<String, f64> = BTreeMap::new();
+        for j in self.jobs.values().filter(|j| !j.released) {
+            if let (Some(t), Some(m)) = (j.started_at, &j.mapping) {
+                *by.entry(j.submission.owner.clone()).or_default() +=
+                    m.ranks.len() as f64 * now.saturating_duration_since(t).as_secs_f64();
+            }
+        }
+        for j in self.queue.iter().filter_map(|id| self.jobs.get(id)) {
+            let o = &j.submission.owner;
+            let past = self.usage.get(o, now);
+            *by.entry(o.clone()).or_default() += past;
+        }
+        by
+    }
+
+    /// Starts the waiting jobs [`crate::queue::decide`] picks: fair share between
+    /// clients, and backfill around the first job that does not fit.
+    pub fn start_queued(&mut self, topo: &ResourceTopology) -> Vec<Action> {
+        if self.queue.is_empty() {
+            return Vec::new();
+        }
+        let now = self.clock;
+        let usage = self.recent_usage(now);
+        let held = self.held();
+        let waiting: Vec<crate::queue::Waiting<'_>> = self
+            .queue
+            .iter()
+            .filter_map(|id| self.jobs.get(id))
+            .map(|j| crate::queue::Waiting {
+                id: &j.id,
+                owner: &j.submission.owner,
+                profile: &j.submission.profile,
+                seq: self.seq.get(&j.id).copied().unwrap_or(0),
+            })
+            .collect();
+        let starts = crate::queue::decide(&waiting, topo, &held, |o| {
+            usage.get(o).copied().unwrap_or(0.0)
+        });
+        let mut actions = Vec::new();
+        for s in starts {
+            let Some(job) = self.jobs.get_mut(&s.id) else {
+                continue;
             };
-            self.queue.pop_front();
-            self.dirty.insert(id.clone());
-            for r in &mapping.ranks {
+            self.queue.retain(|q| *q != s.id);
+            self.dirty.insert(s.id.clone());
+            for r in &s.mapping.ranks {
                 *self
                     .used
                     .entry((r.cluster.clone(), r.node.clone()))
                     .or_default() += 1;
             }
-            actions.extend(launches(job, &mapping));
-            job.ranks = vec![RankState::Starting; mapping.ranks.len()];
-            job.mapping = Some(mapping);
+            actions.extend(launches(job, &s.mapping));
+            job.ranks = vec![RankState::Starting; s.mapping.ranks.len()];
+            job.mapping = Some(s.mapping);
             job.state = JobState::Running;
+            job.started_at = Some(now);
+            job.backfilled = s.backfilled;
         }
         actions
     }
@@ -639,6 +793,7 @@ impl Jobs {
         result: Result<(), String>,
         now: Instant,
     ) -> Vec<Action> {
+        self.at(now);
         self.confirm(id, rank);
         let Some(job) = self.jobs.get_mut(id) else {
             return Vec::new();
@@ -696,7 +851,7 @@ impl Jobs {
     ) -> Result<(), JobError> {
         self.check_cluster(id, rank, cluster)?;
         self.confirm(id, rank);
-        let cap = self.output_cap;
+        let cap = self.limits.output_cap;
         if let Some(job) = self.jobs.get_mut(id) {
             let before = job.output_bytes;
             for l in lines {
@@ -720,6 +875,7 @@ impl Jobs {
                 });
             }
             self.output_bytes = self.output_bytes - before + job.output_bytes;
+            self.enforce_total_cap(id);
         }
         Ok(())
     }
@@ -733,6 +889,7 @@ impl Jobs {
         exit: ExitReport,
         now: Instant,
     ) -> Result<Vec<Action>, JobError> {
+        self.at(now);
         self.check_cluster(id, rank, cluster)?;
         self.confirm(id, rank);
         if let Some(slot) = self
@@ -777,6 +934,12 @@ impl Jobs {
             return Vec::new();
         }
         job.released = true;
+        if let (Some(t), Some(m)) = (job.started_at, &job.mapping) {
+            let end = job.decided_at.unwrap_or(self.clock).max(t);
+            let core_seconds = m.ranks.len() as f64 * (end - t).as_secs_f64();
+            self.usage
+                .charge(&job.submission.owner, core_seconds, self.clock);
+        }
         if let Some(mapping) = &job.mapping {
             for r in &mapping.ranks {
                 let key = (r.cluster.clone(), r.node.clone());
@@ -788,6 +951,7 @@ impl Jobs {
                 }
             }
         }
+        self.lighten(id);
         vec![Action::Ended {
             job: id.to_string(),
         }]
@@ -795,6 +959,7 @@ impl Jobs {
 
     /// Cancels a job: queued, it is dropped; running, its processes are killed.
     pub fn cancel(&mut self, id: &str, now: Instant) -> Result<Vec<Action>, JobError> {
+        self.at(now);
         self.dirty.insert(id.to_string());
         let job = self
             .jobs
@@ -805,6 +970,7 @@ impl Jobs {
                 job.state = JobState::Cancelled;
                 job.decided_at = Some(now);
                 self.queue.retain(|q| q != id);
+                self.lighten(id);
                 Ok(Vec::new())
             }
             JobState::Running => {
@@ -822,6 +988,7 @@ impl Jobs {
     /// ends reported), so every job running there fails, naming the first such rank,
     /// and its other processes are stopped.
     pub fn cluster_lost(&mut self, cluster: &str, now: Instant) -> Vec<Action> {
+        self.at(now);
         let ids: Vec<String> = self
             .jobs
             .values()
@@ -867,8 +1034,10 @@ impl Jobs {
     }
 
     /// The clock: processes of a stopped job that stayed silent past [`KILL_GRACE`]
-    /// are given up, and their slots freed.
+    /// are given up, and their slots freed; finished jobs' output, profiles and
+    /// records past their retention are dropped ([`retention`]).
     pub fn tick(&mut self, topo: &ResourceTopology, now: Instant) -> Vec<Action> {
+        self.at(now);
         let stale: Vec<String> = self
             .jobs
             .values()
@@ -918,17 +1087,8 @@ impl Jobs {
             actions.push(kill(job));
             actions.extend(self.release_if_finished(&id));
         }
-        let keep = self.output_keep;
-        for job in self.jobs.values_mut() {
-            let expired = job
-                .decided_at
-                .is_some_and(|t| now.saturating_duration_since(t) >= keep);
-            if expired && job.finished() && !job.output.is_empty() {
-                self.output_bytes -= job.output_bytes;
-                while job.drop_oldest() {}
-                job.output = VecDeque::new();
-            }
-        }
+        self.expire(now);
+        self.usage.prune(now);
         for id in stale {
             self.dirty.insert(id.clone());
             if let Some(job) = self.jobs.get_mut(&id) {
@@ -1022,12 +1182,12 @@ fn launches(job: &Job, mapping: &Mapping) -> Vec<Action> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use qcg_jobprofile::topology::{Cluster, LinkQuality, Node};
     use qcg_proto::ProcName;
 
-    fn topo(clusters: usize, slots: u32) -> ResourceTopology {
+    pub(crate) fn topo(clusters: usize, slots: u32) -> ResourceTopology {
         let q = LinkQuality {
             latency_ms: 0.1,
             bandwidth_mbps: 1000.0,
@@ -1060,7 +1220,7 @@ mod tests {
         }
     }
 
-    fn sub(procs: u32) -> Submission {
+    pub(crate) fn sub(procs: u32) -> Submission {
         let xml = format!(
             r#"<grmsJob appId="t"><task taskId="t"><resourcesDescription><topology>
             <group groupId="g"><processes><processesCount><value>{procs}</value></processesCount></processes></group>
@@ -1075,7 +1235,7 @@ mod tests {
         }
     }
 
-    fn launched_all(jobs: &mut Jobs, id: &str, actions: &[Action], now: Instant) {
+    pub(crate) fn launched_all(jobs: &mut Jobs, id: &str, actions: &[Action], now: Instant) {
         for a in actions {
             if let Action::Launch { spec, .. } = a {
                 if spec.job == id {
@@ -1085,7 +1245,7 @@ mod tests {
         }
     }
 
-    fn ok() -> ExitReport {
+    pub(crate) fn ok() -> ExitReport {
         ExitReport {
             code: Some(0),
             ..Default::default()
@@ -1274,7 +1434,11 @@ mod tests {
         let now = Instant::now();
         let mut jobs = Jobs::default();
         let cap = 4 << 20;
-        jobs.set_output_limits(cap, Duration::from_secs(60));
+        jobs.set_limits(JobLimits {
+            output_cap: cap,
+            output_keep: Duration::from_secs(60),
+            ..JobLimits::default()
+        });
         let a = jobs.submit("a".into(), sub(1), &t).unwrap();
         launched_all(&mut jobs, "a", &a, now);
         // The issue's flood: 100,000 lines of 16 KB (1.6 GB), in batches.
@@ -1484,5 +1648,46 @@ mod tests {
         // The whole grid is not free: a job of 4 must wait for b.
         assert!(jobs.submit("c".into(), sub(4), &t).unwrap().is_empty());
         assert_eq!(jobs.get("c").unwrap().state, JobState::Queued);
+    }
+
+    /// Issue 21: one client's 30 queued 4-process jobs kept another's 1-process job
+    /// waiting although it fitted the free slots; the job table now asks
+    /// [`crate::queue::decide`], and charges usage when a job ends.
+    #[test]
+    fn another_clients_fitting_job_starts_behind_a_backlog_and_usage_is_charged() {
+        let t = topo(2, 3);
+        let now = Instant::now();
+        let mut jobs = Jobs::default();
+        jobs.at(now);
+        let mut carol = sub(4);
+        carol.owner = "carol".into();
+        let a = jobs.submit("carol-0".into(), carol.clone(), &t).unwrap();
+        launched_all(&mut jobs, "carol-0", &a, now);
+        for i in 1..30 {
+            let acts = jobs
+                .submit(format!("carol-{i}"), carol.clone(), &t)
+                .unwrap();
+            assert!(acts.is_empty(), "carol-{i} does not fit: {acts:?}");
+        }
+        assert_eq!(jobs.used().values().sum::<u32>(), 4);
+        let acts = jobs.submit("alice".into(), sub(1), &t).unwrap();
+        assert_eq!(acts.len(), 1, "{acts:?}");
+        assert_eq!(jobs.get("alice").unwrap().state, JobState::Running);
+        // Ahead by fair share (carol holds 4 slots, alice none), not backfilled.
+        assert!(!jobs.get("alice").unwrap().backfilled);
+        // carol-0 ends after 10 s: 40 core-seconds charged to carol.
+        let later = now + Duration::from_secs(10);
+        for r in 0..4 {
+            let c = jobs.get("carol-0").unwrap().mapping.as_ref().unwrap().ranks[r]
+                .cluster
+                .clone();
+            jobs.exited("carol-0", r as u32, &c, ok(), later).unwrap();
+        }
+        let u = jobs.usage.get("carol", later);
+        assert!((u - 40.0).abs() < 0.01, "{u}");
+        // The next of carol's starts on the freed slots (around alice's).
+        let acts = jobs.start_queued(&t);
+        assert_eq!(acts.len(), 4, "{acts:?}");
+        assert_eq!(jobs.get("carol-1").unwrap().state, JobState::Running);
     }
 }

@@ -31,6 +31,7 @@ pub mod grid;
 pub mod http;
 pub mod jobs;
 pub mod plan;
+pub mod queue;
 pub mod reach;
 pub mod registry;
 pub mod store;
@@ -87,10 +88,8 @@ pub struct Limits {
     pub registrations_per_job: usize,
     /// Processes registered per cluster.
     pub registrations_per_cluster: usize,
-    /// Bytes of output kept per job (the oldest lines are dropped past it).
-    pub output_bytes_per_job: usize,
-    /// How long a finished job's output is kept.
-    pub output_keep: Duration,
+    /// What the job table keeps, and for how long ([`jobs::JobLimits`]).
+    pub jobs: jobs::JobLimits,
 }
 
 impl Default for Limits {
@@ -98,8 +97,7 @@ impl Default for Limits {
         Limits {
             registrations_per_job: registry::DEFAULT_PER_JOB,
             registrations_per_cluster: registry::DEFAULT_PER_CLUSTER,
-            output_bytes_per_job: jobs::DEFAULT_OUTPUT_CAP,
-            output_keep: jobs::DEFAULT_OUTPUT_KEEP,
+            jobs: jobs::JobLimits::default(),
         }
     }
 }
@@ -184,11 +182,9 @@ impl Broker {
         let l = &opts.limits;
         lock(&state).set_limits(l.registrations_per_job, l.registrations_per_cluster);
         let ctx = Ctx::new(state.clone(), opts.probe_interval);
-        ctx.book()
-            .jobs
-            .set_output_limits(l.output_bytes_per_job, l.output_keep);
+        ctx.book().jobs.set_limits(l.jobs.clone());
         if let Some(path) = &opts.database {
-            let store = store::Store::open(path)?;
+            let mut store = store::Store::open(path)?;
             let records = store.load()?;
             let n = records.len();
             let refused = ctx.book().jobs.restore(records, std::time::Instant::now());

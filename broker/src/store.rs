@@ -1,6 +1,10 @@
 //! Where the broker keeps its jobs across restarts (kill -9 included): an embedded
 //! database, one record per job ([`crate::jobs::JobRecord`], JSON), rewritten
-//! whenever the job changes.
+//! whenever the job changes, and the job's profile apart (written once at
+//! submission: a profile may be a megabyte, a record is a few hundred bytes).
+//! Retention ([`crate::jobs::Changes`]) deletes records and profiles; the file is
+//! then compacted (redb reuses freed pages but gives them back to the file system
+//! only when compacted), at most once per [`COMPACT_INTERVAL`].
 //!
 //! Why `redb` rather than SQLite: the access pattern is a key-value one. The broker
 //! writes a few whole records per event (a job's state, ranks, placement, reserved
@@ -13,11 +17,17 @@
 //! Registrations (processes' access points, clusters, proxies) are soft state and
 //! are not stored: the services register them again.
 
-use crate::jobs::JobRecord;
-use redb::{Database, TableDefinition};
+use crate::jobs::{Changes, JobRecord};
+use redb::{Database, ReadableTable, TableDefinition};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
+const PROFILES: TableDefinition<&str, &str> = TableDefinition::new("profiles");
+
+/// Least time between two compactions (a compaction rewrites the file and holds
+/// the database meanwhile).
+pub const COMPACT_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What went wrong with the database.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +56,10 @@ pub enum StoreError {
 pub struct Store {
     db: Database,
     path: PathBuf,
+    /// Whether something was deleted since the last compaction.
+    deleted: bool,
+    /// When the file was last compacted.
+    compacted: Option<Instant>,
 }
 
 impl std::fmt::Debug for Store {
@@ -65,12 +79,14 @@ impl Store {
             std::fs::create_dir_all(dir).map_err(|e| fail(&e))?;
         }
         let db = Database::create(path).map_err(|e| fail(&e))?;
-        let store = Store {
+        let mut store = Store {
             db,
             path: path.to_path_buf(),
+            deleted: false,
+            compacted: None,
         };
-        // The table exists from the first open on, so reads never miss it.
-        store.save(&[])?;
+        // The tables exist from the first open on, so reads never miss them.
+        store.apply(&Changes::default())?;
         Ok(store)
     }
 
@@ -81,36 +97,214 @@ impl Store {
         }
     }
 
-    /// Writes `records` in one durable transaction.
-    pub fn save(&self, records: &[JobRecord]) -> Result<(), StoreError> {
+    /// Writes `records` in one durable transaction (their profiles too, for
+    /// those that carry one).
+    pub fn save(&mut self, records: &[JobRecord]) -> Result<(), StoreError> {
+        let mut c = Changes::default();
+        for r in records {
+            if !r.profile.is_empty() {
+                c.profiles.push((r.id.clone(), r.profile.clone()));
+            }
+            c.records.push(JobRecord {
+                profile: String::new(),
+                ..r.clone()
+            });
+        }
+        self.apply(&c).map(|_| ())
+    }
+
+    /// Carries out `changes` in one durable transaction (writes, then deletions),
+    /// then compacts the file if something was deleted and the last compaction is
+    /// [`COMPACT_INTERVAL`] old. Returns whether it compacted.
+    pub fn apply(&mut self, changes: &Changes) -> Result<bool, StoreError> {
         let tx = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             let mut t = tx.open_table(JOBS).map_err(|e| self.err(e))?;
-            for r in records {
+            let mut p = tx.open_table(PROFILES).map_err(|e| self.err(e))?;
+            for (id, xml) in &changes.profiles {
+                p.insert(id.as_str(), xml.as_str())
+                    .map_err(|e| self.err(e))?;
+            }
+            for r in &changes.records {
                 let bytes = serde_json::to_vec(r).map_err(|e| self.err(e))?;
                 t.insert(r.id.as_str(), bytes.as_slice())
                     .map_err(|e| self.err(e))?;
             }
+            for id in &changes.forget_profiles {
+                self.deleted |= p.remove(id.as_str()).map_err(|e| self.err(e))?.is_some();
+            }
+            for id in &changes.forget {
+                self.deleted |= t.remove(id.as_str()).map_err(|e| self.err(e))?.is_some();
+            }
         }
-        tx.commit().map_err(|e| self.err(e))
+        tx.commit().map_err(|e| self.err(e))?;
+        self.compact_if_due()
     }
 
-    /// Every stored job.
-    pub fn load(&self) -> Result<Vec<JobRecord>, StoreError> {
-        use redb::ReadableTable;
-        let tx = self.db.begin_read().map_err(|e| self.err(e))?;
-        let t = tx.open_table(JOBS).map_err(|e| self.err(e))?;
+    /// Compacts the file if something was deleted and none was done for
+    /// [`COMPACT_INTERVAL`].
+    pub fn compact_if_due(&mut self) -> Result<bool, StoreError> {
+        let due = self.deleted
+            && self
+                .compacted
+                .is_none_or(|t| t.elapsed() >= COMPACT_INTERVAL);
+        if !due {
+            return Ok(false);
+        }
+        let before = self.file_bytes();
+        // Set first, so that a failing compaction is tried again once a minute, not
+        // on every call.
+        self.compacted = Some(Instant::now());
+        self.db.compact().map_err(|e| self.err(e))?;
+        self.deleted = false;
+        tracing::info!(database = %self.path.display(), bytes_before = before, bytes_after = self.file_bytes(), "database compacted");
+        Ok(true)
+    }
+
+    /// The size of the database file.
+    pub fn file_bytes(&self) -> u64 {
+        std::fs::metadata(&self.path).map_or(0, |m| m.len())
+    }
+
+    /// Every stored job. The profiles of unfinished jobs are read back with them;
+    /// those of finished ones are not (a finished job needs none). Records of an
+    /// older broker that held their profile inline have it moved to its own table.
+    pub fn load(&mut self) -> Result<Vec<JobRecord>, StoreError> {
         let mut out = Vec::new();
-        for entry in t.iter().map_err(|e| self.err(e))? {
-            let (k, v) = entry.map_err(|e| self.err(e))?;
-            let r: JobRecord =
-                serde_json::from_slice(v.value()).map_err(|e| StoreError::Record {
-                    path: self.path.clone(),
-                    job: k.value().to_string(),
-                    detail: e.to_string(),
-                })?;
-            out.push(r);
+        let mut inline = Vec::new();
+        {
+            let tx = self.db.begin_read().map_err(|e| self.err(e))?;
+            let t = tx.open_table(JOBS).map_err(|e| self.err(e))?;
+            let p = tx.open_table(PROFILES).map_err(|e| self.err(e))?;
+            for entry in t.iter().map_err(|e| self.err(e))? {
+                let (k, v) = entry.map_err(|e| self.err(e))?;
+                let mut r: JobRecord =
+                    serde_json::from_slice(v.value()).map_err(|e| StoreError::Record {
+                        path: self.path.clone(),
+                        job: k.value().to_string(),
+                        detail: e.to_string(),
+                    })?;
+                if !r.profile.is_empty() {
+                    inline.push(r.clone());
+                }
+                if r.state.is_terminal() {
+                    r.profile = String::new();
+                } else if r.profile.is_empty() {
+                    if let Some(xml) = p.get(r.id.as_str()).map_err(|e| self.err(e))? {
+                        r.profile = xml.value().to_string();
+                    }
+                }
+                out.push(r);
+            }
+        }
+        if !inline.is_empty() {
+            self.save(&inline)?;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::tests::{launched_all, ok, sub, topo};
+    use crate::jobs::{JobLimits, Jobs};
+    use std::time::Duration;
+
+    /// Issue 21, item 4: 60 posts of a 900 KB profile grew the database from 1.6 MB
+    /// to 101 MB, and nothing was ever deleted.
+    #[test]
+    fn finished_jobs_leave_the_database_on_schedule_and_the_file_shrinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/broker.redb");
+        let mut store = Store::open(&path).unwrap();
+        let empty = store.file_bytes();
+        let t = topo(1, 4);
+        let now = std::time::Instant::now();
+        let mut jobs = Jobs::default();
+        jobs.set_limits(JobLimits {
+            output_keep: Duration::from_secs(60),
+            record_keep: Duration::from_secs(600),
+            ..JobLimits::default()
+        });
+        let pad = format!("<!-- {} -->", "p".repeat(900_000));
+        for i in 0..60 {
+            let id = format!("j{i}");
+            let mut s = sub(1);
+            s.source.push_str(&pad);
+            let a = jobs.submit(id.clone(), s, &t).unwrap();
+            store.apply(&jobs.take_changes()).unwrap();
+            launched_all(&mut jobs, &id, &a, now);
+            jobs.exited(&id, 0, "c0", ok(), now).unwrap();
+            store.apply(&jobs.take_changes()).unwrap();
+        }
+        // A job still running keeps everything.
+        let a = jobs.submit("live".into(), sub(1), &t).unwrap();
+        launched_all(&mut jobs, "live", &a, now);
+        store.apply(&jobs.take_changes()).unwrap();
+        let full = store.file_bytes();
+        assert!(full > 54_000_000, "{full}");
+        assert_eq!(store.load().unwrap().len(), 61);
+
+        // Past output_keep the profiles go and the file is compacted.
+        jobs.tick(&t, now + Duration::from_secs(60));
+        let c = jobs.take_changes();
+        assert_eq!(c.forget_profiles.len(), 60);
+        assert!(store.apply(&c).unwrap(), "compacted");
+        let light = store.file_bytes();
+        assert!(light < 2_000_000, "{full} -> {light}");
+        let back = store.load().unwrap();
+        assert_eq!(back.len(), 61);
+        let live = back.iter().find(|r| r.id == "live").unwrap();
+        assert!(
+            live.profile.contains("<executable>"),
+            "a running job's profile stays"
+        );
+
+        // Past record_keep the records go too (compacted at the next interval).
+        jobs.tick(&t, now + Duration::from_secs(600));
+        assert!(
+            !store.apply(&jobs.take_changes()).unwrap(),
+            "not again so soon"
+        );
+        store.compacted = None;
+        assert!(store.compact_if_due().unwrap());
+        let back = store.load().unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].id, "live");
+        let end = store.file_bytes();
+        assert!(end <= light, "{light} -> {end}");
+        println!("database: empty {empty}, 60 x 900 KB {full}, profiles gone {light}, records gone {end} bytes");
+        // A broker started again on it takes the running job back.
+        drop(store);
+        let mut store = Store::open(&path).unwrap();
+        let mut again = Jobs::default();
+        assert!(again.restore(store.load().unwrap(), now).is_empty());
+        assert_eq!(again.all().count(), 1);
+    }
+
+    #[test]
+    fn records_of_an_older_broker_with_their_profile_inline_keep_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.redb");
+        let t = topo(1, 4);
+        let mut jobs = Jobs::default();
+        jobs.submit("r".into(), sub(2), &t).unwrap();
+        let old = jobs.record("r").unwrap();
+        assert!(!old.profile.is_empty());
+        {
+            // Written as the previous version did: the profile inside the record.
+            let db = Database::create(&path).unwrap();
+            let tx = db.begin_write().unwrap();
+            tx.open_table(JOBS)
+                .unwrap()
+                .insert("r", serde_json::to_vec(&old).unwrap().as_slice())
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(store.load().unwrap()[0].profile, old.profile);
+        // Moved to its own table: a second load finds it there.
+        assert_eq!(store.load().unwrap()[0].profile, old.profile);
     }
 }
