@@ -38,8 +38,17 @@ fn config(dir: &Path, name: &str, edits: &[(&str, &str)]) -> PathBuf {
 
 /// The README's grid: broker, proxy, frontals orsay and rennes, one helper each.
 fn readme_grid() -> ReadmeGrid {
+    readme_grid_with(&[], &[])
+}
+
+/// The README's grid with each helper started under `wrap` (a command and its
+/// arguments, before the helper's) and its config edited by `helper_edits`.
+fn readme_grid_with(wrap: &[String], helper_edits: &[(&str, &str)]) -> ReadmeGrid {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    // Other accounts' jobs reach the sockets in it (private keys stay 0600).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     let certs = d.join("certs");
     assert!(qcg(&["ca", "init", "--dir", certs.to_str().unwrap()])
         .status
@@ -105,15 +114,23 @@ fn readme_grid() -> ReadmeGrid {
             &format!("qcg-frontal: cluster {cluster} serving helpers on"),
         );
         let sock = d.join(format!("{node}.sock"));
-        let cfg = config(
-            d,
-            &format!("helper-{node}.toml"),
-            &[
-                (&format!("127.0.0.1:{port}"), &at),
-                (&format!("/tmp/qcg-{node}.sock"), sock.to_str().unwrap()),
-            ],
-        );
-        let mut c = Command::new(bin("qcg-helper"));
+        let frontal_at = format!("127.0.0.1:{port}");
+        let old_sock = format!("/tmp/qcg-{node}.sock");
+        let mut edits = vec![
+            (frontal_at.as_str(), at.as_str()),
+            (old_sock.as_str(), sock.to_str().unwrap()),
+        ];
+        edits.extend_from_slice(helper_edits);
+        let cfg = config(d, &format!("helper-{node}.toml"), &edits);
+        let helper = bin("qcg-helper");
+        let mut c = match wrap.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(&helper);
+                c
+            }
+            None => Command::new(&helper),
+        };
         c.arg("--config")
             .arg(&cfg)
             .env("RUST_LOG", "warn")
@@ -304,4 +321,122 @@ fn qcg_output(g: &ReadmeGrid, id: &str) -> String {
     let o = g.qcg(&["output", id]);
     assert!(o.status.success(), "{:?}", text(&o));
     text(&o).0
+}
+
+/// The capabilities `deploy/systemd/qcg-helper.service` leaves the helper, as
+/// `setpriv` names them (`+setuid,+setgid,...`).
+fn unit_capabilities() -> String {
+    let unit = std::fs::read_to_string(repo().join("deploy/systemd/qcg-helper.service")).unwrap();
+    let line = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .expect("the helper's unit names its capabilities");
+    line.split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Helpers limited to `caps` (and nothing inheritable), mapping every submitter
+/// to `nobody`, run ring.xml: its output, or the failure.
+fn ring_as_nobody(caps: &str) -> (Output, String) {
+    let wrap: Vec<String> = [
+        "setpriv",
+        &format!("--bounding-set=-all,{caps}"),
+        "--inh-caps=-all",
+        "--",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let g = readme_grid_with(
+        &wrap,
+        &[
+            ("default = \"root\"", "default = \"nobody\""),
+            ("allow_root = true", "allow_root = false"),
+            // Jobs reach the helper's socket through the account's own group.
+            ("# socket_group = \"qcg\"", "socket_group = \"nogroup\""),
+        ],
+    );
+    let o = g.submit(&repo().join("jobprofile/examples-xml/ring.xml"), &[]);
+    let read = |f: &str| std::fs::read_to_string(g.dir.path().join(f)).unwrap_or_default();
+    (o, format!("{}{}", read("ring.out"), read("ring.err")))
+}
+
+/// The systemd unit's capability set is enough for a helper to run a job as the
+/// account its config maps the submitter to, and CAP_SETUID is needed for it (the
+/// same job fails without it): the unit is neither short of a capability nor is
+/// the test blind to one.
+#[test]
+fn a_helper_with_its_units_capabilities_runs_a_job_as_its_account() {
+    let caps = unit_capabilities();
+    assert!(caps.contains("+setuid"), "{caps}");
+    let (o, out) = ring_as_nobody(&caps);
+    let (so, se) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{so}\n{se}\n{out}");
+    assert!(
+        out.contains("round 2: token came back as 4 after visiting 4 ranks"),
+        "{out}"
+    );
+    let without: Vec<&str> = caps.split(',').filter(|c| *c != "+setuid").collect();
+    let (o, _) = ring_as_nobody(&without.join(","));
+    let (so, se) = text(&o);
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "a job ran as nobody without CAP_SETUID"
+    );
+    assert!(se.contains("Operation not permitted"), "{so}\n{se}");
+}
+
+/// Every unit in deploy/systemd passes `systemd-analyze verify` (with its
+/// binaries where this build put them); their exposure, as systemd rates it, is
+/// printed.
+#[test]
+fn the_systemd_units_verify() {
+    let units = repo().join("deploy/systemd");
+    let dir = tempfile::tempdir().unwrap();
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&units).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if !name.ends_with(".service") {
+            continue;
+        }
+        let service = name.trim_end_matches(".service");
+        let unit = std::fs::read_to_string(&path).unwrap().replace(
+            &format!("/usr/local/bin/{service}"),
+            bin(service).to_str().unwrap(),
+        );
+        let copy = write(dir.path(), &name, &unit);
+        let o = Command::new("systemd-analyze")
+            .args(["verify", "--man=no"])
+            .arg(&copy)
+            .output()
+            .expect("systemd-analyze (Debian: apt-get install systemd)");
+        let (out, err) = text(&o);
+        assert!(
+            o.status.success() && err.trim().is_empty(),
+            "{name}:\n{out}\n{err}"
+        );
+        let sec = Command::new("systemd-analyze")
+            .args(["security", "--offline=yes", "--no-pager"])
+            .arg(&copy)
+            .output()
+            .unwrap();
+        let (out, _) = text(&sec);
+        let score = out.lines().last().unwrap_or_default().to_string();
+        println!("{name}: {score}");
+        names.push(name);
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "qcg-broker.service",
+            "qcg-frontal.service",
+            "qcg-helper.service",
+            "qcg-proxy.service"
+        ]
+    );
 }
