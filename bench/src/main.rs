@@ -120,6 +120,10 @@ enum Cmd {
         /// Timed rounds of the overlap test (each side: pure, then overlapped).
         #[arg(long, default_value_t = 10)]
         overlap_iters: usize,
+        /// Only the overlap test (no ping-pong, no collectives; any number of nodes
+        /// per site).
+        #[arg(long)]
+        overlap_only: bool,
         #[command(flatten)]
         args: coll::CollArgs,
     },
@@ -271,8 +275,17 @@ fn main() -> anyhow::Result<()> {
             pp_reps,
             overlap,
             overlap_iters,
+            overlap_only,
             args,
-        } => mpi_lab::run(&lab, ppn, &args, pp_max, pp_reps, (overlap, overlap_iters)),
+        } => mpi_lab::run(
+            &lab,
+            ppn,
+            &args,
+            pp_max,
+            pp_reps,
+            (overlap, overlap_iters),
+            overlap_only,
+        ),
         Cmd::Node { args } => node::run(&args),
         Cmd::Netpipe {
             min,

@@ -290,13 +290,18 @@ pub fn run(
     pp_max: usize,
     pp_reps: usize,
     (overlap, overlap_iters): (usize, usize),
+    overlap_only: bool,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(ppn >= 1, "--ppn must be at least 1");
+    anyhow::ensure!(
+        !overlap_only || overlap > 0,
+        "--overlap-only with --overlap 0 measures nothing"
+    );
     let t = topo::load(topo_path)?;
     let first = t
         .sites
         .first()
-        .filter(|s| s.nodes >= 2)
+        .filter(|s| s.nodes >= 2 || overlap_only)
         .ok_or_else(|| anyhow::anyhow!("the first site needs two nodes for the ping-pong"))?;
     let pair = vec![format!("{}-1", first.name), format!("{}-2", first.name)];
     let out = a.out.canonicalize().or_else(|_| {
@@ -344,8 +349,13 @@ pub fn run(
     let mut c_runs = Vec::new();
     let mut r_runs = Vec::new();
     let mut o_runs = Vec::new();
-    let np = coll_lab::mpirun_setup(&lab, &t, 1, dir, Some(&[&pair[0], &pair[1]]))?;
-    for k in 0..2 {
+    let rounds = if overlap_only { 0 } else { 2 };
+    let np = if overlap_only {
+        0
+    } else {
+        coll_lab::mpirun_setup(&lab, &t, 1, dir, Some(&[&pair[0], &pair[1]]))?
+    };
+    for k in 0..rounds {
         eprintln!("# ping-pong {} and {}, round {k}", pair[0], pair[1]);
         c_runs.push(parse_pingpong(&run_ranks(
             &g,
@@ -394,58 +404,58 @@ pub fn run(
         .ops
         .iter()
         .map(String::as_str)
-        .filter(|o| coll_lab::MPI_OPS.contains(o))
+        .filter(|o| coll_lab::MPI_OPS.contains(o) && !overlap_only)
         .collect();
-    let coll_args = [
-        ops.join(","),
-        a.min_size.to_string(),
-        a.max_size.to_string(),
-        a.iters.to_string(),
-        a.skip.to_string(),
-    ];
-    eprintln!("# qcg (C, qcg-mpicc): {} ranks, costs {costs}", nodes.len());
-    let text = run_ranks(
-        &g,
-        &nodes,
-        "mpic",
-        &coll_qcg,
-        &coll_args,
-        &[
-            (qcg::topo::ENV_TOPOLOGY, topo_env.as_str()),
-            (qcg::topo::ENV_COSTS, costs.as_str()),
-        ],
-    )?;
-    std::fs::write(out.join("mpi-qcg.out"), &text)?;
-    let mut points: Vec<Point> = coll_lab::parse_mpi(&text)
-        .into_iter()
-        .map(|p| Point {
+    let mut points: Vec<Point> = Vec::new();
+    if !ops.is_empty() {
+        let coll_args = [
+            ops.join(","),
+            a.min_size.to_string(),
+            a.max_size.to_string(),
+            a.iters.to_string(),
+            a.skip.to_string(),
+        ];
+        eprintln!("# qcg (C, qcg-mpicc): {} ranks, costs {costs}", nodes.len());
+        let text = run_ranks(
+            &g,
+            &nodes,
+            "mpic",
+            &coll_qcg,
+            &coll_args,
+            &[
+                (qcg::topo::ENV_TOPOLOGY, topo_env.as_str()),
+                (qcg::topo::ENV_COSTS, costs.as_str()),
+            ],
+        )?;
+        std::fs::write(out.join("mpi-qcg.out"), &text)?;
+        points.extend(coll_lab::parse_mpi(&text).into_iter().map(|p| Point {
             algo: "qcg".into(),
             ..p
-        })
-        .collect();
-    // Open MPI's outputs (ompi.out, ompi-han.out) go beside ours, so that a run
-    // that fails or hangs halfway (mpirun once hung after its ranks had ended)
-    // leaves what it measured.
-    points.extend(coll_lab::run_mpi_with(
-        &lab,
-        &t,
-        ppn,
-        a,
-        &out,
-        &coll_ompi,
-        &[],
-        "ompi",
-    )?);
-    points.extend(coll_lab::run_mpi_with(
-        &lab,
-        &t,
-        ppn,
-        a,
-        &out,
-        &coll_ompi,
-        &["--mca", "coll_han_priority", "100"],
-        "ompi-han",
-    )?);
+        }));
+        // Open MPI's outputs (ompi.out, ompi-han.out) go beside ours, so that a run
+        // that fails or hangs halfway (mpirun once hung after its ranks had ended)
+        // leaves what it measured.
+        points.extend(coll_lab::run_mpi_with(
+            &lab,
+            &t,
+            ppn,
+            a,
+            &out,
+            &coll_ompi,
+            &[],
+            "ompi",
+        )?);
+        points.extend(coll_lab::run_mpi_with(
+            &lab,
+            &t,
+            ppn,
+            a,
+            &out,
+            &coll_ompi,
+            &["--mca", "coll_han_priority", "100"],
+            "ompi-han",
+        )?);
+    }
     // Overlap: qcg's ranks, then Open MPI's defaults, on the same nodes.
     let mut overlap_text = String::new();
     if overlap > 0 {

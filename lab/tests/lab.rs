@@ -189,6 +189,11 @@ fn checked_in_topologies_parse_with_the_papers_figures() {
         .iter()
         .all(|w| w.delay_ms == 10.0 && w.bandwidth_mbit == 100.0));
 
+    let small = checked_in("four-sites-small.toml");
+    assert_eq!(small.sites.len(), 4);
+    assert!(small.sites.iter().all(|s| s.nodes == 1));
+    assert_eq!(small.wan.len(), 6);
+
     let tech = checked_in("techniques.toml");
     assert_eq!(tech.wan.len(), 7);
     assert!(tech.host("proxy").is_some());
