@@ -209,6 +209,34 @@ impl Ctx {
         }
     }
 
+    /// The refusal of a request from the frontal of `cluster` that acts for a rank of
+    /// a submitted job away from where the job was placed, or ends a submitted job
+    /// ([`crate::placed`]); logged.
+    pub fn placement_refusal(&self, cluster: &str, req: &Request) -> Option<Response> {
+        let acts = crate::placed::acts(req)?;
+        let job = match acts {
+            crate::placed::Acts::As(p, _) => p.job.as_str(),
+            crate::placed::Acts::Ends(j) => j,
+        };
+        let verdict = {
+            let book = self.book();
+            let known = match book.jobs.get(job) {
+                None => crate::placed::Known::Unknown,
+                Some(j) => match &j.mapping {
+                    Some(m) => crate::placed::Known::Placed(m),
+                    None => crate::placed::Known::Unplaced,
+                },
+            };
+            crate::placed::check(cluster, req, known)
+        };
+        let why = verdict.err()?;
+        tracing::warn!(%cluster, request = req.kind(), %job, reason = %why, "request refused: not where the job was placed");
+        Some(Response::error(
+            ErrorKind::Forbidden,
+            format!("`{}` refused: {why}", req.kind()),
+        ))
+    }
+
     /// Handles what a frontal reports about its nodes and its processes; `None` for
     /// requests that are the registry's business.
     pub fn frontal_report(&self, cluster: &str, req: &Request) -> Option<Response> {

@@ -30,6 +30,7 @@ pub mod config;
 pub mod grid;
 pub mod http;
 pub mod jobs;
+pub mod placed;
 pub mod plan;
 pub mod reach;
 pub mod registry;
@@ -379,6 +380,9 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
                 return Response::error(ErrorKind::TooLarge, why);
             }
             if let Some(own) = &current {
+                if let Some(refusal) = ctx.placement_refusal(own, &req) {
+                    return refusal;
+                }
                 if let Some(resp) = ctx.frontal_report(own, &req) {
                     return resp;
                 }
