@@ -64,6 +64,9 @@ pub struct Options {
     /// The database jobs are kept in across restarts; `None` keeps them in memory
     /// only (the embedded grid).
     pub database: Option<std::path::PathBuf>,
+    /// How long the helper of a node running a job may stay away before the job
+    /// fails.
+    pub lost_node_grace: Duration,
 }
 
 impl Default for Options {
@@ -77,6 +80,7 @@ impl Default for Options {
             probe_interval: DEFAULT_PROBE_INTERVAL,
             limits: Limits::default(),
             database: None,
+            lost_node_grace: grid::DEFAULT_LOST_NODE_GRACE,
         }
     }
 }
@@ -184,7 +188,8 @@ impl Broker {
             Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
         let l = &opts.limits;
         lock(&state).set_limits(l.registrations_per_job, l.registrations_per_cluster);
-        let ctx = Ctx::new(state.clone(), opts.probe_interval);
+        let mut ctx = Ctx::new(state.clone(), opts.probe_interval);
+        ctx.lost_node_grace = opts.lost_node_grace;
         ctx.book()
             .jobs
             .set_output_limits(l.output_bytes_per_job, l.output_keep);
@@ -267,6 +272,22 @@ impl Broker {
                 });
             }
         });
+
+        // A revocation cuts the live connections of the peers it names, at once.
+        if let Some(crl) = id.crl.clone() {
+            let (fr, px, c) = (ctx.frontals.clone(), ctx.proxies.clone(), cancel.clone());
+            tracker.spawn(async move {
+                let conns = move || {
+                    let mut all: Vec<quinn::Connection> = lock(&fr).values().cloned().collect();
+                    all.extend(lock(&px).values().cloned());
+                    all
+                };
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = quic::cut_revoked(crl, "frontal or proxy", conns) => {}
+                }
+            });
+        }
 
         // The clock: probes and given-up processes.
         let (cx, c) = (ctx.clone(), cancel.clone());

@@ -409,6 +409,23 @@ impl Frontal {
                 });
             }
         });
+        // A revocation cuts the live connections of the helpers it names, at once:
+        // their nodes leave the cluster's report.
+        if let Some(crl) = id.crl.clone() {
+            let (inn, c) = (inner.clone(), cancel.clone());
+            tracker.spawn(async move {
+                let conns = move || {
+                    lock(&inn.helpers)
+                        .values()
+                        .map(|(c, _, _)| c.clone())
+                        .collect()
+                };
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = quic::cut_revoked(crl, "helper", conns) => {}
+                }
+            });
+        }
         tracing::info!(cluster = %inner.cluster.name, %addr, "frontal started");
         Ok(Frontal {
             addr,
