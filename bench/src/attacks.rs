@@ -17,7 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Services killed when the run ends, however it ends.
-struct Services(Vec<Child>);
+pub(crate) struct Services(pub(crate) Vec<Child>);
 
 impl Drop for Services {
     fn drop(&mut self) {
@@ -28,7 +28,7 @@ impl Drop for Services {
     }
 }
 
-fn bin(name: &str) -> Result<PathBuf> {
+pub(crate) fn bin(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let p = exe.with_file_name(name);
     if !p.exists() {
@@ -41,7 +41,11 @@ fn bin(name: &str) -> Result<PathBuf> {
 }
 
 /// Starts `name --config CFG`; returns its pid and its stdout lines.
-fn start(s: &mut Services, name: &str, cfg: &Path) -> Result<(u32, mpsc::Receiver<String>)> {
+pub(crate) fn start(
+    s: &mut Services,
+    name: &str,
+    cfg: &Path,
+) -> Result<(u32, mpsc::Receiver<String>)> {
     let mut c = Command::new(bin(name)?)
         .arg("--config")
         .arg(cfg)
@@ -61,7 +65,7 @@ fn start(s: &mut Services, name: &str, cfg: &Path) -> Result<(u32, mpsc::Receive
     Ok((pid, rx))
 }
 
-fn ready(lines: &mpsc::Receiver<String>, prefix: &str) -> Result<String> {
+pub(crate) fn ready(lines: &mpsc::Receiver<String>, prefix: &str) -> Result<String> {
     loop {
         let l = lines
             .recv_timeout(Duration::from_secs(30))
@@ -96,7 +100,7 @@ fn count(dir: String) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| d.count())
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
     let p = dir.join(name);
     std::fs::write(&p, text)?;
     Ok(p)
@@ -104,7 +108,7 @@ fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
 
 /// The local account jobs run as here: root when we are root (allowed explicitly),
 /// else our own user.
-fn accounts() -> String {
+pub(crate) fn accounts() -> String {
     let uid = rustix::process::getuid().as_raw();
     if uid == 0 {
         return "default = \"root\"\nallow_root = true\n".into();

@@ -12,6 +12,7 @@
 mod attacks;
 mod coll;
 mod coll_lab;
+mod hijack;
 mod lab_run;
 mod mpi_lab;
 mod netpipe;
@@ -203,7 +204,10 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Setup { iters } => setup(iters),
-        Cmd::Attacks { lines, strangers } => attacks::run(lines, strangers),
+        Cmd::Attacks { lines, strangers } => {
+            attacks::run(lines, strangers)?;
+            hijack::run()
+        }
         Cmd::Pingpong {
             reps,
             trials,
