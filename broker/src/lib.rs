@@ -278,13 +278,20 @@ impl Broker {
             let (fr, px, c) = (ctx.frontals.clone(), ctx.proxies.clone(), cancel.clone());
             tracker.spawn(async move {
                 let conns = move || {
-                    let mut all: Vec<quinn::Connection> = lock(&fr).values().cloned().collect();
-                    all.extend(lock(&px).values().cloned());
+                    let mut all: Vec<(quinn::Connection, String)> = lock(&fr)
+                        .iter()
+                        .map(|(name, c)| (c.clone(), format!("frontal of cluster {name}")))
+                        .collect();
+                    all.extend(
+                        lock(&px)
+                            .iter()
+                            .map(|(addr, c)| (c.clone(), format!("relay proxy at {addr}"))),
+                    );
                     all
                 };
                 tokio::select! {
                     _ = c.cancelled() => {}
-                    _ = quic::cut_revoked(crl, "frontal or proxy", conns) => {}
+                    _ = quic::cut_revoked(crl, conns) => {}
                 }
             });
         }

@@ -1,7 +1,7 @@
 //! Revocation and lost nodes on the real services (broker with its job API, two
 //! frontals, a helper per cluster, each from a config file naming the grid's CRL):
-//! `qcg ca revoke` of a connected helper or frontal cuts its live connection and takes
-//! it out of `/v1/topology`; a job whose node went away unseen (its helper killed
+//! `qcg ca revoke` of a connected helper, relay proxy or frontal cuts its live
+//! connection and takes it out of `/v1/topology` (or of the live proxies); a job whose node went away unseen (its helper killed
 //! while its frontal was being restarted) fails once the broker's grace has passed,
 //! naming the node, instead of running on.
 //!
@@ -132,6 +132,7 @@ fn grid() -> Grid {
         ("helper", "orsay-1"),
         ("helper", "rennes-1"),
         ("client", "alice"),
+        ("proxy", "relay"),
     ]);
     let d = dir.path();
     let mut services = Services(Vec::new());
@@ -201,8 +202,8 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
 }
 
 #[test]
-fn a_revoked_helper_or_frontal_is_cut_and_leaves_the_topology() {
-    let g = grid();
+fn a_revoked_helper_proxy_or_frontal_is_cut_and_leaves_the_topology() {
+    let mut g = grid();
     // Connected helpers and frontals stay up until the CRL names them.
     assert_eq!(g.nodes(), ["orsay/orsay-1", "rennes/rennes-1"]);
     g.revoke("rennes-1");
@@ -210,11 +211,41 @@ fn a_revoked_helper_or_frontal_is_cut_and_leaves_the_topology() {
         g.nodes() == ["orsay/orsay-1"]
     });
     let said = g.logged("frontal-rennes", "certificate revoked");
-    assert!(said.iter().any(|l| l.contains("helper")), "{said:?}");
+    assert!(
+        said.iter().any(|l| l.contains("helper of node rennes-1")),
+        "{said:?}"
+    );
+    // A relay proxy, connected, then revoked: no longer alive for the broker.
+    let cfg = write(
+        g.dir.path(),
+        "proxy.toml",
+        &format!(
+            "listen = \"127.0.0.1:0\"\nbroker = \"{}\"\nca = \"ca/ca.pem\"\ncert = \"ca/relay.pem\"\n\
+             key = \"ca/relay.key\"\ncrl = \"ca/crl.pem\"\n",
+            g.broker
+        ),
+    );
+    let lines = start(&mut g.services, "qcg-proxy", &cfg);
+    wait_for(&lines, "qcg-proxy: relaying on");
+    wait_until("the proxy alive", || {
+        metric(g.http, "qcg_broker_proxies_alive") == 1
+    });
+    g.revoke("relay");
+    wait_until("the proxy cut", || {
+        metric(g.http, "qcg_broker_proxies_alive") == 0
+    });
+    let said = g.logged("broker", "certificate revoked");
+    assert!(
+        said.iter().any(|l| l.contains("relay proxy at")),
+        "{said:?}"
+    );
     g.revoke("orsay");
     wait_until("orsay's node out of the topology", || g.nodes().is_empty());
     let said = g.logged("broker", "certificate revoked");
-    assert!(said.iter().any(|l| l.contains("frontal")), "{said:?}");
+    assert!(
+        said.iter().any(|l| l.contains("frontal of cluster orsay")),
+        "{said:?}"
+    );
     // They stay out: their dials back are refused (the helper and frontal retry).
     std::thread::sleep(Duration::from_secs(2));
     assert!(g.nodes().is_empty(), "{:?}", g.nodes());

@@ -416,13 +416,13 @@ impl Frontal {
             tracker.spawn(async move {
                 let conns = move || {
                     lock(&inn.helpers)
-                        .values()
-                        .map(|(c, _, _)| c.clone())
+                        .iter()
+                        .map(|(node, (c, _, _))| (c.clone(), format!("helper of node {node}")))
                         .collect()
                 };
                 tokio::select! {
                     _ = c.cancelled() => {}
-                    _ = quic::cut_revoked(crl, "helper", conns) => {}
+                    _ = quic::cut_revoked(crl, conns) => {}
                 }
             });
         }

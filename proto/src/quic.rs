@@ -178,12 +178,12 @@ pub fn peer_cert(conn: &Connection) -> Option<rustls::pki_types::CertificateDer<
 pub const CRL_POLL: Duration = Duration::from_millis(500);
 
 /// Keeps live connections to the revocation list: every [`CRL_POLL`], when the list
-/// changed, closes each connection of `conns()` whose peer certificate it now revokes
-/// (their serve loops end, and with them whatever the peer was doing here). Runs
-/// until dropped.
-pub async fn cut_revoked<F>(crl: Arc<crate::revocation::CrlWatch>, what: &'static str, conns: F)
+/// changed, closes each connection of `conns()` (with what the peer is, for the log)
+/// whose peer certificate it now revokes; their serve loops end, and with them
+/// whatever the peer was doing here. Runs until dropped.
+pub async fn cut_revoked<F>(crl: Arc<crate::revocation::CrlWatch>, conns: F)
 where
-    F: Fn() -> Vec<Connection>,
+    F: Fn() -> Vec<(Connection, String)>,
 {
     let mut seen = crl.generation();
     let mut every = tokio::time::interval(CRL_POLL);
@@ -194,11 +194,11 @@ where
             continue;
         }
         seen = now;
-        for conn in conns() {
+        for (conn, who) in conns() {
             let Some(serial) = peer_cert(&conn).and_then(|c| crl.revokes(&c)) else {
                 continue;
             };
-            tracing::warn!(peer = %conn.remote_address(), %serial, kind = what, "certificate revoked: closing its live connection");
+            tracing::warn!(peer = %conn.remote_address(), %serial, %who, "certificate revoked: closing its live connection");
             conn.close(3u32.into(), b"certificate revoked");
         }
     }
