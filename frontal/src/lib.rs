@@ -541,6 +541,7 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                     rank: *rank,
                 };
                 lock(&inner.registrations).remove(&p);
+                forget_placed(&mut lock(&inner.placed), job, *rank);
                 let name = lock(&node).clone();
                 if let Some(n) = name {
                     if let Some(set) = lock(&inner.launched).get_mut(&n) {
@@ -604,6 +605,12 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
 /// stopped) instead of running on unseen. The helper's guardian has stopped them.
 async fn lost(inner: &Inner, node: &str) {
     let procs = lock(&inner.launched).remove(node).unwrap_or_default();
+    {
+        let mut placed = lock(&inner.placed);
+        for (job, rank) in &procs {
+            forget_placed(&mut placed, job, *rank);
+        }
+    }
     for (job, rank) in procs {
         tracing::warn!(%job, rank, %node, "the node's helper went away; its process is lost");
         let req = Request::ProcessExited {
@@ -666,6 +673,16 @@ async fn notify(inner: &Inner, req: Request) -> Response {
             qcg_proto::ErrorKind::Unavailable,
             format!("helper of {target} did not answer"),
         ),
+    }
+}
+
+/// A rank that ended is no longer placed here; a job none of whose ranks is, neither.
+fn forget_placed(placed: &mut Placed, job: &str, rank: u32) {
+    if let Some(ranks) = placed.get_mut(job) {
+        ranks.remove(&rank);
+        if ranks.is_empty() {
+            placed.remove(job);
+        }
     }
 }
 
@@ -784,5 +801,63 @@ async fn forward(inner: &Inner, req: &Request) -> Response {
             ErrorKind::Forbidden,
             format!("`{}` is not a request a helper may send", other.kind()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qcg_proto::{AccessPoint, ProcName};
+
+    fn register(rank: u32, node: &str) -> Request {
+        Request::Register(AccessPoint {
+            process: ProcName::new("j", rank),
+            cluster: "c".into(),
+            node: node.into(),
+            private_addr: [127, 0, 0, 1].into(),
+            public_addr: None,
+            port: 9,
+        })
+    }
+
+    #[test]
+    fn a_placed_rank_acts_only_through_its_nodes_helper() {
+        let mut p = Placed::new();
+        p.entry("j".into()).or_default().insert(0, "n1".into());
+        p.entry("j".into()).or_default().insert(1, "n2".into());
+        placed(&p, Some("n1"), &register(0, "n1")).unwrap();
+        let e = placed(&p, Some("n1"), &register(1, "n1")).unwrap_err();
+        assert!(
+            e.contains("rank 1 of job j was placed on node n2, not on node n1"),
+            "{e}"
+        );
+        let e = placed(&p, Some("n1"), &register(0, "n2")).unwrap_err();
+        assert!(e.contains("only its own processes"), "{e}");
+        let lookup = Request::Lookup {
+            from: ProcName::new("j", 1),
+            target: ProcName::new("j", 0),
+        };
+        placed(&p, Some("n2"), &lookup).unwrap();
+        assert!(placed(&p, Some("n1"), &lookup).is_err());
+        let e = placed(&p, Some("n1"), &register(5, "n1")).unwrap_err();
+        assert!(e.contains("no rank 5"), "{e}");
+        let end = Request::JobEnd { job: "j".into() };
+        assert!(placed(&p, Some("n1"), &end)
+            .unwrap_err()
+            .contains("submitted"));
+        // Jobs not placed here (qcg run's) pass; the broker and helpers check them.
+        placed(&p, Some("n1"), &Request::JobEnd { job: "k".into() }).unwrap();
+        assert!(placed(&p, None, &register(0, "n1")).is_err());
+    }
+
+    #[test]
+    fn ended_ranks_and_jobs_are_forgotten() {
+        let mut p = Placed::new();
+        p.entry("j".into()).or_default().insert(0, "n1".into());
+        p.entry("j".into()).or_default().insert(1, "n1".into());
+        forget_placed(&mut p, "j", 0);
+        assert!(placed(&p, Some("n1"), &register(0, "n1")).is_err());
+        forget_placed(&mut p, "j", 1);
+        assert!(p.is_empty());
     }
 }
