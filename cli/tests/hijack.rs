@@ -330,6 +330,27 @@ fn another_user_cannot_act_for_a_job_placed_elsewhere() {
     assert!(s.contains(": running"), "{s}");
     assert!(!s.contains("exited"), "{s}");
 
+    // A job the broker did not place (as `qcg run` starts them), running on orsay-1:
+    // ended from rennes-1, refused; it runs only in cluster orsay.
+    assert_eq!(
+        ask(&orsay, &register("roots-run", 0, "orsay", "orsay-1", 40001)).unwrap(),
+        Response::Ok
+    );
+    let end = as_nobody(&[(
+        rennes.clone(),
+        Request::JobEnd {
+            job: "roots-run".into(),
+        },
+    )]);
+    assert!(
+        end[0].contains("forbidden") && end[0].contains("runs in cluster(s) `orsay`"),
+        "{end:?}"
+    );
+    assert!(matches!(
+        ask(&orsay, &lookup("roots-run", 0, 0)).unwrap(),
+        Response::Plan(_)
+    ));
+
     // nobody's own `qcg run`-style job (not placed by the broker) is still served.
     let own = as_nobody(&[(
         rennes.clone(),
