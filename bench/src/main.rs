@@ -12,6 +12,7 @@
 mod attacks;
 mod coll;
 mod coll_lab;
+mod hijack;
 mod lab_run;
 mod mpi_lab;
 mod netpipe;
@@ -231,7 +232,10 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Setup { iters } => setup(iters),
-        Cmd::Attacks { lines, strangers } => attacks::run(lines, strangers),
+        Cmd::Attacks { lines, strangers } => {
+            attacks::run(lines, strangers)?;
+            hijack::run()
+        }
         Cmd::Queue {
             jobs,
             profile_bytes,

@@ -47,6 +47,10 @@ pub struct Config {
     /// Seconds for a client's past usage (core-seconds) to count half in the
     /// queue's fair share (default 86400).
     pub fair_share_half_life_secs: Option<u64>,
+    /// Seconds the helper of a node running a job may stay away (disconnected from
+    /// its frontal, or its frontal from the broker's reports) before the job fails,
+    /// naming the node (default 30).
+    pub lost_node_grace_secs: Option<u64>,
     /// The database jobs are kept in across restarts, relative to this file
     /// (default `state/broker.redb`, its folder created if needed).
     #[serde(default = "default_database")]
@@ -71,6 +75,14 @@ impl Config {
     /// Loads and checks a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let (mut c, text): (Config, _) = load(path)?;
+        if c.lost_node_grace_secs == Some(0) {
+            return Err(ConfigError::field(
+                path,
+                &text,
+                "lost_node_grace_secs",
+                "must be at least 1",
+            ));
+        }
         if c.probe_interval_secs == Some(0) {
             return Err(ConfigError::field(
                 path,
@@ -149,6 +161,10 @@ impl Config {
             ),
             limits: self.limits(),
             database: Some(self.database.clone()),
+            lost_node_grace: self.lost_node_grace_secs.map_or(
+                crate::grid::DEFAULT_LOST_NODE_GRACE,
+                std::time::Duration::from_secs,
+            ),
         }
     }
 

@@ -50,7 +50,15 @@ pub struct Ctx {
     pub probe_interval: Duration,
     /// Where jobs are kept across restarts, if anywhere.
     pub store: Arc<Mutex<Option<crate::store::Store>>>,
+    /// How long the helper of a node running a job may stay away before the job
+    /// fails ([`DEFAULT_LOST_NODE_GRACE`]).
+    pub lost_node_grace: Duration,
+    /// Since when each node (cluster, node) where a job runs has been away.
+    pub away: Arc<Mutex<HashMap<(String, String), Instant>>>,
 }
+
+/// Default [`Ctx::lost_node_grace`].
+pub const DEFAULT_LOST_NODE_GRACE: Duration = Duration::from_secs(30);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -67,6 +75,8 @@ impl Ctx {
             changed: Arc::new(tokio::sync::watch::channel(0).0),
             probe_interval,
             store: Default::default(),
+            lost_node_grace: DEFAULT_LOST_NODE_GRACE,
+            away: Default::default(),
         }
     }
 
@@ -213,6 +223,34 @@ impl Ctx {
         }
     }
 
+    /// The refusal of a request from the frontal of `cluster` that acts for a rank of
+    /// a submitted job away from where the job was placed, or ends a submitted job
+    /// ([`crate::placed`]); logged.
+    pub fn placement_refusal(&self, cluster: &str, req: &Request) -> Option<Response> {
+        let acts = crate::placed::acts(req)?;
+        let job = match acts {
+            crate::placed::Acts::As(p, _) => p.job.as_str(),
+            crate::placed::Acts::Ends(j) => j,
+        };
+        let verdict = {
+            let book = self.book();
+            let known = match book.jobs.get(job) {
+                None => crate::placed::Known::Unknown,
+                Some(j) => match &j.mapping {
+                    Some(m) => crate::placed::Known::Placed(m),
+                    None => crate::placed::Known::Unplaced,
+                },
+            };
+            crate::placed::check(cluster, req, known)
+        };
+        let why = verdict.err()?;
+        tracing::warn!(%cluster, request = req.kind(), %job, reason = %why, "request refused: not where the job was placed");
+        Some(Response::error(
+            ErrorKind::Forbidden,
+            format!("`{}` refused: {why}", req.kind()),
+        ))
+    }
+
     /// Handles what a frontal reports about its nodes and its processes; `None` for
     /// requests that are the registry's business.
     pub fn frontal_report(&self, cluster: &str, req: &Request) -> Option<Response> {
@@ -304,7 +342,8 @@ impl Ctx {
         }
         self.start_checks(&conns, now);
         let topo = self.topology();
-        let actions = self.book().jobs.tick(&topo, now);
+        let mut actions = self.lost_nodes(&topo, now);
+        actions.extend(self.book().jobs.tick(&topo, now));
         if !actions.is_empty() {
             self.execute(actions);
             self.bump();
@@ -315,6 +354,52 @@ impl Ctx {
 }
 
 impl Ctx {
+    /// Jobs with a live rank on a node whose helper has been away from `topo` (its
+    /// frontal reports the nodes whose helper is connected) for the grace fail,
+    /// naming the node: a lost node never leaves a job running unseen.
+    fn lost_nodes(&self, topo: &ResourceTopology, now: Instant) -> Vec<Action> {
+        let present: std::collections::HashSet<(&str, &str)> = topo
+            .clusters
+            .iter()
+            .flat_map(|c| c.nodes.iter().map(|n| (c.name.as_str(), n.name.as_str())))
+            .collect();
+        let mut book = self.book();
+        let mut away = lock(&self.away);
+        let mut wanted = std::collections::HashSet::new();
+        for job in book.jobs.all() {
+            if job.state != crate::jobs::JobState::Running {
+                continue;
+            }
+            for r in job.mapping.iter().flat_map(|m| m.ranks.iter()) {
+                let live = matches!(
+                    job.ranks.get(r.rank),
+                    Some(crate::jobs::RankState::Starting | crate::jobs::RankState::Running)
+                );
+                if live && !present.contains(&(r.cluster.as_str(), r.node.as_str())) {
+                    wanted.insert((r.cluster.clone(), r.node.clone()));
+                }
+            }
+        }
+        away.retain(|k, _| wanted.contains(k));
+        let grace = self.lost_node_grace;
+        let mut actions = Vec::new();
+        for key in wanted {
+            let since = *away.entry(key.clone()).or_insert(now);
+            if now.saturating_duration_since(since) < grace {
+                continue;
+            }
+            away.remove(&key);
+            let (cluster, node) = key;
+            let reason = format!(
+                "was lost: the helper of node {node} (cluster `{cluster}`) was lost for {} s",
+                grace.as_secs()
+            );
+            tracing::warn!(%cluster, %node, grace_s = grace.as_secs(), "a node running jobs stayed away past the grace; its jobs fail");
+            actions.extend(book.jobs.node_lost(&cluster, &node, &reason, now));
+        }
+        actions
+    }
+
     /// Starts the reachability checks that are due ([`crate::reach`]).
     fn start_checks(&self, frontals: &HashMap<String, quinn::Connection>, now: Instant) {
         let (configs, live) = {

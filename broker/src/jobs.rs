@@ -1033,6 +1033,60 @@ impl Jobs {
         actions
     }
 
+    /// The helper of `node` (in `cluster`) stayed away past the broker's grace: every
+    /// running job with a live rank there fails with `reason`, naming the first such
+    /// rank, and its other processes are stopped.
+    pub fn node_lost(
+        &mut self,
+        cluster: &str,
+        node: &str,
+        reason: &str,
+        now: Instant,
+    ) -> Vec<Action> {
+        let here =
+            |r: &&qcg_jobprofile::sched::RankPlacement| r.cluster == cluster && r.node == node;
+        let ids: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .filter(|j| {
+                j.mapping
+                    .as_ref()
+                    .is_some_and(|m| m.ranks.iter().any(|r| here(&r)))
+            })
+            .map(|j| j.id.clone())
+            .collect();
+        let mut actions = Vec::new();
+        for id in ids {
+            self.dirty.insert(id.clone());
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            let ranks: Vec<usize> = job
+                .mapping
+                .iter()
+                .flat_map(|m| m.ranks.iter())
+                .filter(here)
+                .map(|r| r.rank)
+                .filter(|&r| job.ranks.get(r).is_some_and(|s| !s.is_over()))
+                .collect();
+            if ranks.is_empty() {
+                continue;
+            }
+            for &r in &ranks {
+                job.ranks[r] = RankState::Lost;
+            }
+            job.state = JobState::Failed {
+                rank: ranks[0] as u32,
+                reason: reason.to_string(),
+            };
+            job.decided_at = Some(now);
+            actions.push(kill(job));
+            actions.extend(self.release_if_finished(&id));
+        }
+        actions
+    }
+
     /// The clock: processes of a stopped job that stayed silent past [`KILL_GRACE`]
     /// are given up, and their slots freed; finished jobs' output, profiles and
     /// records past their retention are dropped ([`retention`]).

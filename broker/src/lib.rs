@@ -30,6 +30,7 @@ pub mod config;
 pub mod grid;
 pub mod http;
 pub mod jobs;
+pub mod placed;
 pub mod plan;
 pub mod queue;
 pub mod reach;
@@ -64,6 +65,9 @@ pub struct Options {
     /// The database jobs are kept in across restarts; `None` keeps them in memory
     /// only (the embedded grid).
     pub database: Option<std::path::PathBuf>,
+    /// How long the helper of a node running a job may stay away before the job
+    /// fails.
+    pub lost_node_grace: Duration,
 }
 
 impl Default for Options {
@@ -77,6 +81,7 @@ impl Default for Options {
             probe_interval: DEFAULT_PROBE_INTERVAL,
             limits: Limits::default(),
             database: None,
+            lost_node_grace: grid::DEFAULT_LOST_NODE_GRACE,
         }
     }
 }
@@ -181,7 +186,8 @@ impl Broker {
             Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
         let l = &opts.limits;
         lock(&state).set_limits(l.registrations_per_job, l.registrations_per_cluster);
-        let ctx = Ctx::new(state.clone(), opts.probe_interval);
+        let mut ctx = Ctx::new(state.clone(), opts.probe_interval);
+        ctx.lost_node_grace = opts.lost_node_grace;
         ctx.book().jobs.set_limits(l.jobs.clone());
         if let Some(path) = &opts.database {
             let mut store = store::Store::open(path)?;
@@ -262,6 +268,29 @@ impl Broker {
                 });
             }
         });
+
+        // A revocation cuts the live connections of the peers it names, at once.
+        if let Some(crl) = id.crl.clone() {
+            let (fr, px, c) = (ctx.frontals.clone(), ctx.proxies.clone(), cancel.clone());
+            tracker.spawn(async move {
+                let conns = move || {
+                    let mut all: Vec<(quinn::Connection, String)> = lock(&fr)
+                        .iter()
+                        .map(|(name, c)| (c.clone(), format!("frontal of cluster {name}")))
+                        .collect();
+                    all.extend(
+                        lock(&px)
+                            .iter()
+                            .map(|(addr, c)| (c.clone(), format!("relay proxy at {addr}"))),
+                    );
+                    all
+                };
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = quic::cut_revoked(crl, conns) => {}
+                }
+            });
+        }
 
         // The clock: probes and given-up processes.
         let (cx, c) = (ctx.clone(), cancel.clone());
@@ -375,6 +404,9 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
                 return Response::error(ErrorKind::TooLarge, why);
             }
             if let Some(own) = &current {
+                if let Some(refusal) = ctx.placement_refusal(own, &req) {
+                    return refusal;
+                }
                 if let Some(resp) = ctx.frontal_report(own, &req) {
                     return resp;
                 }

@@ -11,7 +11,7 @@ use qcg_proto::{
     Technique,
 };
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 
 /// How long a relay token is valid, in milliseconds.
@@ -305,6 +305,9 @@ pub struct Registry {
     /// at once instead of being told to wait for it (forgotten with its job, or when
     /// it registers again; at most [`MAX_REPORTED`]).
     left: std::collections::HashSet<ProcName>,
+    /// The clusters each job registered processes from (forgotten with the job; at
+    /// most [`MAX_REPORTED`] jobs): only those may end it.
+    job_clusters: std::collections::HashMap<String, BTreeSet<String>>,
 }
 
 /// Attempts remembered at once for [`Registry`]'s observations; past it, reports
@@ -360,6 +363,7 @@ impl Registry {
             inbound: BTreeMap::new(),
             reported: Default::default(),
             left: Default::default(),
+            job_clusters: Default::default(),
         }
     }
 
@@ -448,6 +452,14 @@ impl Registry {
                     }
                 }
                 self.left.remove(&name);
+                if self.job_clusters.len() < MAX_REPORTED
+                    || self.job_clusters.contains_key(&name.job)
+                {
+                    self.job_clusters
+                        .entry(name.job.clone())
+                        .or_default()
+                        .insert(cluster.to_string());
+                }
                 let old = self.processes.insert(name.clone(), ap);
                 let effects = old
                     .map(|_| {
@@ -545,6 +557,19 @@ impl Registry {
                 (Response::Ok, effects)
             }
             Request::JobEnd { job } => {
+                if let Some(cs) = self.job_clusters.get(&job) {
+                    if !cs.contains(cluster) {
+                        let cs: Vec<&str> = cs.iter().map(String::as_str).collect();
+                        return err(
+                            ErrorKind::Forbidden,
+                            format!(
+                                "job {job} runs in cluster(s) `{}`: the frontal of cluster `{cluster}` may not end it",
+                                cs.join("`, `")
+                            ),
+                        );
+                    }
+                }
+                self.job_clusters.remove(&job);
                 self.processes.retain(|p, _| p.job != job);
                 self.reported.retain(|(p, _, _)| p.job != job);
                 self.left.retain(|p| p.job != job);
@@ -572,6 +597,7 @@ impl Registry {
 
     /// A job ended: forget its processes; frontals must forget what they cached.
     pub fn end_job(&mut self, job: &str) -> Invalidation {
+        self.job_clusters.remove(job);
         self.processes.retain(|p, _| p.job != job);
         self.reported.retain(|(p, _, _)| p.job != job);
         self.left.retain(|p| p.job != job);
@@ -1593,6 +1619,29 @@ mod tests {
         assert!(
             m.contains("qcg_broker_lookups_total{result=\"left\"} 1"),
             "{m}"
+        );
+    }
+
+    #[test]
+    fn only_a_cluster_the_job_runs_in_ends_it() {
+        let mut r = setup();
+        r.handle(Some("a"), Request::Register(ap("j", 0, "a")));
+        let (resp, inv) = r.handle(Some("b"), Request::JobEnd { job: "j".into() });
+        assert_eq!(kind(&resp), Some(ErrorKind::Forbidden), "{resp:?}");
+        let Response::Error(e) = &resp else { panic!() };
+        assert!(e.message.contains("job j runs in cluster(s) `a`"), "{e}");
+        assert!(inv.is_empty());
+        assert_eq!(r.processes().len(), 1);
+        // Once ended (by its own cluster), nothing is known of it: anyone's end is a
+        // no-op.
+        assert_eq!(
+            r.handle(Some("a"), Request::JobEnd { job: "j".into() }).0,
+            Response::Ok
+        );
+        assert!(r.processes().is_empty());
+        assert_eq!(
+            r.handle(Some("b"), Request::JobEnd { job: "j".into() }).0,
+            Response::Ok
         );
     }
 

@@ -75,7 +75,14 @@ struct Inner {
     launched: Mutex<BTreeMap<String, std::collections::BTreeSet<(String, u32)>>>,
     /// Outputs and process ends the broker could not be told (it was away).
     held: tokio::sync::Mutex<held::Held>,
+    /// Where the broker placed the ranks of its jobs in this cluster (job → rank →
+    /// node), from its launches and the helpers' reports: a rank acts only from the
+    /// helper of its node ([`placed`]).
+    placed: Mutex<Placed>,
 }
+
+/// Job → rank → node, for the submitted jobs placed in this cluster.
+type Placed = std::collections::HashMap<String, BTreeMap<u32, String>>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -141,6 +148,10 @@ impl Inner {
             Request::Launch(spec) => match self.helper(&spec.node) {
                 Some(conn) => match quic::request(&conn, &Request::Launch(spec.clone())).await {
                     Ok(Response::Ok) => {
+                        lock(&self.placed)
+                            .entry(spec.job.clone())
+                            .or_default()
+                            .insert(spec.rank, spec.node.clone());
                         lock(&self.launched)
                             .entry(spec.node.clone())
                             .or_default()
@@ -180,6 +191,7 @@ impl Inner {
                 }
             }
             Request::Kill { job } => {
+                lock(&self.placed).remove(&job);
                 let conns: Vec<_> = lock(&self.helpers)
                     .values()
                     .map(|(c, _, _)| c.clone())
@@ -362,6 +374,7 @@ impl Frontal {
                 reporting: tokio::sync::Mutex::new(()),
                 launched: Default::default(),
                 held: Default::default(),
+                placed: Default::default(),
             }
         });
 
@@ -396,6 +409,23 @@ impl Frontal {
                 });
             }
         });
+        // A revocation cuts the live connections of the helpers it names, at once:
+        // their nodes leave the cluster's report.
+        if let Some(crl) = id.crl.clone() {
+            let (inn, c) = (inner.clone(), cancel.clone());
+            tracker.spawn(async move {
+                let conns = move || {
+                    lock(&inn.helpers)
+                        .iter()
+                        .map(|(node, (c, _, _))| (c.clone(), format!("helper of node {node}")))
+                        .collect()
+                };
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = quic::cut_revoked(crl, conns) => {}
+                }
+            });
+        }
         tracing::info!(cluster = %inner.cluster.name, %addr, "frontal started");
         Ok(Frontal {
             addr,
@@ -487,6 +517,15 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                     name.clone(),
                     processes.iter().map(|p| (p.job.clone(), p.rank)).collect(),
                 );
+                {
+                    let mut placed = lock(&inner.placed);
+                    for p in &processes {
+                        placed
+                            .entry(p.job.clone())
+                            .or_default()
+                            .insert(p.rank, name.clone());
+                    }
+                }
                 let up = Request::Running {
                     nodes: vec![name],
                     processes,
@@ -502,12 +541,21 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                     rank: *rank,
                 };
                 lock(&inner.registrations).remove(&p);
+                forget_placed(&mut lock(&inner.placed), job, *rank);
                 let name = lock(&node).clone();
                 if let Some(n) = name {
                     if let Some(set) = lock(&inner.launched).get_mut(&n) {
                         set.remove(&(job.clone(), *rank));
                     }
                 }
+            }
+            let from = lock(&node).clone();
+            if let Err(why) = placed(&lock(&inner.placed), from.as_deref(), &req) {
+                tracing::warn!(%peer, node = ?from, request = req.kind(), reason = %why, "request refused: not where the job was placed");
+                return Response::error(
+                    ErrorKind::Forbidden,
+                    format!("`{}` refused: {why}", req.kind()),
+                );
             }
             handle(&inner, &conn, req).await
         }
@@ -557,6 +605,12 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
 /// stopped) instead of running on unseen. The helper's guardian has stopped them.
 async fn lost(inner: &Inner, node: &str) {
     let procs = lock(&inner.launched).remove(node).unwrap_or_default();
+    {
+        let mut placed = lock(&inner.placed);
+        for (job, rank) in &procs {
+            forget_placed(&mut placed, job, *rank);
+        }
+    }
     for (job, rank) in procs {
         tracing::warn!(%job, rank, %node, "the node's helper went away; its process is lost");
         let req = Request::ProcessExited {
@@ -622,22 +676,93 @@ async fn notify(inner: &Inner, req: Request) -> Response {
     }
 }
 
+/// A rank that ended is no longer placed here; a job none of whose ranks is, neither.
+fn forget_placed(placed: &mut Placed, job: &str, rank: u32) {
+    if let Some(ranks) = placed.get_mut(job) {
+        ranks.remove(&rank);
+        if ranks.is_empty() {
+            placed.remove(job);
+        }
+    }
+}
+
+/// Whether the helper of `node` may send `req`: a registration names the helper's
+/// own node, and a request acting for a rank the broker placed in this cluster comes
+/// from the helper of that rank's node; a placed job is not ended from a node. Jobs
+/// not placed here pass (the broker checks the cluster, and the helpers the user).
+fn placed(placed: &Placed, node: Option<&str>, req: &Request) -> Result<(), String> {
+    let (process, said) = match req {
+        Request::Register(ap) => (&ap.process, Some(ap.node.as_str())),
+        Request::Unregister { process } => (process, None),
+        Request::Lookup { from, .. }
+        | Request::Report { from, .. }
+        | Request::Rendezvous { from, .. }
+        | Request::Syn { from, .. } => (from, None),
+        Request::JobEnd { job } => {
+            return match placed.get(job) {
+                Some(_) => Err(format!(
+                    "job {job} was submitted to the broker: it ends when its processes end, \
+                     not by a `job_end` from node {}",
+                    node.unwrap_or("(unregistered)")
+                )),
+                None => Ok(()),
+            };
+        }
+        _ => return Ok(()),
+    };
+    let Some(node) = node else {
+        return Err("the helper has not registered its node".into());
+    };
+    if let Some(said) = said.filter(|s| *s != node) {
+        return Err(format!(
+            "the helper of node {node} registers only its own processes, not one on node {said}"
+        ));
+    }
+    match placed
+        .get(&process.job)
+        .map(|ranks| ranks.get(&process.rank))
+    {
+        Some(Some(at)) if at != node => Err(format!(
+            "rank {} of job {} was placed on node {at}, not on node {node}",
+            process.rank, process.job
+        )),
+        Some(None) => Err(format!(
+            "job {} has no rank {} placed in this cluster",
+            process.job, process.rank
+        )),
+        _ => Ok(()),
+    }
+}
+
 async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Response {
-    match &req {
-        Request::Register(ap) => {
+    let resp = forward(inner, &req).await;
+    // What this frontal keeps of a process changes only as the broker took it: a
+    // refused request leaves the job as it was.
+    let refused = matches!(&resp, Response::Error(e) if e.kind == ErrorKind::Forbidden);
+    if matches!(resp, Response::Ok) {
+        if let Request::Register(ap) = &req {
             lock(&inner.routes).insert(ap.process.clone(), helper.clone());
             lock(&inner.registrations).insert(ap.process.clone(), req.clone());
         }
-        Request::Unregister { process } => {
-            lock(&inner.routes).remove(process);
-            lock(&inner.registrations).remove(process);
-        }
-        Request::JobEnd { job } => {
-            lock(&inner.routes).retain(|p, _| &p.job != job);
-            lock(&inner.registrations).retain(|p, _| &p.job != job);
-        }
-        _ => {}
     }
+    if !refused {
+        match &req {
+            Request::Unregister { process } => {
+                lock(&inner.routes).remove(process);
+                lock(&inner.registrations).remove(process);
+            }
+            Request::JobEnd { job } => {
+                lock(&inner.routes).retain(|p, _| &p.job != job);
+                lock(&inner.registrations).retain(|p, _| &p.job != job);
+            }
+            _ => {}
+        }
+    }
+    resp
+}
+
+async fn forward(inner: &Inner, req: &Request) -> Response {
+    let req = req.clone();
     match req {
         Request::ClusterInfo => Response::Cluster(inner.cluster.clone()),
         Request::Lookup { ref target, .. } => {
@@ -676,5 +801,63 @@ async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Resp
             ErrorKind::Forbidden,
             format!("`{}` is not a request a helper may send", other.kind()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qcg_proto::{AccessPoint, ProcName};
+
+    fn register(rank: u32, node: &str) -> Request {
+        Request::Register(AccessPoint {
+            process: ProcName::new("j", rank),
+            cluster: "c".into(),
+            node: node.into(),
+            private_addr: [127, 0, 0, 1].into(),
+            public_addr: None,
+            port: 9,
+        })
+    }
+
+    #[test]
+    fn a_placed_rank_acts_only_through_its_nodes_helper() {
+        let mut p = Placed::new();
+        p.entry("j".into()).or_default().insert(0, "n1".into());
+        p.entry("j".into()).or_default().insert(1, "n2".into());
+        placed(&p, Some("n1"), &register(0, "n1")).unwrap();
+        let e = placed(&p, Some("n1"), &register(1, "n1")).unwrap_err();
+        assert!(
+            e.contains("rank 1 of job j was placed on node n2, not on node n1"),
+            "{e}"
+        );
+        let e = placed(&p, Some("n1"), &register(0, "n2")).unwrap_err();
+        assert!(e.contains("only its own processes"), "{e}");
+        let lookup = Request::Lookup {
+            from: ProcName::new("j", 1),
+            target: ProcName::new("j", 0),
+        };
+        placed(&p, Some("n2"), &lookup).unwrap();
+        assert!(placed(&p, Some("n1"), &lookup).is_err());
+        let e = placed(&p, Some("n1"), &register(5, "n1")).unwrap_err();
+        assert!(e.contains("no rank 5"), "{e}");
+        let end = Request::JobEnd { job: "j".into() };
+        assert!(placed(&p, Some("n1"), &end)
+            .unwrap_err()
+            .contains("submitted"));
+        // Jobs not placed here (qcg run's) pass; the broker and helpers check them.
+        placed(&p, Some("n1"), &Request::JobEnd { job: "k".into() }).unwrap();
+        assert!(placed(&p, None, &register(0, "n1")).is_err());
+    }
+
+    #[test]
+    fn ended_ranks_and_jobs_are_forgotten() {
+        let mut p = Placed::new();
+        p.entry("j".into()).or_default().insert(0, "n1".into());
+        p.entry("j".into()).or_default().insert(1, "n1".into());
+        forget_placed(&mut p, "j", 0);
+        assert!(placed(&p, Some("n1"), &register(0, "n1")).is_err());
+        forget_placed(&mut p, "j", 1);
+        assert!(p.is_empty());
     }
 }

@@ -408,11 +408,28 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
     loop {
         let resp = match frame::read_frame::<Request, _>(&mut stream).await {
             Ok(Some(req)) => match (refuse(&inner, peer, &req), req) {
-                (Some(refusal), _) => refusal,
-                (None, Request::Subscribe { process }) => {
+                (Err(refusal), _) => refusal,
+                (Ok(_), Request::Subscribe { process }) => {
                     return subscribed(stream, inner, process).await;
                 }
-                (None, req) => handle(&inner, req).await,
+                (Ok(claimed), req) => {
+                    let kind = req.kind();
+                    let resp = handle(&inner, req).await;
+                    if let Response::Error(e) = &resp {
+                        if e.kind == ErrorKind::Forbidden {
+                            tracing::warn!(uid = peer.uid, pid = ?peer.pid, request = kind, reason = %e.message, "request refused upstream");
+                            // The grid says the job is not this user's to act for
+                            // here: the claim this request made is void.
+                            if let Some(job) = claimed {
+                                let mut owners = lock(&inner.owners);
+                                if owners.get(&job) == Some(&peer.uid) {
+                                    owners.remove(&job);
+                                }
+                            }
+                        }
+                    }
+                    resp
+                }
             },
             Ok(None) => return,
             Err(e @ (FrameError::Io(_) | FrameError::Truncated)) => {
@@ -459,24 +476,37 @@ fn bind_private(socket: &std::path::Path, group: Option<u32>) -> anyhow::Result<
     Ok(listener)
 }
 
-/// The refusal of a request `peer` may not make ([`access`]), if it may not.
-fn refuse(inner: &Inner, peer: access::Peer, req: &Request) -> Option<Response> {
+/// The refusal of a request `peer` may not make ([`access`]), if it may not; else
+/// the job whose ownership this request claimed first on this node, if it did.
+fn refuse(inner: &Inner, peer: access::Peer, req: &Request) -> Result<Option<String>, Response> {
     let verdict = access::job_of(req).and_then(|job| {
-        let Some(job) = job else { return Ok(()) };
+        let Some(job) = job else { return Ok(None) };
+        if let Request::Register(ap) = req {
+            if ap.node != inner.node {
+                return Err(format!(
+                    "this helper serves node {}: process {} cannot register here as running on node {}",
+                    inner.node, ap.process, ap.node
+                ));
+            }
+        }
         let launched = match peer.pid {
             Some(pid) if peer.uid != 0 => access::lineage(pid)
                 .into_iter()
                 .find_map(|p| inner.procs.job_of_pid(p)),
             _ => None,
         };
-        access::decide(peer, launched.as_deref(), job, &mut lock(&inner.owners))
+        let mut owners = lock(&inner.owners);
+        let fresh = !owners.contains_key(job);
+        access::decide(peer, launched.as_deref(), job, &mut owners)?;
+        Ok((fresh && owners.get(job) == Some(&peer.uid)).then(|| job.to_string()))
     });
-    let why = verdict.err()?;
-    tracing::warn!(uid = peer.uid, pid = ?peer.pid, request = req.kind(), reason = %why, "request refused");
-    Some(Response::error(
-        ErrorKind::Forbidden,
-        format!("`{}` refused: {why}", req.kind()),
-    ))
+    verdict.map_err(|why| {
+        tracing::warn!(uid = peer.uid, pid = ?peer.pid, request = req.kind(), reason = %why, "request refused");
+        Response::error(
+            ErrorKind::Forbidden,
+            format!("`{}` refused: {why}", req.kind()),
+        )
+    })
 }
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

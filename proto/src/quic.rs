@@ -165,6 +165,45 @@ pub fn check_peer_role(conn: &Connection, role: Role) -> Result<(), QuicError> {
     }
 }
 
+/// The peer's own certificate on `conn`, if it showed one.
+pub fn peer_cert(conn: &Connection) -> Option<rustls::pki_types::CertificateDer<'static>> {
+    conn.peer_identity()?
+        .downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+        .ok()?
+        .into_iter()
+        .next()
+}
+
+/// How often [`cut_revoked`] looks at the revocation list.
+pub const CRL_POLL: Duration = Duration::from_millis(500);
+
+/// Keeps live connections to the revocation list: every [`CRL_POLL`], when the list
+/// changed, closes each connection of `conns()` (with what the peer is, for the log)
+/// whose peer certificate it now revokes; their serve loops end, and with them
+/// whatever the peer was doing here. Runs until dropped.
+pub async fn cut_revoked<F>(crl: Arc<crate::revocation::CrlWatch>, conns: F)
+where
+    F: Fn() -> Vec<(Connection, String)>,
+{
+    let mut seen = crl.generation();
+    let mut every = tokio::time::interval(CRL_POLL);
+    loop {
+        every.tick().await;
+        let now = crl.generation();
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        for (conn, who) in conns() {
+            let Some(serial) = peer_cert(&conn).and_then(|c| crl.revokes(&c)) else {
+                continue;
+            };
+            tracing::warn!(peer = %conn.remote_address(), %serial, %who, "certificate revoked: closing its live connection");
+            conn.close(3u32.into(), b"certificate revoked");
+        }
+    }
+}
+
 /// Sends one request on a new bidirectional stream and waits for the answer.
 pub async fn request(conn: &Connection, req: &Request) -> Result<Response, QuicError> {
     let (mut send, mut recv) = conn.open_bi().await?;

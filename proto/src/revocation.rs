@@ -299,6 +299,24 @@ impl CrlWatch {
         &self.path
     }
 
+    /// A number that changes whenever the list does (the file is read again first if
+    /// it changed on disk).
+    pub fn generation(&self) -> u64 {
+        self.current().0
+    }
+
+    /// The serial (hex) of the DER certificate `cert` if the current list revokes it.
+    pub fn revokes(&self, cert: &[u8]) -> Option<String> {
+        let serial = cert_info(cert).ok()?.serial;
+        let (_, crls) = self.current();
+        crls.iter().find_map(|c| {
+            let list = webpki::CertRevocationList::from(
+                webpki::BorrowedCertRevocationList::from_der(c).ok()?,
+            );
+            matches!(list.find_serial(&serial), Ok(Some(_))).then(|| hex(&serial))
+        })
+    }
+
     /// The CRLs now (read again if the file changed) and a number that changes with
     /// them.
     fn current(&self) -> (u64, Arc<Vec<CertificateRevocationListDer<'static>>>) {

@@ -394,6 +394,10 @@ impl Identity {
             .with_client_cert_verifier(Arc::new(verifier))
             .with_single_cert(self.chain.clone(), self.key.clone_key())?;
         cfg.alpn_protocols = vec![ALPN.to_vec()];
+        // A resumed session skips the client's certificate: a peer revoked since
+        // would get back in. Every handshake is a full one.
+        cfg.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+        cfg.send_tls13_tickets = 0;
         Ok(cfg)
     }
 
@@ -409,6 +413,7 @@ impl Identity {
             .with_custom_certificate_verifier(Arc::new(verifier))
             .with_client_auth_cert(self.chain.clone(), self.key.clone_key())?;
         cfg.alpn_protocols = vec![ALPN.to_vec()];
+        cfg.resumption = rustls::client::Resumption::disabled();
         Ok(cfg)
     }
 }

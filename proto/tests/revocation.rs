@@ -214,3 +214,30 @@ fn issued_certificates_live_a_year_or_ninety_days_from_now() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn the_watch_names_a_revoked_certificate_once_the_list_changes() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let ca = Ca::generate()?;
+    ca.save(dir.path())?;
+    let kept = ca.issue(Role::Helper, "kept")?;
+    let gone = ca.issue(Role::Helper, "gone")?;
+    Ca::record_issued(dir.path(), "kept", &kept)?;
+    Ca::record_issued(dir.path(), "gone", &gone)?;
+    let watch = qcg_proto::revocation::CrlWatch::open(&dir.path().join("crl.pem"))?;
+    let der = |pem: &str| {
+        <rustls::pki_types::CertificateDer as rustls::pki_types::pem::PemObject>::from_pem_slice(
+            pem.as_bytes(),
+        )
+        .map(|c| c.to_vec())
+        .map_err(|e| anyhow!("{e}"))
+    };
+    let (kept, gone) = (der(&kept.cert_pem)?, der(&gone.cert_pem)?);
+    let before = watch.generation();
+    assert_eq!(watch.revokes(&gone), None);
+    ca.revoke(dir.path(), "gone")?;
+    assert_ne!(watch.generation(), before);
+    assert!(watch.revokes(&gone).is_some());
+    assert_eq!(watch.revokes(&kept), None);
+    Ok(())
+}

@@ -47,7 +47,10 @@ pub fn start(services: &mut Services, name: &str, config: &Path) -> mpsc::Receiv
     let mut child = Command::new(bin(name))
         .arg("--config")
         .arg(config)
-        .env("RUST_LOG", "warn")
+        .env(
+            "RUST_LOG",
+            std::env::var("QCG_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

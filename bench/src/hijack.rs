@@ -1,0 +1,365 @@
+//! `qcg-bench attacks`, issue 21's parts 2 and 5 on real services (two clusters, a
+//! node each, every service checking the grid's CRL): requests for alice's job sent
+//! through the helper of a node where it was not placed (register one of her ranks,
+//! look her processes up, end her job), how long a revoked helper stays in the
+//! topology, and how long a job lives on after its node is killed: seen (its frontal
+//! notices the helper gone) and unseen (the frontal restarted meanwhile, so only the
+//! broker's grace catches it).
+//!
+//! `cli/tests/hijack.rs` and `cli/tests/lost.rs` prove the refusals and the failures;
+//! this prints what they took.
+
+use crate::attacks::{accounts, ready, start, write, Services};
+use anyhow::{bail, Context, Result};
+use qcg_proto::tls::{Ca, Role};
+use qcg_proto::{AccessPoint, ProcName, Request, Response};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The broker's default grace for a lost node (`lost_node_grace_secs`).
+const GRACE_S: u64 = 30;
+
+fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
+    let mut s = TcpStream::connect(addr)?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: qcg\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp)?;
+    Ok(resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default())
+}
+
+/// The nodes of `/v1/topology`, as "cluster/node".
+fn nodes(http: SocketAddr) -> Result<Vec<String>> {
+    let t: serde_json::Value = serde_json::from_str(&http_get(http, "/v1/topology")?)?;
+    let mut out = Vec::new();
+    for c in t["clusters"].as_array().into_iter().flatten() {
+        for n in c["nodes"].as_array().into_iter().flatten() {
+            out.push(format!(
+                "{}/{}",
+                c["name"].as_str().unwrap_or("?"),
+                n["name"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Polls `f` every 20 ms until it holds; the time it took.
+fn until(what: &str, limit: Duration, mut f: impl FnMut() -> Result<bool>) -> Result<Duration> {
+    let t0 = Instant::now();
+    while !f()? {
+        if t0.elapsed() > limit {
+            bail!("{what}: not within {} s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(t0.elapsed())
+}
+
+/// One request on a new connection to a helper's socket.
+fn ask(socket: &Path, req: &Request) -> Result<Response> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket)
+        .with_context(|| format!("connecting to {}", socket.display()))?;
+    s.write_all(&qcg_proto::frame::encode(req)?)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((r, _)) = qcg_proto::frame::decode::<Response>(&buf)? {
+            return Ok(r);
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            bail!("the helper closed without answering");
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+struct Grid {
+    dir: tempfile::TempDir,
+    s: Services,
+    http: SocketAddr,
+    client: qcg_cli::client::Client,
+    rt: tokio::runtime::Runtime,
+    /// Index in `s` of each service, by name.
+    index: Vec<(String, usize)>,
+}
+
+impl Grid {
+    fn kill(&mut self, name: &str) -> Result<()> {
+        let i = self
+            .index
+            .iter()
+            .find(|(n, _)| n == name)
+            .context("no such service")?
+            .1;
+        self.s.0[i].kill()?;
+        self.s.0[i].wait()?;
+        Ok(())
+    }
+
+    fn start_frontal(&mut self, cluster: &str) -> Result<String> {
+        let cfg = self.dir.path().join(format!("frontal-{cluster}.toml"));
+        let (_, out) = start(&mut self.s, "qcg-frontal", &cfg)?;
+        self.index
+            .push((format!("frontal-{cluster}"), self.s.0.len() - 1));
+        ready(
+            &out,
+            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
+        )
+    }
+
+    fn start_helper(&mut self, node: &str) -> Result<()> {
+        let cfg = self.dir.path().join(format!("helper-{node}.toml"));
+        let (_, out) = start(&mut self.s, "qcg-helper", &cfg)?;
+        self.index.push((node.to_string(), self.s.0.len() - 1));
+        ready(&out, &format!("qcg-helper: node {node} serving"))?;
+        Ok(())
+    }
+
+    /// Writes the helper's config for the frontal at `frontal`.
+    fn helper_cfg(&self, node: &str, frontal: &str) -> Result<()> {
+        let group = if rustix::process::geteuid().is_root() {
+            "socket_group = \"65534\"\n"
+        } else {
+            ""
+        };
+        write(
+            self.dir.path(),
+            &format!("helper-{node}.toml"),
+            &format!(
+                "node = \"{node}\"\nfrontal = \"{frontal}\"\nsocket = \"{node}.sock\"\n{group}bind_address = \"127.0.0.1\"\n\
+                 ca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n[accounts]\n{}",
+                accounts()
+            ),
+        )?;
+        Ok(())
+    }
+
+    fn socket(&self, node: &str) -> PathBuf {
+        self.dir.path().join(format!("{node}.sock"))
+    }
+
+    /// Submits `n` processes of `sleep 3041` (as alice); the job's id once running.
+    fn submit(&self, n: u32) -> Result<String> {
+        let xml = format!(
+            r#"<grmsJob appId="victim"><task taskId="t"><resourcesDescription><topology>
+<group groupId="g"><processes><processesCount><value>{n}</value></processesCount></processes></group>
+</topology></resourcesDescription><execution type="x"><executable>/bin/sleep</executable>
+<arguments><value>3041</value></arguments></execution></task></grmsJob>"#
+        );
+        let a = self.rt.block_on(self.client.request(
+            "POST",
+            "/v1/jobs?workdir=/tmp",
+            xml.into_bytes(),
+        ))?;
+        if a.status != 201 {
+            bail!("the job was refused: {}", a.error_message());
+        }
+        let id = a.json()["id"].as_str().unwrap_or_default().to_string();
+        until("the job running", Duration::from_secs(30), || {
+            let j = self.job(&id)?;
+            let ranks = j["ranks"].as_array().cloned().unwrap_or_default();
+            Ok(ranks.len() == n as usize && ranks.iter().all(|r| r["state"] == "running"))
+        })?;
+        Ok(id)
+    }
+
+    fn job(&self, id: &str) -> Result<serde_json::Value> {
+        let a = self.rt.block_on(
+            self.client
+                .request("GET", &format!("/v1/jobs/{id}"), vec![]),
+        )?;
+        Ok(a.json())
+    }
+
+    fn state(&self, id: &str) -> Result<(String, String)> {
+        let j = self.job(id)?;
+        Ok((
+            j["status"]["state"].as_str().unwrap_or("?").to_string(),
+            j["status"]["reason"].as_str().unwrap_or("").to_string(),
+        ))
+    }
+}
+
+/// `alpha` (node a1, 4 slots) and `beta` (node b1, 1 slot), open, CRL checked.
+fn grid() -> Result<Grid> {
+    let dir = tempfile::tempdir()?;
+    let d = dir.path();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let ca = Ca::generate()?;
+    let ca_dir = d.join("ca");
+    ca.save(&ca_dir)?;
+    for (role, name) in [
+        (Role::Broker, "broker"),
+        (Role::Frontal, "alpha"),
+        (Role::Frontal, "beta"),
+        (Role::Helper, "a1"),
+        (Role::Helper, "b1"),
+        (Role::Client, "alice"),
+    ] {
+        let issued = ca.issue(role, name)?;
+        Ca::record_issued(&ca_dir, name, &issued)?;
+        issued.save(&ca_dir, name)?;
+    }
+    let tls = |n: &str| {
+        format!("ca = \"ca/ca.pem\"\ncert = \"ca/{n}.pem\"\nkey = \"ca/{n}.key\"\ncrl = \"ca/crl.pem\"\n")
+    };
+    let mut s = Services(Vec::new());
+    let cfg = write(
+        d,
+        "broker.toml",
+        &format!(
+            "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n{}",
+            tls("broker")
+        ),
+    )?;
+    let (_, out) = start(&mut s, "qcg-broker", &cfg)?;
+    let quic_at: SocketAddr = ready(&out, "qcg-broker: QUIC on")?.parse()?;
+    let http: SocketAddr = ready(&out, "qcg-broker: HTTP API on http://")?.parse()?;
+    let url = format!(
+        "https://{}",
+        ready(&out, "qcg-broker: HTTPS API on https://")?
+    );
+    let alice = qcg_proto::tls::Identity::load(
+        &ca_dir.join("alice.pem"),
+        &ca_dir.join("alice.key"),
+        &ca_dir.join("ca.pem"),
+    )?;
+    let mut g = Grid {
+        client: qcg_cli::client::Client::new(&url, &alice)?,
+        rt: tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        dir,
+        s,
+        http,
+        index: vec![("broker".into(), 0)],
+    };
+    for (cluster, node, slots) in [("alpha", "a1", 4), ("beta", "b1", 1)] {
+        write(
+            g.dir.path(),
+            &format!("frontal-{cluster}.toml"),
+            &format!(
+                "cluster = \"{cluster}\"\npolicy = \"open\"\nbroker = \"{quic_at}\"\nlisten = \"127.0.0.1:0\"\n{}\n\
+                 [[nodes]]\nname = \"{node}\"\nslots = {slots}\n",
+                tls(cluster)
+            ),
+        )?;
+        let at = g.start_frontal(cluster)?;
+        g.helper_cfg(node, &at)?;
+        g.start_helper(node)?;
+    }
+    until(
+        "both nodes in the topology",
+        Duration::from_secs(30),
+        || Ok(nodes(http)?.len() == 2),
+    )?;
+    Ok(g)
+}
+
+/// Runs the attempts and the timings; prints one line each.
+pub fn run() -> Result<()> {
+    let mut g = grid()?;
+    println!("# issue 21: hijacks, revocation, lost nodes (alpha/a1 4 slots, beta/b1 1 slot)");
+
+    // 1. alice's job on a1; its requests sent through b1's helper.
+    let id = g.submit(2)?;
+    let b1 = g.socket("b1");
+    let forged = [
+        (
+            "register her rank 1 at b1:9",
+            Request::Register(AccessPoint {
+                process: ProcName::new(&id, 1),
+                cluster: "beta".into(),
+                node: "b1".into(),
+                private_addr: [127, 0, 0, 1].into(),
+                public_addr: None,
+                port: 9,
+            }),
+        ),
+        (
+            "look her rank 0 up as her rank 1",
+            Request::Lookup {
+                from: ProcName::new(&id, 1),
+                target: ProcName::new(&id, 0),
+            },
+        ),
+        ("end her job", Request::JobEnd { job: id.clone() }),
+    ];
+    for (what, req) in &forged {
+        let t0 = Instant::now();
+        let r = ask(&b1, req)?;
+        let t = t0.elapsed();
+        let verdict = match &r {
+            Response::Error(e) => format!("refused ({:?}): {}", e.kind, e.message),
+            other => format!("ANSWERED {other:?}"),
+        };
+        println!(
+            "hijack via b1: {what:<34} {:>7.2} ms  {}",
+            t.as_secs_f64() * 1e3,
+            verdict.chars().take(120).collect::<String>()
+        );
+    }
+    let (state, _) = g.state(&id)?;
+    println!("    alice's job afterwards: {state}");
+    g.rt.block_on(
+        g.client
+            .request("DELETE", &format!("/v1/jobs/{id}"), vec![]),
+    )?;
+
+    // 2. b1's helper revoked while connected.
+    let ca = Ca::load(&g.dir.path().join("ca"))?;
+    let t0 = Instant::now();
+    ca.revoke(&g.dir.path().join("ca"), "b1")?;
+    until("b1 out of the topology", Duration::from_secs(30), || {
+        Ok(!nodes(g.http)?.contains(&"beta/b1".to_string()))
+    })?;
+    println!(
+        "revoked helper b1 out of /v1/topology (connection cut) in {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+
+    // 3. a1's helper killed: its frontal sees it go (QUIC idle timeout, 5 s).
+    let id = g.submit(1)?;
+    let t0 = Instant::now();
+    g.kill("a1")?;
+    until("the job failed", Duration::from_secs(GRACE_S + 60), || {
+        Ok(g.state(&id)?.0 != "running")
+    })?;
+    let (state, reason) = g.state(&id)?;
+    println!(
+        "job on a killed node (helper killed, frontal up): {state} in {:.1} s: {reason}",
+        t0.elapsed().as_secs_f64()
+    );
+
+    // 4. a1's helper killed while its frontal restarts: nobody reports the node lost.
+    g.start_helper("a1")?;
+    until("a1 back in the topology", Duration::from_secs(30), || {
+        Ok(nodes(g.http)?.contains(&"alpha/a1".to_string()))
+    })?;
+    let id = g.submit(1)?;
+    let t0 = Instant::now();
+    g.kill("a1")?;
+    g.kill("frontal-alpha")?;
+    g.start_frontal("alpha")?;
+    until("the job failed", Duration::from_secs(GRACE_S + 60), || {
+        Ok(g.state(&id)?.0 != "running")
+    })?;
+    let (state, reason) = g.state(&id)?;
+    println!(
+        "job on a node killed unseen (frontal restarted): {state} in {:.1} s with grace {GRACE_S} s: {reason}",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
