@@ -342,21 +342,41 @@ impl Helper {
             }
         });
         let (c, t) = (cancel.clone(), tracker.clone());
+        let caps = socket_caps(qcg_proto::limits::nofile());
+        let (per_uid, total) = caps.limits();
+        tracing::info!(per_uid, total, "local connections taken at most");
         tracker.spawn(async move {
+            let mut errors = qcg_proto::limits::AcceptErrors::new("helper socket");
             loop {
                 let stream = tokio::select! {
                     _ = c.cancelled() => break,
                     s = listener.accept() => match s {
                         Ok((s, _)) => s,
                         Err(e) => {
-                            tracing::warn!(error = %e, "accept failed");
+                            let pause = errors.failed(&e, std::time::Instant::now());
+                            tokio::select! {
+                                _ = c.cancelled() => break,
+                                _ = tokio::time::sleep(pause) => {}
+                            }
                             continue;
                         }
                     },
                 };
+                errors.flush(std::time::Instant::now());
+                let uid = match stream.peer_cred() {
+                    Ok(c) => c.uid(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no peer credentials on the helper socket; closing");
+                        continue;
+                    }
+                };
+                let Some(permit) = qcg_proto::limits::admit(&caps, "helper socket", uid) else {
+                    continue;
+                };
                 let inner = inner.clone();
                 let c = c.clone();
                 t.spawn(async move {
+                    let _permit = permit;
                     tokio::select! {
                         _ = c.cancelled() => {}
                         _ = serve_process(stream, inner) => {}
@@ -405,8 +425,9 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
             return;
         }
     };
+    let mut first = true;
     loop {
-        let resp = match frame::read_frame::<Request, _>(&mut stream).await {
+        let resp = match read_request(&mut stream, first).await {
             Ok(Some(req)) => match (refuse(&inner, peer, &req), req) {
                 (Some(refusal), _) => refusal,
                 (None, Request::Subscribe { process }) => {
@@ -416,13 +437,15 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
             },
             Ok(None) => return,
             Err(e @ (FrameError::Io(_) | FrameError::Truncated)) => {
-                tracing::debug!(error = %e, "process connection closed");
+                tracing::debug!(uid = peer.uid, error = %e, "process connection closed");
                 return;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "bad frame from a local process");
+                tracing::warn!(uid = peer.uid, error = %e, "bad frame from a local process");
                 let resp = Response::error(e.kind(), e.to_string());
-                let _ = frame::write_frame(&mut stream, &resp).await;
+                let _ =
+                    tokio::time::timeout(FRAME_DEADLINE, frame::write_frame(&mut stream, &resp))
+                        .await;
                 // After an oversized or unreadable frame the byte stream cannot be
                 // resynchronised: close this connection only.
                 if matches!(e, FrameError::TooLarge { .. }) {
@@ -431,10 +454,60 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
                 continue;
             }
         };
-        if frame::write_frame(&mut stream, &resp).await.is_err() {
-            return;
+        first = false;
+        match tokio::time::timeout(FRAME_DEADLINE, frame::write_frame(&mut stream, &resp)).await {
+            Ok(Ok(())) => {}
+            _ => return,
         }
     }
+}
+
+/// How long a local process has to send the rest of a frame once its first byte
+/// came, and to take an answer: a half-sent frame cannot hold a connection longer.
+pub const FRAME_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a new connection has to start its first request.
+pub const FIRST_REQUEST: Duration = Duration::from_secs(10);
+
+/// The helper socket's caps for a process allowed `nofile` descriptors: half of
+/// them in all (at most 8,192), half of that per uid, so that one local user
+/// cannot take every place.
+pub fn socket_caps(nofile: u64) -> qcg_proto::limits::Caps<u32> {
+    let total = ((nofile / 2) as usize).clamp(8, 8192);
+    qcg_proto::limits::Caps::new(total / 2, total)
+}
+
+/// The next request on a process's connection: waits for its first byte as long as
+/// the process likes (a rank keeps its connection between requests; only the first
+/// request of a connection is due within [`FIRST_REQUEST`]), then the whole frame
+/// within [`FRAME_DEADLINE`]. `Ok(None)` at a clean end.
+async fn read_request(stream: &mut UnixStream, first: bool) -> Result<Option<Request>, FrameError> {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    let n = if first {
+        match tokio::time::timeout(FIRST_REQUEST, stream.read(&mut byte)).await {
+            Ok(r) => r?,
+            Err(_) => return Err(FrameError::Io(timed_out("no request"))),
+        }
+    } else {
+        stream.read(&mut byte).await?
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    let mut rest = (&byte[..]).chain(&mut *stream);
+    match tokio::time::timeout(FRAME_DEADLINE, frame::read_frame::<Request, _>(&mut rest)).await {
+        Ok(Ok(Some(r))) => Ok(Some(r)),
+        Ok(Ok(None)) => Err(FrameError::Truncated),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(FrameError::Io(timed_out("a frame not finished"))),
+    }
+}
+
+fn timed_out(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what} within the deadline"),
+    )
 }
 
 /// Binds the socket so that it is never reachable with a wider mode than 0660: bound
