@@ -425,9 +425,8 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
             return;
         }
     };
-    let mut first = true;
     loop {
-        let resp = match read_request(&mut stream, first).await {
+        let resp = match read_request(&mut stream).await {
             Ok(Some(req)) => match (refuse(&inner, peer, &req), req) {
                 (Some(refusal), _) => refusal,
                 (None, Request::Subscribe { process }) => {
@@ -454,7 +453,6 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
                 continue;
             }
         };
-        first = false;
         match tokio::time::timeout(FRAME_DEADLINE, frame::write_frame(&mut stream, &resp)).await {
             Ok(Ok(())) => {}
             _ => return,
@@ -465,9 +463,6 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
 /// How long a local process has to send the rest of a frame once its first byte
 /// came, and to take an answer: a half-sent frame cannot hold a connection longer.
 pub const FRAME_DEADLINE: Duration = Duration::from_secs(5);
-/// How long a new connection has to start its first request.
-pub const FIRST_REQUEST: Duration = Duration::from_secs(10);
-
 /// The helper socket's caps for a process allowed `nofile` descriptors: half of
 /// them in all (at most 8,192), half of that per uid, so that one local user
 /// cannot take every place.
@@ -477,21 +472,14 @@ pub fn socket_caps(nofile: u64) -> qcg_proto::limits::Caps<u32> {
 }
 
 /// The next request on a process's connection: waits for its first byte as long as
-/// the process likes (a rank keeps its connection between requests; only the first
-/// request of a connection is due within [`FIRST_REQUEST`]), then the whole frame
+/// the process likes (a rank keeps its lines to the helper open between requests,
+/// and its link reporter may send its first one minutes after connecting: idle
+/// connections are bounded by the caps per uid, not by time), then the whole frame
 /// within [`FRAME_DEADLINE`]. `Ok(None)` at a clean end.
-async fn read_request(stream: &mut UnixStream, first: bool) -> Result<Option<Request>, FrameError> {
+async fn read_request(stream: &mut UnixStream) -> Result<Option<Request>, FrameError> {
     use tokio::io::AsyncReadExt;
     let mut byte = [0u8; 1];
-    let n = if first {
-        match tokio::time::timeout(FIRST_REQUEST, stream.read(&mut byte)).await {
-            Ok(r) => r?,
-            Err(_) => return Err(FrameError::Io(timed_out("no request"))),
-        }
-    } else {
-        stream.read(&mut byte).await?
-    };
-    if n == 0 {
+    if stream.read(&mut byte).await? == 0 {
         return Ok(None);
     }
     let mut rest = (&byte[..]).chain(&mut *stream);
