@@ -36,9 +36,21 @@ fn start_limited(
     nofile: u32,
     log: &Path,
 ) -> std::sync::mpsc::Receiver<String> {
+    start_in_shell(services, name, cfg, &format!("ulimit -n {nofile}"), log)
+}
+
+/// Starts `name --config cfg` after the shell command `setup`, its log (stderr, at
+/// `warn`) going to `log`; its stdout lines on the channel.
+fn start_in_shell(
+    services: &mut Services,
+    name: &str,
+    cfg: &Path,
+    setup: &str,
+    log: &Path,
+) -> std::sync::mpsc::Receiver<String> {
     let mut child: Child = Command::new("sh")
         .arg("-c")
-        .arg(format!("ulimit -n {nofile} && exec \"$0\" --config \"$1\""))
+        .arg(format!("{setup} && exec \"$0\" --config \"$1\""))
         .arg(bin(name))
         .arg(cfg)
         .env("RUST_LOG", "warn")
@@ -160,6 +172,47 @@ fn idle_plain_http_connections_do_not_take_the_https_api_down() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+#[test]
+fn the_broker_database_is_private_whatever_the_umask() {
+    let dir = grid_ca(&[("broker", "broker")]);
+    let d = dir.path();
+    let cfg = write(
+        d,
+        "broker.toml",
+        "listen = \"127.0.0.1:0\"\ndatabase = \"state/broker.redb\"\nca = \"ca/ca.pem\"\n\
+         cert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
+    );
+    // A database left by an older broker, readable by all.
+    let old = d.join("old");
+    std::fs::create_dir(&old).unwrap();
+    std::fs::write(old.join("broker.redb"), b"").unwrap();
+    std::fs::set_permissions(
+        old.join("broker.redb"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let old_cfg = write(
+        d,
+        "old.toml",
+        "listen = \"127.0.0.1:0\"\ndatabase = \"old/broker.redb\"\nca = \"ca/ca.pem\"\n\
+         cert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
+    );
+    let mut services = Services(Vec::new());
+    for (cfg, log) in [(&cfg, "new.log"), (&old_cfg, "old.log")] {
+        let lines = start_in_shell(&mut services, "qcg-broker", cfg, "umask 022", &d.join(log));
+        wait_for(&lines, "qcg-broker: QUIC on");
+    }
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&d.join("state")), 0o700);
+    assert_eq!(mode(&d.join("state/broker.redb")), 0o600);
+    assert_eq!(mode(&old.join("broker.redb")), 0o600);
+    // Nothing else in the folder that others could read.
+    for e in std::fs::read_dir(d.join("state")).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(mode(&p) & 0o077, 0, "{} is open to others", p.display());
+    }
 }
 
 /// The flooding child, run as `nobody`: opens $FLOOD_ENV's count of connections to
