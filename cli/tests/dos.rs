@@ -39,8 +39,9 @@ fn start_limited(
     start_in_shell(services, name, cfg, &format!("ulimit -n {nofile}"), log)
 }
 
-/// Starts `name --config cfg` after the shell command `setup`, its log (stderr, at
-/// `warn`) going to `log`; its stdout lines on the channel.
+/// Starts `name --config cfg` after the shell command `setup`, its log (the
+/// services log on stdout, at `warn` here) copied line by line to `log`; its stdout
+/// lines on the channel too.
 fn start_in_shell(
     services: &mut Services,
     name: &str,
@@ -55,15 +56,17 @@ fn start_in_shell(
         .arg(cfg)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(log).unwrap())
+        .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let out = child.stdout.take().unwrap();
     services.0.push(child);
+    let mut file = std::fs::File::create(log).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         use std::io::BufRead;
         for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = writeln!(file, "{l}");
             let _ = tx.send(l);
         }
     });
@@ -162,6 +165,7 @@ fn idle_plain_http_connections_do_not_take_the_https_api_down() {
     assert!(http_get(http, "/v1/clusters").starts_with('['));
 
     let added = lines_of(&log) - before;
+    eprintln!("broker log: {added} lines added during the flood");
     assert!(
         added < 100,
         "the broker's log grew by {added} lines:\n{}",
@@ -338,6 +342,7 @@ fn half_frames_of_one_user_do_not_stop_the_helper_answering_another() {
     let _ = flood.wait();
 
     let added = lines_of(&log) - before;
+    eprintln!("helper log: {added} lines added during the flood");
     assert!(
         added < 100,
         "the helper's log grew by {added} lines:\n{}",
@@ -348,4 +353,49 @@ fn half_frames_of_one_user_do_not_stop_the_helper_answering_another() {
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+#[test]
+fn a_helper_says_at_start_which_accounts_cannot_run_or_reach_it() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test maps jobs to `nobody`: run it as root"
+    );
+    let dir = grid_ca(&[("helper", "a1"), ("helper", "a2")]);
+    let d = dir.path();
+    let mut services = Services(Vec::new());
+    // Root not allowed, nothing else mapped: no job can run here.
+    // `nobody` runs the jobs, but the socket's group is root's (0): its processes,
+    // with their primary group only, cannot connect.
+    for (node, extra) in [
+        ("a1", "[accounts]\ndefault = \"root\"\n"),
+        (
+            "a2",
+            "socket_group = \"0\"\n[accounts]\ndefault = \"nobody\"\n",
+        ),
+    ] {
+        let cfg = write(
+            d,
+            &format!("{node}.toml"),
+            &format!(
+                "node = \"{node}\"\nfrontal = \"127.0.0.1:9\"\nsocket = \"{node}.sock\"\n\
+                 bind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\n\
+                 key = \"ca/{node}.key\"\n{extra}"
+            ),
+        );
+        let lines = start_in_shell(&mut services, "qcg-helper", &cfg, "true", &d.join(node));
+        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
+    }
+    let log = |n: &str| std::fs::read_to_string(d.join(n)).unwrap();
+    assert!(
+        log("a1").contains("no account can run a job on this node"),
+        "{}",
+        log("a1")
+    );
+    assert!(
+        log("a2").contains("jobs of account nobody cannot reach the helper socket"),
+        "{}",
+        log("a2")
+    );
+    assert!(!log("a2").contains("no account can run"), "{}", log("a2"));
 }

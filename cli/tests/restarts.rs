@@ -531,5 +531,8 @@ fn a_job_started_right_after_a_broker_restart_waits_for_it_and_succeeds() {
     // `qcg run`'s question to the helpers) are answered `unavailable` for a while.
     std::thread::sleep(Duration::from_millis(300));
     let (ok, err) = g.ring();
-    assert!(ok, "a job started 0.3 s after a broker restart failed: {err}");
+    assert!(
+        ok,
+        "a job started 0.3 s after a broker restart failed: {err}"
+    );
 }

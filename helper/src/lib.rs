@@ -280,7 +280,21 @@ impl Helper {
         let endpoint = quic::client_endpoint(&id)?;
         // The broker places a job only on nodes that can run it as someone.
         let mut node = node;
-        node.submitters = accounts.submitters(rustix::process::getuid().as_raw());
+        let uid = rustix::process::getuid().as_raw();
+        node.submitters = accounts.submitters(uid);
+        if node.submitters.as_ref().is_some_and(|s| s.is_empty()) {
+            let why = match accounts.resolve(None, uid) {
+                Err(e) => e.to_string(),
+                Ok(_) => "no default account".to_string(),
+            };
+            tracing::error!(
+                reason = %why,
+                "no account can run a job on this node (default account: {why}; no mapped \
+                 account works either): the broker will place no job here; see [accounts] \
+                 in the helper's config"
+            );
+        }
+        warn_unreachable_socket(&accounts, uid, socket_group);
         let procs = Arc::new(procs::Procs::new(accounts));
         let tracker = TaskTracker::new();
         let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
@@ -496,6 +510,35 @@ fn timed_out(what: &str) -> std::io::Error {
         std::io::ErrorKind::TimedOut,
         format!("{what} within the deadline"),
     )
+}
+
+/// Job processes run with their account's primary group only (no supplementary
+/// groups): an account that is neither root nor the helper's user and whose primary
+/// group is not the socket's cannot reach the helper, and its jobs would fail with
+/// `Permission denied`. Says so at start, once per such account.
+fn warn_unreachable_socket(accounts: &accounts::Accounts, helper_uid: u32, group: Option<u32>) {
+    let gid = group.unwrap_or_else(|| rustix::process::getgid().as_raw());
+    let owners = std::iter::once(None).chain(accounts.map.keys().map(|k| Some(k.as_str())));
+    let mut told = std::collections::BTreeSet::new();
+    for owner in owners {
+        let Ok(a) = accounts.resolve(owner, helper_uid) else {
+            continue;
+        };
+        if a.uid == 0 || a.uid == helper_uid || a.gid == gid || !told.insert(a.name.clone()) {
+            continue;
+        }
+        tracing::warn!(
+            account = %a.name,
+            primary_gid = a.gid,
+            socket_gid = gid,
+            "jobs of account {} cannot reach the helper socket: their processes have only \
+             their primary group ({}), not the socket's ({gid}); make {gid} that account's \
+             primary group or set socket_group to {}",
+            a.name,
+            a.gid,
+            a.gid
+        );
+    }
 }
 
 /// Binds the socket so that it is never reachable with a wider mode than 0660: bound

@@ -76,6 +76,15 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// No events yet (usable in a `static`).
+    pub const fn new() -> Tally {
+        Tally {
+            count: 0,
+            last: String::new(),
+            logged: None,
+        }
+    }
+
     /// Records one event described by `what`; `Some((count, last))` when a line is
     /// due now: the events since the last line and the description of the latest.
     pub fn note(&mut self, what: impl std::fmt::Display, now: Instant) -> Option<(u64, String)> {
