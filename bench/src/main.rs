@@ -12,6 +12,7 @@
 mod attacks;
 mod coll;
 mod coll_lab;
+mod dos;
 mod lab_run;
 mod mpi_lab;
 mod netpipe;
@@ -185,6 +186,23 @@ enum Cmd {
         /// Idle connections opened to the proxy.
         #[arg(long, default_value_t = 2000)]
         strangers: usize,
+        /// Idle stranger connections held on the broker's plain HTTP (issue 21).
+        #[arg(long, default_value_t = 2000)]
+        http_strangers: usize,
+        /// Half-sent frames held on the helper's socket (issue 21).
+        #[arg(long, default_value_t = 400)]
+        half_frames: usize,
+        /// Only issue 21's denial-of-service attacks.
+        #[arg(long)]
+        dos_only: bool,
+    },
+    /// (internal) the flooding user of `attacks`: half-sent frames on a helper socket.
+    #[command(hide = true)]
+    HalfFrames {
+        #[arg(long)]
+        socket: std::path::PathBuf,
+        #[arg(long)]
+        count: usize,
     },
     /// (internal) one rank of `pingpong`, started by it.
     #[command(hide = true)]
@@ -203,7 +221,19 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Setup { iters } => setup(iters),
-        Cmd::Attacks { lines, strangers } => attacks::run(lines, strangers),
+        Cmd::Attacks {
+            lines,
+            strangers,
+            http_strangers,
+            half_frames,
+            dos_only,
+        } => {
+            if !dos_only {
+                attacks::run(lines, strangers)?;
+            }
+            dos::run(http_strangers, half_frames)
+        }
+        Cmd::HalfFrames { socket, count } => dos::half_frames(&socket, count),
         Cmd::Pingpong {
             reps,
             trials,
