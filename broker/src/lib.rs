@@ -104,6 +104,10 @@ impl Default for Limits {
     }
 }
 
+/// Failed and refused QUIC handshakes, summed up in the log.
+static HANDSHAKES_REFUSED: Mutex<qcg_proto::limits::Tally> =
+    Mutex::new(qcg_proto::limits::Tally::new());
+
 /// QUIC connections (frontals and proxies, handshakes included) taken per address.
 pub const QUIC_PER_ADDRESS: usize = 64;
 /// QUIC connections taken in all.
@@ -267,11 +271,19 @@ impl Broker {
                             } else if quic::check_peer_role(&conn, Role::Proxy).is_ok() {
                                 serve_proxy(conn, cx).await
                             } else {
-                                tracing::warn!(%peer, "refused connection: neither a frontal nor a proxy certificate");
+                                qcg_proto::limits::warn_summed(
+                                    &HANDSHAKES_REFUSED,
+                                    "QUIC connections refused: neither a frontal nor a proxy certificate",
+                                    peer,
+                                );
                                 conn.close(1u32.into(), b"a frontal certificate is required");
                             }
                         }
-                        Err(e) => tracing::warn!(%peer, error = %e, "handshake failed"),
+                        Err(e) => qcg_proto::limits::warn_summed(
+                            &HANDSHAKES_REFUSED,
+                            "QUIC handshakes failed",
+                            format_args!("{peer}: {e}"),
+                        ),
                     }
                 });
             }

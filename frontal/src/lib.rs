@@ -244,6 +244,10 @@ pub struct Frontal {
     endpoint: quinn::Endpoint,
 }
 
+/// Failed QUIC handshakes, summed up in the log.
+static HANDSHAKES_FAILED: std::sync::Mutex<qcg_proto::limits::Tally> =
+    std::sync::Mutex::new(qcg_proto::limits::Tally::new());
+
 /// QUIC connections (handshakes included) a frontal takes per address.
 pub const QUIC_PER_ADDRESS: usize = 64;
 /// QUIC connections a frontal takes in all.
@@ -404,7 +408,11 @@ impl Frontal {
                     let _permit = permit;
                     match incoming.await {
                         Ok(conn) => serve_helper(conn, inn).await,
-                        Err(e) => tracing::warn!(%peer, error = %e, "helper handshake failed"),
+                        Err(e) => qcg_proto::limits::warn_summed(
+                            &HANDSHAKES_FAILED,
+                            "helper handshakes failed",
+                            format_args!("{peer}: {e}"),
+                        ),
                     }
                 });
             }

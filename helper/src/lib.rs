@@ -454,7 +454,11 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
                 return;
             }
             Err(e) => {
-                tracing::warn!(uid = peer.uid, error = %e, "bad frame from a local process");
+                qcg_proto::limits::warn_summed(
+                    &BAD_FRAMES,
+                    "bad frames from local processes",
+                    format_args!("uid {}: {e}", peer.uid),
+                );
                 let resp = Response::error(e.kind(), e.to_string());
                 let _ =
                     tokio::time::timeout(FRAME_DEADLINE, frame::write_frame(&mut stream, &resp))
@@ -473,6 +477,10 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
         }
     }
 }
+
+/// Bad frames from local processes, summed up in the log.
+static BAD_FRAMES: std::sync::Mutex<qcg_proto::limits::Tally> =
+    std::sync::Mutex::new(qcg_proto::limits::Tally::new());
 
 /// How long a local process has to send the rest of a frame once its first byte
 /// came, and to take an answer: a half-sent frame cannot hold a connection longer.

@@ -166,6 +166,15 @@ impl AcceptErrors {
     }
 }
 
+/// Records an event of a kind strangers can repeat at will (a failed handshake, a
+/// bad frame) in `tally` and logs `message` with the count and the latest
+/// description, at most once per [`LOG_INTERVAL`].
+pub fn warn_summed(tally: &Mutex<Tally>, message: &'static str, what: impl std::fmt::Display) {
+    if let Some((n, last)) = lock(tally).note(what, Instant::now()) {
+        tracing::warn!(count = n, last = %last, "{message}: {n} since the last report; last: {last}");
+    }
+}
+
 /// Why [`Caps::try_open`] refused a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
