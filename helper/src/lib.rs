@@ -485,12 +485,13 @@ static BAD_FRAMES: std::sync::Mutex<qcg_proto::limits::Tally> =
 /// How long a local process has to send the rest of a frame once its first byte
 /// came, and to take an answer: a half-sent frame cannot hold a connection longer.
 pub const FRAME_DEADLINE: Duration = Duration::from_secs(5);
-/// The helper socket's caps for a process allowed `nofile` descriptors: half of
-/// them in all (at most 8,192), half of that per uid, so that one local user
-/// cannot take every place.
+/// The helper socket's caps for a process allowed `nofile` descriptors: three
+/// quarters of them in all (at most 16,384; the rest is for the processes' pipes and
+/// the helper's own files), three quarters of that per uid, so that one local user
+/// cannot take every place (a rank holds three lines: requests, notices, reports).
 pub fn socket_caps(nofile: u64) -> qcg_proto::limits::Caps<u32> {
-    let total = ((nofile / 2) as usize).clamp(8, 8192);
-    qcg_proto::limits::Caps::new(total / 2, total)
+    let total = ((nofile as usize).saturating_mul(3) / 4).clamp(8, 16384);
+    qcg_proto::limits::Caps::new(total * 3 / 4, total)
 }
 
 /// The next request on a process's connection: waits for its first byte as long as
