@@ -13,6 +13,7 @@ mod attacks;
 mod coll;
 mod coll_lab;
 mod hijack;
+mod dos;
 mod lab_run;
 mod mpi_lab;
 mod netpipe;
@@ -196,6 +197,23 @@ enum Cmd {
         /// Idle connections opened to the proxy.
         #[arg(long, default_value_t = 2000)]
         strangers: usize,
+        /// Idle stranger connections held on the broker's plain HTTP (issue 21).
+        #[arg(long, default_value_t = 2000)]
+        http_strangers: usize,
+        /// Half-sent frames held on the helper's socket (issue 21).
+        #[arg(long, default_value_t = 400)]
+        half_frames: usize,
+        /// Only issue 21's denial-of-service attacks.
+        #[arg(long)]
+        dos_only: bool,
+    },
+    /// (internal) the flooding user of `attacks`: half-sent frames on a helper socket.
+    #[command(hide = true)]
+    HalfFrames {
+        #[arg(long)]
+        socket: std::path::PathBuf,
+        #[arg(long)]
+        count: usize,
     },
     /// Issue 21's retention and fair share on real services (broker, frontal,
     /// helper): JOBS finished jobs, the database file and the broker's memory
@@ -232,10 +250,20 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Setup { iters } => setup(iters),
-        Cmd::Attacks { lines, strangers } => {
-            attacks::run(lines, strangers)?;
-            hijack::run()
+        Cmd::Attacks {
+            lines,
+            strangers,
+            http_strangers,
+            half_frames,
+            dos_only,
+        } => {
+            if !dos_only {
+                attacks::run(lines, strangers)?;
+                hijack::run()?;
+            }
+            dos::run(http_strangers, half_frames)
         }
+        Cmd::HalfFrames { socket, count } => dos::half_frames(&socket, count),
         Cmd::Queue {
             jobs,
             profile_bytes,

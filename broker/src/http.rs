@@ -5,6 +5,12 @@
 //! so it may be served without authentication (`http_listen`, on loopback unless
 //! the config says `http_public = true`); the processes' addresses and the jobs are
 //! on the HTTPS API only ([`crate::api`]), for their owners and admins.
+//!
+//! Anyone who reaches the port may connect, so what a connection may hold is
+//! bounded ([`serve`]): a few connections per address and a few dozen in all, a few
+//! seconds to send each request's head (the first one, and the next one on a kept
+//! connection), a minute in all. The HTTPS API shares the accept loop
+//! ([`accept_loop`]) with its own, larger caps.
 
 use crate::grid::Ctx;
 use crate::registry::Registry;
@@ -13,7 +19,128 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
+use qcg_proto::limits::{self, AcceptErrors, Caps, Permit};
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How long a plain-HTTP client has to send a request's head: the first one, and
+/// the next one on a kept-alive connection (so idle connections close this soon).
+pub const PLAIN_HEAD: Duration = Duration::from_secs(5);
+/// How long a plain-HTTP connection may stay open at most.
+pub const PLAIN_LIFETIME: Duration = Duration::from_secs(60);
+/// How long an HTTPS client has for its handshake.
+pub const TLS_HANDSHAKE: Duration = Duration::from_secs(10);
+/// How long an HTTPS client has to send a request's head (first or next).
+pub const HTTPS_HEAD: Duration = Duration::from_secs(30);
+
+/// Caps of the plain-HTTP API for a process allowed `nofile` descriptors: an eighth
+/// of them (at most 256), a quarter of that per address.
+pub fn plain_caps(nofile: u64) -> Caps<IpAddr> {
+    Caps::sized(nofile, 0.125, 256)
+}
+
+/// Caps of the HTTPS API: half the descriptors (at most 4,096), a quarter of that
+/// per address.
+pub fn tls_caps(nofile: u64) -> Caps<IpAddr> {
+    Caps::sized(nofile, 0.5, 4096)
+}
+
+/// Accepts on `listener` until `cancel`: a connection over `caps` is closed at
+/// once (refusals summed up in the log), the others are handed to `serve` in a
+/// tracked task with their permit. Out of descriptors, the loop pauses instead of
+/// spinning and says so once per interval.
+pub async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    what: &'static str,
+    caps: Caps<IpAddr>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+    serve: F,
+) where
+    F: Fn(TcpStream, SocketAddr, Permit<IpAddr>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut errors = AcceptErrors::new(what);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            _ = cancel.cancelled() => break,
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    let pause = errors.failed(&e, Instant::now());
+                    tokio::select! {
+                        _ = cancel.cancelled() => break,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                    continue;
+                }
+            },
+        };
+        errors.flush(Instant::now());
+        let Some(permit) = limits::admit(&caps, what, peer.ip()) else {
+            drop(tcp);
+            continue;
+        };
+        let c = cancel.clone();
+        let conn = serve(tcp, peer, permit);
+        tracker.spawn(async move {
+            tokio::select! {
+                _ = c.cancelled() => {}
+                _ = conn => {}
+            }
+        });
+    }
+}
+
+/// One HTTP/1.1 connection served by `app` (plain or inside TLS), each request's
+/// head due within `head`.
+pub async fn serve_connection<I>(io: I, app: Router, head: Duration) -> Result<(), hyper::Error>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper_util::service::TowerToHyperService::new(app);
+    hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(head)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), svc)
+        .await
+}
+
+/// Serves the plain-HTTP API on `listener` until `cancel`, bounded by `caps`,
+/// [`PLAIN_HEAD`] and [`PLAIN_LIFETIME`].
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    caps: Caps<IpAddr>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+) {
+    accept_loop(
+        listener,
+        "HTTP API",
+        caps,
+        cancel,
+        tracker,
+        move |tcp, peer, permit| {
+            let app = app.clone();
+            async move {
+                let _permit = permit;
+                let conn = serve_connection(tcp, app, PLAIN_HEAD);
+                match tokio::time::timeout(PLAIN_LIFETIME, conn).await {
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "HTTP connection ended"),
+                    Err(_) => tracing::debug!(%peer, "HTTP connection open too long; closed"),
+                    Ok(Ok(())) => {}
+                }
+            }
+        },
+    )
+    .await
+}
 
 /// Shared state behind the API.
 pub type Shared = Arc<Mutex<Registry>>;

@@ -107,6 +107,15 @@ impl Default for Limits {
     }
 }
 
+/// Failed and refused QUIC handshakes, summed up in the log.
+static HANDSHAKES_REFUSED: Mutex<qcg_proto::limits::Tally> =
+    Mutex::new(qcg_proto::limits::Tally::new());
+
+/// QUIC connections (frontals and proxies, handshakes included) taken per address.
+pub const QUIC_PER_ADDRESS: usize = 64;
+/// QUIC connections taken in all.
+pub const QUIC_TOTAL: usize = 4096;
+
 /// Default time between two probes of a pair of clusters.
 pub const DEFAULT_PROBE_INTERVAL: Duration = Duration::from_secs(300);
 
@@ -202,21 +211,19 @@ impl Broker {
         }
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let nofile = qcg_proto::limits::nofile();
 
         let http_addr = match opts.http {
             Some(addr) => {
                 let listener = bind(addr, "HTTP API").await?;
                 let addr = listener.local_addr()?;
-                let app = http::app(ctx.clone());
-                let c = cancel.clone();
-                tracker.spawn(async move {
-                    let r = axum::serve(listener, app)
-                        .with_graceful_shutdown(async move { c.cancelled().await })
-                        .await;
-                    if let Err(e) = r {
-                        tracing::error!(error = %e, "HTTP API stopped");
-                    }
-                });
+                tracker.spawn(http::serve(
+                    listener,
+                    http::app(ctx.clone()),
+                    http::plain_caps(nofile),
+                    cancel.clone(),
+                    tracker.clone(),
+                ));
                 Some(addr)
             }
             None => None,
@@ -233,6 +240,7 @@ impl Broker {
                     listener,
                     acceptor,
                     ctx.clone(),
+                    http::tls_caps(nofile),
                     cancel.clone(),
                     tracker.clone(),
                 ));
@@ -243,15 +251,21 @@ impl Broker {
 
         let ep = endpoint.clone();
         let (cx, c, t) = (ctx.clone(), cancel.clone(), tracker.clone());
+        let caps = qcg_proto::limits::Caps::new(QUIC_PER_ADDRESS, QUIC_TOTAL);
         tracker.spawn(async move {
             loop {
                 let incoming = tokio::select! {
                     _ = c.cancelled() => break,
                     i = ep.accept() => match i { Some(i) => i, None => break },
                 };
+                let peer = incoming.remote_address();
+                let Some(permit) = qcg_proto::limits::admit(&caps, "QUIC", peer.ip()) else {
+                    incoming.refuse();
+                    continue;
+                };
                 let cx = cx.clone();
                 t.spawn(async move {
-                    let peer = incoming.remote_address();
+                    let _permit = permit;
                     match incoming.await {
                         Ok(conn) => {
                             if quic::check_peer_role(&conn, Role::Frontal).is_ok() {
@@ -259,11 +273,19 @@ impl Broker {
                             } else if quic::check_peer_role(&conn, Role::Proxy).is_ok() {
                                 serve_proxy(conn, cx).await
                             } else {
-                                tracing::warn!(%peer, "refused connection: neither a frontal nor a proxy certificate");
+                                qcg_proto::limits::warn_summed(
+                                    &HANDSHAKES_REFUSED,
+                                    "QUIC connections refused: neither a frontal nor a proxy certificate",
+                                    peer,
+                                );
                                 conn.close(1u32.into(), b"a frontal certificate is required");
                             }
                         }
-                        Err(e) => tracing::warn!(%peer, error = %e, "handshake failed"),
+                        Err(e) => qcg_proto::limits::warn_summed(
+                            &HANDSHAKES_REFUSED,
+                            "QUIC handshakes failed",
+                            format_args!("{peer}: {e}"),
+                        ),
                     }
                 });
             }
@@ -329,31 +351,22 @@ async fn serve_https(
     listener: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
     ctx: Ctx,
+    caps: qcg_proto::limits::Caps<std::net::IpAddr>,
     cancel: CancellationToken,
     tracker: TaskTracker,
 ) {
-    loop {
-        let (tcp, peer) = tokio::select! {
-            _ = cancel.cancelled() => break,
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "HTTPS accept failed");
-                    continue;
+    let serve = move |tcp, peer, permit| {
+        let (acceptor, ctx) = (acceptor.clone(), ctx.clone());
+        async move {
+            let _permit = permit;
+            let tls = match tokio::time::timeout(http::TLS_HANDSHAKE, acceptor.accept(tcp)).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "HTTPS handshake refused");
+                    return;
                 }
-            },
-        };
-        let (acceptor, ctx, c) = (acceptor.clone(), ctx.clone(), cancel.clone());
-        tracker.spawn(async move {
-            let tls =
-                match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
-                    Ok(Ok(t)) => t,
-                    Ok(Err(e)) => {
-                        tracing::warn!(%peer, error = %e, "HTTPS handshake refused");
-                        return;
-                    }
-                    Err(_) => return,
-                };
+                Err(_) => return,
+            };
             let caller = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
                 Some(cert) => caller::Caller::of(cert),
                 None => Err(caller::CallerError::Role),
@@ -368,17 +381,12 @@ async fn serve_https(
                     api::forbidden(e.to_string())
                 }
             };
-            let svc = hyper_util::service::TowerToHyperService::new(app);
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(tls), svc);
-            tokio::select! {
-                _ = c.cancelled() => {}
-                r = conn => if let Err(e) = r {
-                    tracing::debug!(%peer, error = %e, "HTTPS connection ended");
-                },
+            if let Err(e) = http::serve_connection(tls, app, http::HTTPS_HEAD).await {
+                tracing::debug!(%peer, error = %e, "HTTPS connection ended");
             }
-        });
-    }
+        }
+    };
+    http::accept_loop(listener, "HTTPS API", caps, cancel, tracker, serve).await
 }
 
 async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {

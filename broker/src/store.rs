@@ -75,9 +75,29 @@ impl Store {
             path: path.to_path_buf(),
             detail: e.to_string(),
         };
+        // It holds every job's secret: a folder of ours only the broker's user may
+        // enter, and a file only it may read, whatever the umask (which can only
+        // take bits away from these modes).
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| fail(&e))?;
+            if !dir.exists() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| fail(&e))?;
+            }
         }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| fail(&e))?;
+        // A database made by an older broker (0644) is closed to others too.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| fail(&e))?;
         let db = Database::create(path).map_err(|e| fail(&e))?;
         let mut store = Store {
             db,

@@ -449,19 +449,58 @@ async fn pass_lines(
     }
 }
 
-/// Asks a helper which cluster and node it serves.
+/// Asks a helper which cluster and node it serves; while the answer is
+/// `unavailable` (its frontal or the broker restarting), asks again with a growing
+/// pause for up to a minute.
 pub async fn node_info(socket: &Path) -> anyhow::Result<(String, String)> {
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut pause = std::time::Duration::from_millis(100);
+    loop {
+        match node_info_answer(socket).await {
+            Ok(r) => return Ok(r),
+            Err(NodeInfoError::Unavailable(e)) if tokio::time::Instant::now() + pause < until => {
+                tracing::debug!(error = %e, "the grid is not there yet; asking again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(2));
+            }
+            Err(NodeInfoError::Unavailable(e)) => {
+                anyhow::bail!("helper at {}: {e}", socket.display())
+            }
+            Err(NodeInfoError::Other(e)) => return Err(e),
+        }
+    }
+}
+
+/// Why a helper did not say where it is: `unavailable` is worth asking again.
+enum NodeInfoError {
+    Unavailable(qcg_proto::msg::ErrorReply),
+    Other(anyhow::Error),
+}
+
+impl<E: Into<anyhow::Error>> From<E> for NodeInfoError {
+    fn from(e: E) -> Self {
+        NodeInfoError::Other(e.into())
+    }
+}
+
+async fn node_info_answer(socket: &Path) -> Result<(String, String), NodeInfoError> {
     let mut s = tokio::net::UnixStream::connect(socket)
         .await
         .map_err(|e| anyhow::anyhow!("helper at {}: {e}", socket.display()))?;
     qcg_proto::frame::write_frame(&mut s, &Request::NodeInfo).await?;
     match qcg_proto::frame::read_frame::<Response, _>(&mut s).await? {
         Some(Response::Node { cluster, node, .. }) => Ok((cluster.name, node)),
-        Some(Response::Error(e)) => anyhow::bail!("helper at {}: {e}", socket.display()),
-        other => anyhow::bail!(
+        Some(Response::Error(e)) if e.kind == qcg_proto::ErrorKind::Unavailable => {
+            Err(NodeInfoError::Unavailable(e))
+        }
+        Some(Response::Error(e)) => {
+            Err(anyhow::anyhow!("helper at {}: {e}", socket.display()).into())
+        }
+        other => Err(anyhow::anyhow!(
             "helper at {}: unexpected answer {other:?}",
             socket.display()
-        ),
+        )
+        .into()),
     }
 }
 

@@ -513,3 +513,26 @@ fn a_frozen_relay_proxy_fails_the_job_naming_the_silent_rank() {
         "{err}"
     );
 }
+
+#[test]
+fn a_job_started_right_after_a_broker_restart_waits_for_it_and_succeeds() {
+    let mut g = grid();
+    g.broker.0.kill().unwrap();
+    g.broker.0.wait().unwrap();
+    let cfg = broker_toml(
+        g.dir.path(),
+        &g.quic.to_string(),
+        &g.http.to_string(),
+        &g.https.to_string(),
+    );
+    g.broker = spawn("qcg-broker", &cfg);
+    wait_for(&g.broker.1, "qcg-broker: QUIC on");
+    // Before the frontals have found the new broker: the ranks' registration (and
+    // `qcg run`'s question to the helpers) are answered `unavailable` for a while.
+    std::thread::sleep(Duration::from_millis(300));
+    let (ok, err) = g.ring();
+    assert!(
+        ok,
+        "a job started 0.3 s after a broker restart failed: {err}"
+    );
+}

@@ -256,6 +256,15 @@ pub struct Frontal {
     endpoint: quinn::Endpoint,
 }
 
+/// Failed QUIC handshakes, summed up in the log.
+static HANDSHAKES_FAILED: std::sync::Mutex<qcg_proto::limits::Tally> =
+    std::sync::Mutex::new(qcg_proto::limits::Tally::new());
+
+/// QUIC connections (handshakes included) a frontal takes per address.
+pub const QUIC_PER_ADDRESS: usize = 64;
+/// QUIC connections a frontal takes in all.
+pub const QUIC_TOTAL: usize = 16384;
+
 impl Frontal {
     /// Starts serving helpers on `listen`; the broker is dialled on first need.
     pub async fn start(
@@ -393,18 +402,30 @@ impl Frontal {
 
         let ep = endpoint.clone();
         let (inn, c, t) = (inner.clone(), cancel.clone(), tracker.clone());
+        // Helpers of the cluster and other clusters' frontals probing: a few per
+        // address (a node's helper, a frontal host), a bounded number in all.
+        let caps = qcg_proto::limits::Caps::new(QUIC_PER_ADDRESS, QUIC_TOTAL);
         tracker.spawn(async move {
             loop {
                 let incoming = tokio::select! {
                     _ = c.cancelled() => break,
                     i = ep.accept() => match i { Some(i) => i, None => break },
                 };
+                let peer = incoming.remote_address();
+                let Some(permit) = qcg_proto::limits::admit(&caps, "QUIC", peer.ip()) else {
+                    incoming.refuse();
+                    continue;
+                };
                 let inn = inn.clone();
                 t.spawn(async move {
-                    let peer = incoming.remote_address();
+                    let _permit = permit;
                     match incoming.await {
                         Ok(conn) => serve_helper(conn, inn).await,
-                        Err(e) => tracing::warn!(%peer, error = %e, "helper handshake failed"),
+                        Err(e) => qcg_proto::limits::warn_summed(
+                            &HANDSHAKES_FAILED,
+                            "helper handshakes failed",
+                            format_args!("{peer}: {e}"),
+                        ),
                     }
                 });
             }

@@ -280,7 +280,21 @@ impl Helper {
         let endpoint = quic::client_endpoint(&id)?;
         // The broker places a job only on nodes that can run it as someone.
         let mut node = node;
-        node.submitters = accounts.submitters(rustix::process::getuid().as_raw());
+        let uid = rustix::process::getuid().as_raw();
+        node.submitters = accounts.submitters(uid);
+        if node.submitters.as_ref().is_some_and(|s| s.is_empty()) {
+            let why = match accounts.resolve(None, uid) {
+                Err(e) => e.to_string(),
+                Ok(_) => "no default account".to_string(),
+            };
+            tracing::error!(
+                reason = %why,
+                "no account can run a job on this node (default account: {why}; no mapped \
+                 account works either): the broker will place no job here; see [accounts] \
+                 in the helper's config"
+            );
+        }
+        warn_unreachable_socket(&accounts, uid, socket_group);
         let procs = Arc::new(procs::Procs::new(accounts));
         let tracker = TaskTracker::new();
         let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
@@ -342,21 +356,41 @@ impl Helper {
             }
         });
         let (c, t) = (cancel.clone(), tracker.clone());
+        let caps = socket_caps(qcg_proto::limits::nofile());
+        let (per_uid, total) = caps.limits();
+        tracing::info!(per_uid, total, "local connections taken at most");
         tracker.spawn(async move {
+            let mut errors = qcg_proto::limits::AcceptErrors::new("helper socket");
             loop {
                 let stream = tokio::select! {
                     _ = c.cancelled() => break,
                     s = listener.accept() => match s {
                         Ok((s, _)) => s,
                         Err(e) => {
-                            tracing::warn!(error = %e, "accept failed");
+                            let pause = errors.failed(&e, std::time::Instant::now());
+                            tokio::select! {
+                                _ = c.cancelled() => break,
+                                _ = tokio::time::sleep(pause) => {}
+                            }
                             continue;
                         }
                     },
                 };
+                errors.flush(std::time::Instant::now());
+                let uid = match stream.peer_cred() {
+                    Ok(c) => c.uid(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "no peer credentials on the helper socket; closing");
+                        continue;
+                    }
+                };
+                let Some(permit) = qcg_proto::limits::admit(&caps, "helper socket", uid) else {
+                    continue;
+                };
                 let inner = inner.clone();
                 let c = c.clone();
                 t.spawn(async move {
+                    let _permit = permit;
                     tokio::select! {
                         _ = c.cancelled() => {}
                         _ = serve_process(stream, inner) => {}
@@ -406,7 +440,7 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
         }
     };
     loop {
-        let resp = match frame::read_frame::<Request, _>(&mut stream).await {
+        let resp = match read_request(&mut stream).await {
             Ok(Some(req)) => match (refuse(&inner, peer, &req), req) {
                 (Err(refusal), _) => refusal,
                 (Ok(_), Request::Subscribe { process }) => {
@@ -433,13 +467,19 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
             },
             Ok(None) => return,
             Err(e @ (FrameError::Io(_) | FrameError::Truncated)) => {
-                tracing::debug!(error = %e, "process connection closed");
+                tracing::debug!(uid = peer.uid, error = %e, "process connection closed");
                 return;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "bad frame from a local process");
+                qcg_proto::limits::warn_summed(
+                    &BAD_FRAMES,
+                    "bad frames from local processes",
+                    format_args!("uid {}: {e}", peer.uid),
+                );
                 let resp = Response::error(e.kind(), e.to_string());
-                let _ = frame::write_frame(&mut stream, &resp).await;
+                let _ =
+                    tokio::time::timeout(FRAME_DEADLINE, frame::write_frame(&mut stream, &resp))
+                        .await;
                 // After an oversized or unreadable frame the byte stream cannot be
                 // resynchronised: close this connection only.
                 if matches!(e, FrameError::TooLarge { .. }) {
@@ -448,9 +488,82 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
                 continue;
             }
         };
-        if frame::write_frame(&mut stream, &resp).await.is_err() {
-            return;
+        match tokio::time::timeout(FRAME_DEADLINE, frame::write_frame(&mut stream, &resp)).await {
+            Ok(Ok(())) => {}
+            _ => return,
         }
+    }
+}
+
+/// Bad frames from local processes, summed up in the log.
+static BAD_FRAMES: std::sync::Mutex<qcg_proto::limits::Tally> =
+    std::sync::Mutex::new(qcg_proto::limits::Tally::new());
+
+/// How long a local process has to send the rest of a frame once its first byte
+/// came, and to take an answer: a half-sent frame cannot hold a connection longer.
+pub const FRAME_DEADLINE: Duration = Duration::from_secs(5);
+/// The helper socket's caps for a process allowed `nofile` descriptors: three
+/// quarters of them in all (at most 16,384; the rest is for the processes' pipes and
+/// the helper's own files), three quarters of that per uid, so that one local user
+/// cannot take every place (a rank holds three lines: requests, notices, reports).
+pub fn socket_caps(nofile: u64) -> qcg_proto::limits::Caps<u32> {
+    let total = ((nofile as usize).saturating_mul(3) / 4).clamp(8, 16384);
+    qcg_proto::limits::Caps::new(total * 3 / 4, total)
+}
+
+/// The next request on a process's connection: waits for its first byte as long as
+/// the process likes (a rank keeps its lines to the helper open between requests,
+/// and its link reporter may send its first one minutes after connecting: idle
+/// connections are bounded by the caps per uid, not by time), then the whole frame
+/// within [`FRAME_DEADLINE`]. `Ok(None)` at a clean end.
+async fn read_request(stream: &mut UnixStream) -> Result<Option<Request>, FrameError> {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    if stream.read(&mut byte).await? == 0 {
+        return Ok(None);
+    }
+    let mut rest = (&byte[..]).chain(&mut *stream);
+    match tokio::time::timeout(FRAME_DEADLINE, frame::read_frame::<Request, _>(&mut rest)).await {
+        Ok(Ok(Some(r))) => Ok(Some(r)),
+        Ok(Ok(None)) => Err(FrameError::Truncated),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(FrameError::Io(timed_out("a frame not finished"))),
+    }
+}
+
+fn timed_out(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("{what} within the deadline"),
+    )
+}
+
+/// Job processes run with their account's primary group only (no supplementary
+/// groups): an account that is neither root nor the helper's user and whose primary
+/// group is not the socket's cannot reach the helper, and its jobs would fail with
+/// `Permission denied`. Says so at start, once per such account.
+fn warn_unreachable_socket(accounts: &accounts::Accounts, helper_uid: u32, group: Option<u32>) {
+    let gid = group.unwrap_or_else(|| rustix::process::getgid().as_raw());
+    let owners = std::iter::once(None).chain(accounts.map.keys().map(|k| Some(k.as_str())));
+    let mut told = std::collections::BTreeSet::new();
+    for owner in owners {
+        let Ok(a) = accounts.resolve(owner, helper_uid) else {
+            continue;
+        };
+        if a.uid == 0 || a.uid == helper_uid || a.gid == gid || !told.insert(a.name.clone()) {
+            continue;
+        }
+        tracing::warn!(
+            account = %a.name,
+            primary_gid = a.gid,
+            socket_gid = gid,
+            "jobs of account {} cannot reach the helper socket: their processes have only \
+             their primary group ({}), not the socket's ({gid}); make {gid} that account's \
+             primary group or set socket_group to {}",
+            a.name,
+            a.gid,
+            a.gid
+        );
     }
 }
 

@@ -447,6 +447,10 @@ fn batch(first: OutputLine, rx: &mut mpsc::UnboundedReceiver<OutputLine>) -> Vec
     lines
 }
 
+/// Output batches the frontal did not take, summed up for the log.
+static OUTPUT_LOST: std::sync::Mutex<qcg_proto::limits::Tally> =
+    std::sync::Mutex::new(qcg_proto::limits::Tally::new());
+
 async fn forward_output(
     frontal: &Upstream,
     job: &str,
@@ -461,7 +465,15 @@ async fn forward_output(
             lines,
         };
         if let Err(e) = frontal.request(&req).await {
-            tracing::warn!(%job, rank, error = %e, "output lost");
+            // While the frontal is away every rank's every batch fails: one line per
+            // interval for all of them.
+            let due = OUTPUT_LOST.lock().unwrap_or_else(|p| p.into_inner()).note(
+                format_args!("job {job} rank {rank}: {e}"),
+                std::time::Instant::now(),
+            );
+            if let Some((n, last)) = due {
+                tracing::warn!(batches = n, last = %last, "output lost: {n} batches since the last report; last: {last}");
+            }
         }
     }
 }

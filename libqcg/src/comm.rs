@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 const SPIN: Duration = Duration::from_micros(1000);
 /// How long the last communicator's drop waits for queued sends to leave.
 const FLUSH_AT_EXIT: Duration = Duration::from_secs(60);
+/// How long joining the job waits for a frontal or broker that is restarting.
+const JOIN_PATIENCE: Duration = Duration::from_secs(60);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -120,19 +122,20 @@ impl Comm {
     /// our access point.
     pub fn connect(env: JobEnv) -> Result<Comm> {
         let control = Control::connect(&env.helper)?;
-        let (cluster, node, bind_addr) = match control.request(&Request::NodeInfo)? {
-            Response::Node {
-                cluster,
-                node,
-                bind_addr,
-            } => (cluster, node, bind_addr),
-            other => {
-                return Err(Error::Helper {
-                    socket: env.helper.clone(),
-                    message: format!("unexpected answer to node_info: {other:?}"),
-                })
-            }
-        };
+        let (cluster, node, bind_addr) =
+            match control.request_patiently(&Request::NodeInfo, JOIN_PATIENCE)? {
+                Response::Node {
+                    cluster,
+                    node,
+                    bind_addr,
+                } => (cluster, node, bind_addr),
+                other => {
+                    return Err(Error::Helper {
+                        socket: env.helper.clone(),
+                        message: format!("unexpected answer to node_info: {other:?}"),
+                    })
+                }
+            };
         let listener = crate::link::direct::bind(bind_addr, &cluster.policy, env.rank)?;
         let local = listener.local_addr().map_err(|e| Error::Bind {
             addr: bind_addr.to_string(),
@@ -153,7 +156,7 @@ impl Comm {
         // Subscribe before registering: once a peer can find us, the grid may already
         // have notices for us (connect back, punch, relay).
         let notices = crate::link::subscribe(&env.helper, ProcName::new(&env.job, env.rank))?;
-        control.request(&Request::Register(ap))?;
+        control.request_patiently(&Request::Register(ap), JOIN_PATIENCE)?;
         tracing::debug!(job = %env.job, rank = env.rank, %local, cluster = %cluster.name, "registered");
         let engine = Engine::new(
             Identity {

@@ -51,4 +51,29 @@ impl Control {
             Err(e) => Err(self.err(e.to_string())),
         }
     }
+
+    /// As [`Control::request`], asking again while the answer is `unavailable` (the
+    /// frontal or the broker is restarting) with a growing pause (100 ms doubling to
+    /// 2 s), for `patience` at most; then the last answer.
+    pub fn request_patiently(&self, req: &Request, patience: Duration) -> Result<Response> {
+        let until = std::time::Instant::now() + patience;
+        let mut pause = Duration::from_millis(100);
+        let mut told = false;
+        loop {
+            match self.request(req) {
+                Err(Error::Refused { reply, .. })
+                    if reply.kind == qcg_wire::ErrorKind::Unavailable
+                        && std::time::Instant::now() + pause < until =>
+                {
+                    if !told {
+                        tracing::info!(request = req.kind(), error = %reply, "the grid is not there yet; asking again");
+                        told = true;
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+                other => return other,
+            }
+        }
+    }
 }

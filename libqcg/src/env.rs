@@ -87,6 +87,27 @@ pub fn parse_secret(s: &str) -> Option<[u8; 32]> {
     bytes.try_into().ok()
 }
 
+/// The secret read at the first init of this process.
+static SECRET: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+
+/// Reads the job's secret and takes it out of the environment, so that the
+/// programs this process starts (a shell, a tool) do not inherit it. Kept for a
+/// later init of the same process. (The kernel's copy of the initial environment,
+/// `/proc/PID/environ`, is readable only by the same uid, which can read the
+/// process's memory anyway: separate uids per job are what keeps jobs apart.)
+fn take_secret() -> Result<[u8; 32]> {
+    if let Some(s) = SECRET.get() {
+        return Ok(*s);
+    }
+    let secret = parse_secret(&var(ENV_SECRET)?).ok_or(Error::Env {
+        var: ENV_SECRET,
+        message: "must be 64 hex digits".into(),
+    })?;
+    let _ = SECRET.set(secret);
+    std::env::remove_var(ENV_SECRET);
+    Ok(secret)
+}
+
 impl JobEnv {
     /// Reads the job's environment variables.
     pub fn from_env() -> Result<JobEnv> {
@@ -111,10 +132,7 @@ impl JobEnv {
                 message: format!("rank {rank} is not below the job size {size}"),
             });
         }
-        let secret = parse_secret(&var(ENV_SECRET)?).ok_or(Error::Env {
-            var: ENV_SECRET,
-            message: "must be 64 hex digits".into(),
-        })?;
+        let secret = take_secret()?;
         Ok(JobEnv {
             job,
             rank,
@@ -122,5 +140,31 @@ impl JobEnv {
             helper: var(ENV_HELPER)?.into(),
             secret,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_secret_leaves_the_environment_at_init_and_stays_for_a_second_one() {
+        let hex = "ab".repeat(32);
+        std::env::set_var(ENV_JOB, "job-env-test");
+        std::env::set_var(ENV_RANK, "0");
+        std::env::set_var(ENV_SIZE, "1");
+        std::env::set_var(ENV_HELPER, "/nonexistent");
+        std::env::set_var(ENV_SECRET, &hex);
+        let first = JobEnv::from_env().expect("job environment");
+        assert_eq!(first.secret, [0xab; 32]);
+        assert!(std::env::var_os(ENV_SECRET).is_none());
+        // A child started now does not inherit it.
+        let out = std::process::Command::new("sh")
+            .args(["-c", "echo \"[$QCG_JOB_SECRET]\""])
+            .output()
+            .expect("sh");
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+        let again = JobEnv::from_env().expect("second init");
+        assert_eq!(again.secret, first.secret);
     }
 }

@@ -22,6 +22,7 @@
 
 pub mod config;
 pub mod der;
+pub mod limits;
 pub mod packet;
 pub mod quic;
 pub mod revocation;

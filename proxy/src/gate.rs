@@ -69,16 +69,18 @@ pub async fn run(listener: TcpListener, tokens: Tokens, stats: Arc<GateStats>) {
     let logger = tokio::spawn(summarise(tokens.clone(), stats.clone()));
     let _stop_logger = AbortOnDrop(logger.abort_handle());
     let mut next_id = 0u64;
+    let mut errors = qcg_proto::limits::AcceptErrors::new("relay gate");
     loop {
         let s = match listener.accept().await {
             Ok((s, _)) => s,
             Err(e) => {
-                // Out of descriptors and the like: wait rather than spin.
-                tracing::debug!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                // Out of descriptors and the like: wait rather than spin, and say so
+                // once per interval.
+                tokio::time::sleep(errors.failed(&e, std::time::Instant::now())).await;
                 continue;
             }
         };
+        errors.flush(std::time::Instant::now());
         stats.accepted.fetch_add(1, Ordering::Relaxed);
         let id = next_id;
         next_id += 1;

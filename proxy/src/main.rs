@@ -18,6 +18,7 @@ struct Cli {
 #[tokio::main]
 async fn main() {
     qcg_proto::service::init_logging();
+    qcg_proto::limits::raise_nofile("qcg-proxy");
     let cli = Cli::parse();
     let shutdown = qcg_proto::service::Shutdown::install();
     let cfg =

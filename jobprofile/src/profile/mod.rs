@@ -33,6 +33,8 @@ pub mod limits {
     pub const MAX_TEMPLATES: usize = 1024;
     /// Values in `<arguments>` and variables in `<environment>`, each.
     pub const MAX_PARAMETERS: usize = 4096;
+    /// Bytes of the `appId` (a name shown in listings and logs, not a payload).
+    pub const MAX_APP_ID: usize = 256;
 }
 
 /// A whole JobProfile document (`<grmsJob>`), holding exactly one task.
@@ -202,5 +204,22 @@ mod tests {
         };
         assert!(b.contains(1.0) && b.contains(5.0) && !b.contains(0.5) && !b.contains(5.5));
         assert!(Bounds::default().contains(1e9));
+    }
+
+    #[test]
+    fn a_huge_app_id_is_refused_naming_it() {
+        let doc = |id: &str| {
+            format!(
+                r#"<grmsJob appId="{id}"><task taskId="t"><resourcesDescription><topology>
+<group groupId="g"><processes><processesCount><value>1</value></processesCount></processes></group>
+</topology></resourcesDescription><execution type="x"><executable>/bin/true</executable>
+</execution></task></grmsJob>"#
+            )
+        };
+        assert!(JobProfile::parse(&doc("fine")).is_ok());
+        let e = JobProfile::parse(&doc(&"a".repeat(500_000)))
+            .expect_err("a 500 KB appId")
+            .to_string();
+        assert!(e.contains("appId of 500000 bytes (at most 256)"), "{e}");
     }
 }

@@ -34,7 +34,17 @@ impl Walker<'_> {
             });
         }
         self.shape(root, &["appId"], &["resourceTemplates", "task"])?;
-        let (app_id, _) = self.attr(root, "appId")?;
+        let (app_id, at) = self.attr(root, "appId")?;
+        if app_id.len() > limits::MAX_APP_ID {
+            return Err(self.limit(
+                at,
+                format!(
+                    "an appId of {} bytes (at most {})",
+                    app_id.len(),
+                    limits::MAX_APP_ID
+                ),
+            ));
+        }
         let mut network_templates = Vec::new();
         let mut computing_templates = Vec::new();
         if let Some(rt) = self.once(root, "resourceTemplates")? {

@@ -239,6 +239,8 @@ struct Loop {
     /// Accepting paused (out of descriptors) until then.
     accept_paused: Option<Instant>,
     dropped: Dropped,
+    /// Failed accepts (out of descriptors) since the last log line.
+    accept_failed: Dropped,
     next_tick: Instant,
     /// Spinning turns since the last that asked epoll.
     skipped: u32,
@@ -354,6 +356,7 @@ impl Engine {
                 accepting: Slab::new(),
                 accept_paused: None,
                 dropped: Dropped::default(),
+                accept_failed: Dropped::default(),
                 next_tick: Instant::now() + TICK,
                 skipped: 0,
             }),
@@ -758,8 +761,26 @@ impl Engine {
                         self.drop_stranger(lp, a.addr, &format!("dropped to accept more ({e})"));
                         continue;
                     }
-                    tracing::warn!(error = %e, "cannot accept connections; trying again in 100 ms");
-                    lp.accept_paused = Some(Instant::now() + Duration::from_millis(100));
+                    // One line per interval, not one per pause.
+                    let now = Instant::now();
+                    let f = &mut lp.accept_failed;
+                    f.count += 1;
+                    f.last = e.to_string();
+                    if f.logged
+                        .is_none_or(|t| now.duration_since(t) >= LOG_INTERVAL)
+                    {
+                        tracing::warn!(
+                            failures = f.count,
+                            error = %f.last,
+                            "cannot accept connections ({} times since the last report: {}); \
+                             pausing 100 ms after each",
+                            f.count,
+                            f.last
+                        );
+                        f.count = 0;
+                        f.logged = Some(now);
+                    }
+                    lp.accept_paused = Some(now + Duration::from_millis(100));
                     return;
                 }
             }

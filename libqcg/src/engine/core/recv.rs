@@ -249,9 +249,7 @@ impl<C: LinkIo> Core<C> {
         }
         loop {
             if let Err(reason) = self.consume(c) {
-                if let Some(p) = self.conn_peer(c) {
-                    self.fail_peer(p, &reason);
-                }
+                self.fail_conn(c, &reason);
                 return;
             }
             let Some(conn) = self.conns.get_mut(c) else {
@@ -324,7 +322,7 @@ impl<C: LinkIo> Core<C> {
                         // peer has shut its side: its last bytes and the end come in
                         // one readiness, and the end must be read too.
                         if let Err(reason) = self.consume(c) {
-                            self.fail_peer(peer, &reason);
+                            self.fail_conn(c, &reason);
                             return;
                         }
                         self.finish_direct(c);
@@ -341,6 +339,65 @@ impl<C: LinkIo> Core<C> {
                 }
             }
         }
+    }
+
+    /// A protocol error on connection `c`: when its peer has other links, closes
+    /// `c` alone and fails only what was on it (its queued sends, the message it was
+    /// filling); the peer's last link takes the peer with it.
+    pub(super) fn fail_conn(&mut self, c: ConnId, reason: &str) {
+        let Some(peer) = self.conn_peer(c) else {
+            return;
+        };
+        if self.links.get(&peer).is_none_or(|v| v.len() < 2) {
+            return self.fail_peer(peer, reason);
+        }
+        tracing::warn!(rank = peer, %reason, "closed one link of this peer; its other links go on");
+        let mut failed: Vec<ReqId> = Vec::new();
+        if let Some(conn) = self.conns.get(c) {
+            failed.extend(conn.out.iter().filter_map(|o| o.req));
+            match conn.rx {
+                Rx::Payload {
+                    to: Sink::Req(rid), ..
+                } => failed.push(rid),
+                Rx::Payload {
+                    to: Sink::Unex(key),
+                    ..
+                }
+                | Rx::Stalled { key } => {
+                    if self.unexp.contains(key) {
+                        let u = self.unexp.remove(key);
+                        if let UnexBody::Eager { data, .. } = &u.body {
+                            self.acct.unexpected_bytes -= data.len();
+                        }
+                        failed.extend(u.claimed);
+                        let unexp = &self.unexp;
+                        self.queues.retain_unexpected(|&k| unexp.contains(k));
+                    }
+                }
+                Rx::Payload {
+                    to: Sink::Shell(key),
+                    ..
+                } => {
+                    if self.shell_partial.contains(key) {
+                        self.shell_partial.remove(key);
+                    }
+                }
+                Rx::Header | Rx::Gated => {}
+            }
+        }
+        self.stalled.retain(|&s| s != c);
+        self.gated.retain(|&s| s != c);
+        self.forget_conn(c);
+        for rid in failed {
+            if !self.is_done(rid) {
+                let e = Error::PeerLost {
+                    rank: peer,
+                    reason: format!("one of its links broke the protocol: {reason}"),
+                };
+                self.complete(rid, Err(e));
+            }
+        }
+        self.resume_stalled();
     }
 
     /// After a direct read: completes the payload if it is whole.

@@ -674,3 +674,37 @@ fn bad_shell_address_and_finish_frames_are_protocol_errors() {
         );
     }
 }
+
+/// Someone holding the job's secret opens a second link as rank 1 and announces a
+/// 4 GiB eager message on it: that link closes; rank 1's real link, and what it
+/// carries, go on.
+#[test]
+fn a_protocol_error_on_one_of_two_links_closes_that_link_only() {
+    let now = Instant::now();
+    let (p0, p1, _) = pipe(1 << 12);
+    let (q0, _q1, to_q) = pipe(1 << 12);
+    let mut a = Core::new(0, 2, limits(100, 1 << 20), Instant::now());
+    let mut b = Core::new(1, 2, limits(100, 1 << 20), Instant::now());
+    let p = a.add_conn(1, p0, now, false);
+    let q = a.add_conn(1, q0, now, false);
+    b.add_conn(0, p1, now, false);
+    let mut h = Header::new(Kind::Eager);
+    h.len = 4 << 30;
+    to_q.borrow_mut().extend(h.encode());
+    a.on_readable(q);
+    assert_eq!(a.lost(1), None);
+    assert!(!a.conn_ids().contains(&q), "the lying link is still open");
+    // Both ways on the real link.
+    let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    let s = b.post_send(0, 9, 0, SendBuf::Owned(vec![3; 40]));
+    let back = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    let s2 = a.post_send(1, 4, 0, SendBuf::Owned(vec![5; 20]));
+    settle(&mut a, &mut b);
+    assert!(matches!(b.take(s), Some(Ok(Outcome::Sent))));
+    assert!(matches!(a.take(s2), Some(Ok(Outcome::Sent))));
+    let (st, d) = received(a.take(r));
+    assert_eq!((st.source, st.tag, d), (1, 9, vec![3; 40]));
+    let (st, d) = received(b.take(back));
+    assert_eq!((st.source, st.tag, d), (0, 4, vec![5; 20]));
+    assert!(a.conn_ids().contains(&p));
+}
