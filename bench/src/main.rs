@@ -12,8 +12,8 @@
 mod attacks;
 mod coll;
 mod coll_lab;
-mod hijack;
 mod dos;
+mod hijack;
 mod lab_run;
 mod mpi_lab;
 mod netpipe;
