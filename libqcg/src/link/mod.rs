@@ -5,6 +5,7 @@
 //! target; the dial is [`punched::from_our_port`]) and [`relayed`]. Each hands the engine a
 //! connected socket on which the job handshake ([`crate::handshake`]) completed.
 
+pub(crate) mod dialer;
 pub(crate) mod direct;
 pub(crate) mod punched;
 pub(crate) mod race;
