@@ -28,9 +28,6 @@
 //! ([`crate::handshake::initiate_either`]); and one relay serves both: a relayed link
 //! from the peer stops ours before it opens.
 
-// Driven by the engine's loop from the next step on; until then only its tests use it.
-#![allow(dead_code)]
-
 use super::race::Race;
 use super::{CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
 use qcg_wire::{Attempt, Technique};
@@ -79,7 +76,7 @@ pub(crate) enum Action {
         peer: u32,
         relayed: bool,
     },
-    /// Drop `sock` (an attempt cut off or timed out); nothing answers.
+    /// Drop `sock` (an attempt cut off, timed out or done with); nothing answers.
     Close { sock: Sock },
     /// Tell the grid how an attempt ended.
     Report {
@@ -241,6 +238,7 @@ impl Dialer {
     }
 
     /// Whether the dialer has anything under way (a dial or a leftover handshake).
+    #[cfg(test)]
     pub(crate) fn busy(&self) -> bool {
         !self.dials.is_empty() || !self.leftover.is_empty()
     }
@@ -448,9 +446,7 @@ impl Dialer {
                 Step::Handshaking => HANDSHAKE_TIMEOUT,
                 _ => open_time(t),
             };
-            if t != Technique::Reversed || step == Step::Handshaking {
-                self.out.push(Action::Close { sock });
-            }
+            self.out.push(Action::Close { sock });
             self.fail(
                 peer,
                 i,
@@ -569,9 +565,8 @@ impl Dialer {
             self.dials.remove(&peer);
             return;
         };
-        for (t, a) in r.tries.iter().zip(&r.plan) {
+        for t in &r.tries {
             match t.step {
-                Step::Opening if a.technique == Technique::Reversed => {}
                 Step::Opening | Step::Held(_) => self.out.push(Action::Close { sock: t.sock }),
                 Step::Handshaking => {
                     self.leftover.insert(t.sock, (peer, t.until));
@@ -652,11 +647,10 @@ impl Dialer {
         });
         match mine {
             Some(i) => {
-                if r.plan[i].technique != Technique::Reversed {
-                    // Our socket of that 4-tuple lost to the other: close it.
-                    let sock = r.tries[i].sock;
-                    self.out.push(Action::Close { sock });
-                }
+                // What the attempt opened is done with: a reversal's rendezvous, or
+                // our socket of the 4-tuple that the other socket won.
+                let sock = r.tries[i].sock;
+                self.out.push(Action::Close { sock });
                 self.made(peer, i, None, false);
             }
             None => {
