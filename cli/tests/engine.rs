@@ -114,8 +114,8 @@ fn every_rank_talking_to_every_other_keeps_four_threads() {
 
 /// Link set-up runs in the engine's loop: 8 ranks linking to each other at once,
 /// each link with two attempts in flight (the direct one held 400 ms, the relay after
-/// a stagger), never take a rank past four threads. A thread per attempt (as before)
-/// showed up in the samples as 5 to 6.
+/// a stagger), never take a rank past four threads (before, every attempt past a
+/// plan's first ran on a thread of its own, for as long as it ran).
 #[test]
 fn eight_ranks_dialling_each_other_at_once_make_no_thread_per_attempt() {
     let text = passes(8, "dials", &[("QCG_TEST_LINK_DELAY", "direct:400")]);

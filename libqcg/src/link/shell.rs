@@ -374,6 +374,8 @@ impl Shell {
         let me = ProcName::new(&cfg.job, cfg.rank);
         match a {
             Action::Lookup { peer } => {
+                // Logged as the dial starts: no link to the peer existed.
+                tracing::debug!(dest = peer, step = "lookup", "dialing");
                 let req = Request::Lookup {
                     from: me,
                     target: ProcName::new(&cfg.job, peer),
@@ -613,7 +615,7 @@ impl Shell {
             |what: &str, reply: &qcg_wire::ErrorReply| format!("the grid refused {what}: {reply}");
         match (purpose, resp) {
             (Purpose::Lookup(peer), Response::Plan(p)) => {
-                tracing::debug!(dest = peer, plan = ?p.attempts.iter().map(|a| a.technique).collect::<Vec<_>>(), "dialing");
+                tracing::debug!(dest = peer, plan = ?p.attempts.iter().map(|a| a.technique).collect::<Vec<_>>(), "plan");
                 self.dialer.handle(
                     Event::Plan {
                         peer,
