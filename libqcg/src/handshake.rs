@@ -393,7 +393,7 @@ impl Acceptor {
 }
 
 /// The initiator's side (and a simultaneous open's, [`initiate_either`]) as a state
-/// machine over bytes, for the engine's loop: send [`Initiator::hello`], then feed
+/// machine over bytes, for the engine's loop: send the HELLO [`Initiator::new`] gives, then feed
 /// it what arrives and send what it answers, as with an [`Acceptor`].
 pub struct Initiator {
     job: String,

@@ -6,7 +6,7 @@
 //! here), and one background thread drives it while the program computes, so that
 //! large messages keep flowing and peers hear our heartbeats. The count does not grow
 //! with the number of peers: a link is one descriptor in the loop, and so is each
-//! socket or helper request of a link being made (the dialer, [`crate::link`], is
+//! socket or helper request of a link being made (the dialer, `crate::link`, is
 //! stepped by the same loop, see `dial_step`).
 //!
 //! The state machine it drives ([`core::Core`]) is pure: matching ([`matching`]),
