@@ -119,6 +119,31 @@ fn every_rank_talking_to_every_other_keeps_four_threads() {
     );
 }
 
+/// Link set-up runs in the engine's loop: 8 ranks linking to each other at once,
+/// each link with two attempts in flight (the direct one held 400 ms, the relay after
+/// a stagger), never take a rank past four threads (before, every attempt past a
+/// plan's first ran on a thread of its own, for as long as it ran).
+#[test]
+fn eight_ranks_dialling_each_other_at_once_make_no_thread_per_attempt() {
+    let text = passes(8, "dials", &[("QCG_TEST_LINK_DELAY", "direct:400")]);
+    let most: Vec<usize> = text
+        .lines()
+        .filter_map(|l| l.split("at most ").nth(1))
+        .map(|t| t.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    for l in text.lines().filter(|l| l.contains("at most ")) {
+        println!("{l}");
+    }
+    assert_eq!(most.len(), 8, "{text}");
+    assert!(
+        most.iter().all(|&t| t <= 4),
+        "threads per rank: {most:?}\n{text}"
+    );
+    // The held direct attempts did run beside the relays: some link was made by
+    // the relay first, then moved (the sampling covered attempts in flight).
+    assert!(text.contains("Some(Direct)"), "{text}");
+}
+
 #[test]
 fn two_thousand_idle_strangers_take_no_thread_and_few_descriptors() {
     let text = passes(2, "strangers", &[]);

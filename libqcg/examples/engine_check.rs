@@ -13,6 +13,7 @@
 //! | dying | 3 | a peer dies with requests pending: they fail naming it |
 //! | frozen | 3 | a peer stops (SIGSTOP): a receive from it fails after the liveness time |
 //! | alltoall | any | every rank sends 1 KiB to every other; prints threads per rank |
+//! | dials | any | every rank links to every other at once while a thread of its own samples `/proc/self/task` every millisecond; prints the most threads seen (the sampler not counted) and how each link was made. Run with `QCG_TEST_LINK_DELAY=direct:400`: each link then has two attempts in flight (the held direct one and the relay after a stagger) |
 //! | upgrade | ≥ 2 | rank 0 and the last rank stream to each other while their link moves from the relay to a direct link (`QCG_TEST_LINK_DELAY=direct:1500`): order kept both ways |
 //! | congestion | 2 | after a 1 MiB ping-pong, prints the congestion control of the link to the other rank (`congestion NAME`) |
 //! | strangers | 2 | 2,000 idle connections to rank 1's listener: its threads and descriptors stay put, a 1 MiB ping-pong goes on |
@@ -54,6 +55,7 @@ fn main() {
         "dying" => dying(&comm),
         "frozen" => frozen(&comm),
         "alltoall" => alltoall(&comm),
+        "dials" => dials(&comm),
         "strangers" => strangers(&comm),
         "steady" => steady(&comm),
         "upgrade" => upgrade(&comm),
@@ -404,6 +406,50 @@ fn alltoall(comm: &Comm) {
         "alltoall of 1 KiB over {size} ranks in {:.3} s, threads {}",
         t.elapsed().as_secs_f64(),
         threads()
+    );
+}
+
+fn dials(comm: &Comm) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let (rank, size) = (comm.rank(), comm.size());
+    let before = threads();
+    let (stop, most) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let sampler = {
+        let (stop, most) = (stop.clone(), most.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                most.fetch_max(threads(), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let mut reqs = Vec::new();
+    for p in (0..size).filter(|&p| p != rank) {
+        reqs.push(comm.irecv(Some(p), Some(9)).unwrap());
+    }
+    for p in (0..size).filter(|&p| p != rank) {
+        reqs.push(comm.isend(p, 9, rank.to_le_bytes().to_vec()).unwrap());
+    }
+    qcg::wait_all(reqs).unwrap();
+    // Attempts still running after the links were made (the held direct ones that
+    // move links off the relay) are sampled too.
+    std::thread::sleep(Duration::from_millis(1000));
+    comm.barrier().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    sampler.join().unwrap();
+    let made: Vec<String> = (0..size)
+        .filter(|&p| p != rank)
+        .map(|p| format!("{p}:{:?}", comm.link_technique(p)))
+        .collect();
+    println!(
+        "threads before {before}, at most {} while linking to {} peers; links {}",
+        most.load(Ordering::SeqCst) - 1,
+        size - 1,
+        made.join(" ")
     );
 }
 

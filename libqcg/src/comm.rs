@@ -44,12 +44,8 @@ pub(crate) struct Inner {
     pub(crate) node: String,
     pub(crate) local: SocketAddr,
     pub(crate) engine: Arc<Engine>,
-    /// How we made each link (absent: the peer made it and we accepted).
-    pub(crate) techniques: Mutex<HashMap<u32, qcg_wire::Technique>>,
     pub(crate) sent: Mutex<crate::engine::core::HashMap<u32, LinkStats>>,
     pub(crate) reports: Mutex<Option<crate::link::Reporter>>,
-    /// One lock per peer being dialled: making one link never waits for another.
-    pub(crate) dialing: Mutex<HashMap<u32, Arc<Mutex<()>>>>,
     pub(crate) streams_unix: Mutex<Vec<std::os::unix::net::UnixStream>>,
     pub(crate) closed: AtomicBool,
 }
@@ -179,6 +175,16 @@ impl Comm {
             message: format!("cannot start the progress engine: {e}"),
         })?;
         let env_helper = env.helper.clone();
+        let reports = crate::link::reporter(&env_helper);
+        engine.configure_dialing(crate::link::shell::Config {
+            job: env.job.clone(),
+            secret: env.secret,
+            rank: env.rank,
+            size: env.size,
+            helper: env.helper.clone(),
+            local,
+            reports: reports.as_ref().map(|r| r.tx.clone()),
+        });
         let inner = Arc::new(Inner {
             env,
             control,
@@ -186,10 +192,8 @@ impl Comm {
             node,
             local,
             engine,
-            techniques: Default::default(),
             sent: Default::default(),
-            reports: Mutex::new(crate::link::reporter(&env_helper)),
-            dialing: Default::default(),
+            reports: Mutex::new(reports),
             streams_unix: Default::default(),
             closed: AtomicBool::new(false),
         });
@@ -368,7 +372,7 @@ impl Comm {
     /// if this process made it; `None` if the peer made it, or there is no link yet.
     pub fn link_technique(&self, rank: u32) -> Option<qcg_wire::Technique> {
         let g = self.view.ranks.get(rank as usize)?;
-        lock(&self.inner.techniques).get(g).copied()
+        self.inner.engine.technique(*g)
     }
 
     /// The TCP congestion control of the link to `rank` (a rank of this

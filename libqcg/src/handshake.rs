@@ -392,6 +392,161 @@ impl Acceptor {
     }
 }
 
+/// The initiator's side (and a simultaneous open's, [`initiate_either`]) as a state
+/// machine over bytes, for the engine's loop: send the HELLO [`Initiator::new`] gives, then feed
+/// it what arrives and send what it answers, as with an [`Acceptor`].
+pub struct Initiator {
+    job: String,
+    secret: [u8; 32],
+    me: u32,
+    peer: u32,
+    either: bool,
+    ni: [u8; 32],
+    t0: std::time::Instant,
+    buf: Vec<u8>,
+    stage: Stage,
+    /// After a role conflict that made us the acceptor.
+    acceptor: Option<Acceptor>,
+    first: std::time::Duration,
+    t1: Option<std::time::Instant>,
+    rtt: Option<std::time::Duration>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Head,
+    SkipHello,
+    Proof,
+    Accepted,
+}
+
+impl Initiator {
+    /// We are `me`, dialling `peer`; `either`: the connection came from a
+    /// simultaneous open. Returns the machine and the HELLO to send; then read
+    /// [`Initiator::first_need`] bytes.
+    pub fn new(
+        job: &str,
+        secret: &[u8; 32],
+        me: u32,
+        peer: u32,
+        either: bool,
+    ) -> (Initiator, Vec<u8>) {
+        let ni = nonce();
+        let h = hello(job, me, peer, &ni);
+        let i = Initiator {
+            job: job.to_string(),
+            secret: *secret,
+            me,
+            peer,
+            either,
+            ni,
+            t0: std::time::Instant::now(),
+            buf: Vec::new(),
+            stage: Stage::Head,
+            acceptor: None,
+            first: std::time::Duration::ZERO,
+            t1: None,
+            rtt: None,
+        };
+        (i, h)
+    }
+
+    /// Bytes to read before the first call of [`Initiator::feed`].
+    pub fn first_need(&self) -> usize {
+        7
+    }
+
+    /// The link's round trip, once done as the initiator.
+    pub fn rtt(&self) -> Option<std::time::Duration> {
+        self.rtt
+    }
+
+    /// Takes bytes that arrived (never more than asked for).
+    pub fn feed(&mut self, data: &[u8]) -> Result<Step, HandshakeError> {
+        if let Some(a) = &mut self.acceptor {
+            return match a.feed(data)? {
+                Step::Done(r, from) if from != self.peer => {
+                    let _ = r;
+                    Err(HandshakeError::BadRank(from))
+                }
+                step => Ok(step),
+            };
+        }
+        self.buf.extend_from_slice(data);
+        match self.stage {
+            Stage::Head => {
+                if self.buf.len() < 7 {
+                    return Ok(Step::Need(7 - self.buf.len()));
+                }
+                if &self.buf[..4] != MAGIC {
+                    return Err(HandshakeError::NotQcg);
+                }
+                let their_hello = self.buf[4] == VERSION
+                    && usize::from(u16::from_be_bytes([self.buf[5], self.buf[6]]))
+                        == self.job.len();
+                if !(self.either && their_hello) {
+                    self.stage = Stage::Proof;
+                    return Ok(Step::Need(68 - self.buf.len()));
+                }
+                match conflict_role(self.me, self.peer) {
+                    Part::Initiator => {
+                        self.stage = Stage::SkipHello;
+                        Ok(Step::Need(self.job.len() + 40))
+                    }
+                    Part::Acceptor => {
+                        // The size only bounds the rank the HELLO claims, which must
+                        // be the peer's anyway.
+                        let size = self.peer.max(self.me) + 1;
+                        let mut a = Acceptor::new(&self.job, &self.secret, self.me, size);
+                        let head = std::mem::take(&mut self.buf);
+                        let step = a.feed(&head)?;
+                        self.acceptor = Some(a);
+                        Ok(step)
+                    }
+                }
+            }
+            Stage::SkipHello => {
+                let skip = self.job.len() + 40 + 7;
+                if self.buf.len() < skip {
+                    return Ok(Step::Need(skip - self.buf.len()));
+                }
+                self.buf.clear();
+                self.stage = Stage::Proof;
+                Ok(Step::Need(68))
+            }
+            Stage::Proof => {
+                if self.buf.len() < 68 {
+                    return Ok(Step::Need(68 - self.buf.len()));
+                }
+                self.first = self.t0.elapsed();
+                if &self.buf[..4] != MAGIC {
+                    return Err(HandshakeError::NotQcg);
+                }
+                let mut na = [0u8; 32];
+                na.copy_from_slice(&self.buf[4..36]);
+                let t = transcript(&self.job, self.me, self.peer, &self.ni, &na);
+                if !check(&self.secret, b"accept", &t, &self.buf[36..68]) {
+                    return Err(HandshakeError::BadProof);
+                }
+                self.buf.clear();
+                self.stage = Stage::Accepted;
+                self.t1 = Some(std::time::Instant::now());
+                Ok(Step::Reply(
+                    proof(&self.secret, b"initiate", &t).as_ref().to_vec(),
+                    1,
+                ))
+            }
+            Stage::Accepted => {
+                if self.buf.first() != Some(&1) {
+                    return Err(HandshakeError::Refused);
+                }
+                self.rtt = self.t1.map(|t1| self.first.min(t1.elapsed()));
+                Ok(Step::Done(Vec::new(), self.peer))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,5 +666,63 @@ mod tests {
         a.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
         let r = accept(&mut b, "job", &[7; 32], 1, 4);
         assert!(matches!(r, Err(HandshakeError::NotQcg)), "{r:?}");
+    }
+    /// Pumps an [`Initiator`] over a blocking stream.
+    fn pump(
+        mut s: TcpStream,
+        mut i: Initiator,
+        hello: Vec<u8>,
+    ) -> Result<(u32, Option<std::time::Duration>), HandshakeError> {
+        s.write_all(&hello)?;
+        let mut need = i.first_need();
+        loop {
+            let mut buf = vec![0u8; need];
+            s.read_exact(&mut buf)?;
+            match i.feed(&buf)? {
+                Step::Need(n) => need = n,
+                Step::Reply(r, n) => {
+                    s.write_all(&r)?;
+                    need = n;
+                }
+                Step::Done(r, from) => {
+                    s.write_all(&r)?;
+                    return Ok((from, i.rtt()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_state_machine_initiator_links_with_an_acceptor_and_with_itself() {
+        // Against a blocking acceptor.
+        let (a, mut b) = pair();
+        let t = std::thread::spawn(move || accept(&mut b, "job", &[7; 32], 1, 4));
+        let (i, h) = Initiator::new("job", &[7; 32], 2, 1, false);
+        let (peer, rtt) = pump(a, i, h).unwrap();
+        assert_eq!((peer, rtt.is_some()), (1, true));
+        assert_eq!(t.join().unwrap().unwrap(), 2);
+        // A simultaneous open's two ends, and one against a blocking initiate_either.
+        for (x, y) in [(3, 1), (1, 3)] {
+            let (a, b) = pair();
+            let (ib, hb) = Initiator::new("job", &[7; 32], y, x, true);
+            let t = std::thread::spawn(move || pump(b, ib, hb));
+            let (ia, ha) = Initiator::new("job", &[7; 32], x, y, true);
+            let (peer, rtt) = pump(a, ia, ha).unwrap();
+            let (theirs, their_rtt) = t.join().unwrap().unwrap();
+            assert_eq!((peer, theirs), (y, x));
+            assert_eq!(rtt.is_some(), x < y);
+            assert_eq!(their_rtt.is_some(), y < x);
+            let (a, mut b) = pair();
+            let t = std::thread::spawn(move || initiate_either(&mut b, "job", &[7; 32], y, x, 4));
+            let (ia, ha) = Initiator::new("job", &[7; 32], x, y, true);
+            pump(a, ia, ha).unwrap();
+            assert_eq!(t.join().unwrap().unwrap().0, conflict_role(y, x));
+        }
+        // A wrong secret fails.
+        let (a, mut b) = pair();
+        let t = std::thread::spawn(move || accept(&mut b, "job", &[8; 32], 1, 4));
+        let (i, h) = Initiator::new("job", &[7; 32], 2, 1, false);
+        assert!(matches!(pump(a, i, h), Err(HandshakeError::BadProof)));
+        assert!(t.join().unwrap().is_err());
     }
 }

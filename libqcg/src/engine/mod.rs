@@ -5,7 +5,9 @@
 //! (spinning briefly first, since a thread woken from another core costs 30-55 µs
 //! here), and one background thread drives it while the program computes, so that
 //! large messages keep flowing and peers hear our heartbeats. The count does not grow
-//! with the number of peers: a link is one descriptor in the loop.
+//! with the number of peers: a link is one descriptor in the loop, and so is each
+//! socket or helper request of a link being made (the dialer, `crate::link`, is
+//! stepped by the same loop, see `dial_step`).
 //!
 //! The state machine it drives ([`core::Core`]) is pure: matching ([`matching`]),
 //! the eager/rendezvous protocol and each link's framing ([`wire`]).
@@ -289,6 +291,14 @@ pub struct Engine {
     strangers: AtomicU64,
     /// Congestion control for links inside the machine (`None`: the system's).
     local_cc: Option<String>,
+    /// Link set-up: the dialer and its sockets (locked after `core`, never before).
+    dial: Mutex<crate::link::shell::Shell>,
+    /// How each peer's last dial ended (read by callers waiting for a link).
+    dial_ends: Mutex<std::collections::HashMap<u32, Result<(), Vec<String>>>>,
+    /// How we made each link (absent: the peer made it).
+    techniques: Mutex<std::collections::HashMap<u32, qcg_wire::Technique>>,
+    /// A dial or notice was queued: the next turn steps the shell.
+    dial_work: AtomicBool,
     /// The kernel refused `local_cc` once (said once, not per link).
     local_cc_refused: AtomicBool,
 }
@@ -377,6 +387,10 @@ impl Engine {
             strangers: AtomicU64::new(0),
             local_cc,
             local_cc_refused: AtomicBool::new(false),
+            dial: Mutex::new(Default::default()),
+            dial_ends: Mutex::new(Default::default()),
+            techniques: Mutex::new(Default::default()),
+            dial_work: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&engine);
         let t = std::thread::Builder::new()
@@ -415,6 +429,110 @@ impl Engine {
         keepalive(&stream);
         self.attach(peer, TcpStream::from_std(stream), relayed);
         Ok(())
+    }
+
+    /// Lets the loop make links: what the dialer needs to know of the process.
+    pub(crate) fn configure_dialing(&self, cfg: crate::link::shell::Config) {
+        lock(&self.dial).configure(cfg);
+    }
+
+    /// Makes a link to `peer` (the loop dials, see [`crate::link::dialer`]) and waits
+    /// for it: `Err` says why each attempt failed.
+    pub(crate) fn link_to(&self, peer: u32) -> Result<(), Vec<String>> {
+        {
+            let core = self.core();
+            if core.has_link(peer) {
+                return Ok(());
+            }
+            let mut d = lock(&self.dial);
+            if !d.configured() {
+                return Err(vec!["this process makes no links (no helper)".into()]);
+            }
+            if !d.dialer.dialing(peer) {
+                lock(&self.dial_ends).remove(&peer);
+                d.dial(peer, Instant::now());
+            }
+        }
+        self.dial_work.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+        self.wait(
+            |core| match lock(&self.dial_ends).get(&peer) {
+                Some(end) => Some(end.clone()),
+                None => (core.has_link(peer) && !lock(&self.dial).dialer.dialing(peer))
+                    .then_some(Ok(())),
+            },
+            None,
+        )
+        .unwrap_or(Ok(()))
+    }
+
+    /// Takes our part of a link another rank makes (a notice from the grid).
+    pub(crate) fn notice(&self, n: qcg_wire::Notice) {
+        let direct = match &n {
+            qcg_wire::Notice::Punch { from, .. } => self.core().has_direct_link(from.rank),
+            _ => false,
+        };
+        lock(&self.dial).notice(n, direct, &self.registry, Instant::now());
+        self.dial_work.store(true, Ordering::SeqCst);
+        let _ = self.waker.wake();
+    }
+
+    /// How we made the link to `peer` (`None`: the peer made it, or none yet).
+    pub(crate) fn technique(&self, peer: u32) -> Option<qcg_wire::Technique> {
+        lock(&self.techniques).get(&peer).copied()
+    }
+
+    /// Steps link set-up: readiness of its sockets (`ready`), its timers, queued
+    /// dials and notices; then attaches the links it made.
+    fn dial_step(&self, ready: &[Token], now: Instant) {
+        let due = {
+            let d = lock(&self.dial);
+            d.next_timer().is_some_and(|t| now >= t)
+        };
+        if ready.is_empty() && !due && !self.dial_work.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let mut outs = lock(&self.dial).step(ready, &self.registry, now);
+        while !outs.is_empty() {
+            let mut arrived = Vec::new();
+            for o in outs {
+                match o {
+                    crate::link::shell::Out::Attach {
+                        peer,
+                        stream,
+                        relayed,
+                    } => {
+                        let _ = stream.set_nodelay(true);
+                        keepalive_fd(&stream);
+                        self.attach(peer, stream, relayed);
+                        // Made by the peer's side, the dialer learns it here; made by
+                        // ours, punches toward the peer from its notices end.
+                        arrived.push((peer, relayed));
+                    }
+                    crate::link::shell::Out::Made { peer, technique } => {
+                        if let Some(t) = technique {
+                            lock(&self.techniques).insert(peer, t);
+                        }
+                        lock(&self.dial_ends).insert(peer, Ok(()));
+                    }
+                    crate::link::shell::Out::Failed { peer, attempts } => {
+                        lock(&self.dial_ends).insert(peer, Err(attempts));
+                    }
+                }
+            }
+            let mut d = lock(&self.dial);
+            for (peer, relayed) in arrived {
+                d.arrived(peer, relayed, &self.registry, now);
+            }
+            outs = d.step(&[], &self.registry, now);
+        }
+    }
+
+    /// A link arrived that the dialer did not make (our listener accepted it).
+    fn link_arrived(&self, peer: u32, relayed: bool) {
+        lock(&self.dial).arrived(peer, relayed, &self.registry, Instant::now());
+        // What the dialer made of it is handled at the next step.
+        self.dial_work.store(true, Ordering::SeqCst);
     }
 
     /// Waits until `check` gives an answer, driving the loop meanwhile; `None` if
@@ -569,6 +687,12 @@ impl Engine {
         if !lp.accepting.is_empty() {
             timeout = timeout.min(Duration::from_millis(100));
         }
+        if let Some(t) = lock(&self.dial).next_timer() {
+            timeout = timeout.min(t.saturating_duration_since(now));
+        }
+        if self.dial_work.load(Ordering::SeqCst) {
+            timeout = Duration::ZERO;
+        }
         let sleeping = self.shm.is_some() && !timeout.is_zero();
         if sleeping {
             // About to sleep: peers ring our doorbell from now on; then look once
@@ -640,12 +764,16 @@ impl Engine {
             }
         }
         self.advance_progress();
+        let mut dialing = Vec::new();
         for &(t, ..) in &ready {
-            if t.0 >= HANDSHAKE_BASE && t != WAKER && t != LISTENER {
+            if t.0 >= crate::link::shell::DIAL_BASE && t != WAKER && t != LISTENER && t != BELL {
+                dialing.push(t);
+            } else if t.0 >= HANDSHAKE_BASE && t != WAKER && t != LISTENER && t != BELL {
                 self.handshake(lp, t.0 - HANDSHAKE_BASE);
             }
         }
         let now = Instant::now();
+        self.dial_step(&dialing, now);
         if accept || lp.accept_paused.is_some_and(|p| now >= p) {
             lp.accept_paused = None;
             self.accept(lp);
@@ -836,6 +964,7 @@ impl Engine {
                 let _ = self.registry.deregister(&mut a.stream);
                 let _ = a.stream.set_nodelay(true);
                 self.attach(from, a.stream, false);
+                self.link_arrived(from, false);
             }
             Err(why) => {
                 let a = lp.accepting.remove(key);
@@ -1077,6 +1206,8 @@ impl Engine {
     pub fn shutdown(&self, limit: Duration) {
         let deadline = Instant::now() + limit;
         let _ = self.wait(|core| core.flushed().then_some(()), Some(deadline));
+        // No more links: attempts under way end (and stop holding the reporter).
+        lock(&self.dial).stop(&self.registry);
         // Shut our side of every link and read on until the peers shut theirs (see
         // `Core::drain`): as MPI_Finalize waits for every rank, a process does not
         // vanish while its peers still read what it sent.
@@ -1116,6 +1247,15 @@ pub fn same_machine(local: SocketAddr, peer: SocketAddr) -> bool {
 
 /// TCP keep-alive with short intervals: a dead host is noticed even on an idle link.
 fn keepalive(s: &std::net::TcpStream) {
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(10))
+        .with_interval(Duration::from_secs(5))
+        .with_retries(3);
+    let _ = socket2::SockRef::from(s).set_tcp_keepalive(&ka);
+}
+
+/// [`keepalive`] for a socket of the loop.
+fn keepalive_fd(s: &TcpStream) {
     let ka = socket2::TcpKeepalive::new()
         .with_time(Duration::from_secs(10))
         .with_interval(Duration::from_secs(5))

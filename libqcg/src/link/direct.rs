@@ -4,13 +4,7 @@
 
 use crate::error::{Error, Result};
 use qcg_wire::Policy;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
-
-/// Dials the target's listener.
-pub(crate) fn dial(addr: SocketAddr, timeout: Duration) -> std::result::Result<TcpStream, String> {
-    TcpStream::connect_timeout(&addr, timeout).map_err(|e| super::io_error(&e, "connect", timeout))
-}
+use std::net::{IpAddr, SocketAddr, TcpListener};
 
 /// Our listener. It binds without SO_REUSEPORT, so it only gets a port nobody uses
 /// (no second listener can share it), and turns SO_REUSEPORT on afterwards so our own

@@ -28,8 +28,6 @@ pub(crate) struct Race {
     techniques: Vec<Technique>,
     state: Vec<State>,
     last_start: Option<Instant>,
-    /// Starts that need not wait for the stagger.
-    free: usize,
 }
 
 fn from_our_port(t: Technique) -> bool {
@@ -43,14 +41,7 @@ impl Race {
             techniques,
             state,
             last_start: None,
-            free: 0,
         }
-    }
-
-    /// The first attempt was already tried for a stagger (a dial with that
-    /// time-out, before any thread): it starts again and the next one with it.
-    pub(crate) fn first_had_its_stagger(&mut self) {
-        self.free = 1;
     }
 
     /// The first waiting attempt that may run beside the running ones: one that
@@ -69,11 +60,8 @@ impl Race {
         let i = self.candidate()?;
         let running = self.state.contains(&State::Running);
         let due = !running || self.last_start.is_none_or(|t| now >= t + STAGGER);
-        if !due && self.free == 0 {
+        if !due {
             return None;
-        }
-        if !due || running {
-            self.free = self.free.saturating_sub(1);
         }
         self.state[i] = State::Running;
         self.last_start = Some(now);
@@ -138,18 +126,6 @@ mod tests {
         r.failed(0);
         assert_eq!(r.start(t0 + STAGGER * 4), Some(1));
         assert_eq!(r.start(t0 + STAGGER * 5), None);
-    }
-
-    #[test]
-    fn a_first_dial_that_had_its_stagger_already_runs_again_beside_the_next() {
-        let t0 = Instant::now();
-        let mut r = Race::new(vec![Direct, Reversed, Punched, Relayed]);
-        r.first_had_its_stagger();
-        assert_eq!(r.start(t0), Some(0));
-        assert_eq!(r.start(t0), Some(1));
-        // Then the stagger as usual.
-        assert_eq!(r.start(t0), None);
-        assert_eq!(r.start(t0 + STAGGER), Some(2));
     }
 
     #[test]
