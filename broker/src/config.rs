@@ -209,6 +209,41 @@ impl Config {
     }
 }
 
+impl Config {
+    /// What `--check-config` finds wrong: certificates, ports, the database folder.
+    pub fn problems(&self) -> Vec<qcg_proto::check::Problem> {
+        use qcg_proto::check::{port_free, Tls};
+        let mut out = Tls {
+            ca: &self.ca,
+            cert: &self.cert,
+            key: &self.key,
+            crl: self.crl.as_deref(),
+            role: qcg_proto::tls::Role::Broker,
+            name: "broker",
+        }
+        .problems();
+        out.extend(port_free("listen", self.listen, true));
+        for (field, addr) in [
+            ("http_listen", self.http_listen),
+            ("https_listen", self.https_listen),
+        ] {
+            out.extend(addr.and_then(|a| port_free(field, a, false)));
+        }
+        let folder = self.database.parent().unwrap_or(std::path::Path::new("."));
+        let probe = folder.join(format!(".qcg-check-{}", std::process::id()));
+        let writable = std::fs::create_dir_all(folder).is_ok()
+            && std::fs::File::create(&probe).is_ok()
+            && std::fs::remove_file(&probe).is_ok();
+        if !writable {
+            out.push(qcg_proto::check::Problem {
+                field: "database".into(),
+                message: format!("cannot write in {}", folder.display()),
+            });
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

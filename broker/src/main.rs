@@ -14,6 +14,12 @@ struct Cli {
     /// `probe_interval_secs`, `ca`, `cert`, `key`. See configs/broker.toml.
     #[arg(long, short)]
     config: PathBuf,
+    /// Check the config and exit (0: fine; 2: each problem printed, naming the
+    /// field and how to fix it): it parses, its certificate, key and CA are there,
+    /// match and are of this service's role, and its ports are free. Run it before
+    /// starting the service (systemd: `ExecStartPre`).
+    #[arg(long)]
+    check_config: bool,
 }
 
 #[tokio::main]
@@ -24,6 +30,9 @@ async fn main() {
     let shutdown = qcg_proto::service::Shutdown::install();
     let cfg =
         qcg_broker::config::Config::load(&cli.config).unwrap_or_else(|e| fail("qcg-broker", 2, e));
+    if cli.check_config {
+        qcg_proto::check::report("qcg-broker", &cli.config, &cfg.problems());
+    }
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-broker", 2, e));
     let broker = qcg_broker::Broker::start_with(id, cfg.options())
         .await

@@ -53,3 +53,111 @@ fn every_example_config_loads() {
         }
     );
 }
+
+/// `--check-config` on the shipped configs, with the README's certificates: every
+/// service's is fine; a helper given a frontal's certificate, a missing certificate
+/// and a port in use are each named with the field and how to fix it (exit 2).
+#[test]
+fn check_config_names_the_field_and_the_fix() {
+    let bin = |name: &str| {
+        let exe = std::env::current_exe().unwrap();
+        exe.parent().unwrap().parent().unwrap().join(name)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("configs");
+    std::fs::create_dir_all(&d).unwrap();
+    for entry in std::fs::read_dir(configs()).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "toml") {
+            // Ports moved to free ones: the machine may run the README's grid.
+            let text = std::fs::read_to_string(&p)
+                .unwrap()
+                .replace(":7700\"", ":0\"")
+                .replace(":7780\"", ":0\"")
+                .replace(":7781\"", ":0\"")
+                .replace(":7701\"", ":0\"")
+                .replace(":7702\"", ":0\"")
+                .replace(":7800\"", ":0\"");
+            std::fs::write(d.join(p.file_name().unwrap()), text).unwrap();
+        }
+    }
+    let certs = d.join("certs");
+    let qcg = |args: &[&str]| {
+        let o = std::process::Command::new(bin("qcg"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+    };
+    qcg(&["ca", "init", "--dir", certs.to_str().unwrap()]);
+    for (role, name) in [
+        ("broker", "broker"),
+        ("frontal", "orsay"),
+        ("helper", "orsay-1"),
+        ("proxy", "proxy-1"),
+    ] {
+        qcg(&[
+            "ca",
+            "issue",
+            "--dir",
+            certs.to_str().unwrap(),
+            "--role",
+            role,
+            "--name",
+            name,
+        ]);
+    }
+    let check = |service: &str, config: &str| {
+        let o = std::process::Command::new(bin(service))
+            .args(["--config", config, "--check-config"])
+            .current_dir(dir.path())
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code(), text)
+    };
+    for (service, config) in [
+        ("qcg-broker", "configs/broker.toml"),
+        ("qcg-frontal", "configs/frontal-orsay.toml"),
+        ("qcg-helper", "configs/helper-orsay-1.toml"),
+        ("qcg-proxy", "configs/proxy.toml"),
+    ] {
+        let (code, text) = check(service, config);
+        assert_eq!(code, Some(0), "{service}: {text}");
+        assert!(text.contains("is fine"), "{text}");
+    }
+    // rennes has no certificate yet: the field, the path and the command.
+    let (code, text) = check("qcg-frontal", "configs/frontal-rennes.toml");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("field `cert`: configs/certs/rennes.pem")
+            && text.contains("qcg ca issue --dir configs/certs --role frontal --name rennes"),
+        "{text}"
+    );
+    // A helper given a frontal's certificate.
+    let h = d.join("helper-orsay-1.toml");
+    let t = std::fs::read_to_string(&h)
+        .unwrap()
+        .replace("orsay-1.pem", "orsay.pem")
+        .replace("orsay-1.key", "orsay.key");
+    std::fs::write(&h, t).unwrap();
+    let (code, text) = check("qcg-helper", "configs/helper-orsay-1.toml");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("is not a helper certificate"), "{text}");
+    // A port in use.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let p = d.join("proxy.toml");
+    let t = std::fs::read_to_string(&p).unwrap().replace(
+        "127.0.0.1:0\"",
+        &format!("{}\"", busy.local_addr().unwrap()),
+    );
+    std::fs::write(&p, t).unwrap();
+    let (code, text) = check("qcg-proxy", "configs/proxy.toml");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("field `listen`: cannot listen on"), "{text}");
+}

@@ -148,6 +148,23 @@ impl Config {
     }
 }
 
+impl Config {
+    /// What `--check-config` finds wrong: certificates and the QUIC port.
+    pub fn problems(&self) -> Vec<qcg_proto::check::Problem> {
+        let mut out = qcg_proto::check::Tls {
+            ca: &self.ca,
+            cert: &self.cert,
+            key: &self.key,
+            crl: self.crl.as_deref(),
+            role: qcg_proto::tls::Role::Frontal,
+            name: &self.cluster,
+        }
+        .problems();
+        out.extend(qcg_proto::check::port_free("listen", self.listen, true));
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

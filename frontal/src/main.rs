@@ -16,6 +16,12 @@ struct Cli {
     /// See configs/frontal-*.toml.
     #[arg(long, short)]
     config: PathBuf,
+    /// Check the config and exit (0: fine; 2: each problem printed, naming the
+    /// field and how to fix it): it parses, its certificate, key and CA are there,
+    /// match and are of this service's role, and its ports are free. Run it before
+    /// starting the service (systemd: `ExecStartPre`).
+    #[arg(long)]
+    check_config: bool,
 }
 
 #[tokio::main]
@@ -26,6 +32,9 @@ async fn main() {
     let shutdown = qcg_proto::service::Shutdown::install();
     let cfg = qcg_frontal::config::Config::load(&cli.config)
         .unwrap_or_else(|e| fail("qcg-frontal", 2, e));
+    if cli.check_config {
+        qcg_proto::check::report("qcg-frontal", &cli.config, &cfg.problems());
+    }
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-frontal", 2, e));
     let frontal =
         qcg_frontal::Frontal::start_with(id, cfg.cluster(), cfg.broker, cfg.listen, cfg.settings())

@@ -87,3 +87,34 @@ impl Config {
         Identity::load(&self.cert, &self.key, &self.ca)?.with_crl(self.crl.as_deref())
     }
 }
+impl Config {
+    /// What `--check-config` finds wrong: certificates, the socket's folder and the
+    /// address processes bind to.
+    pub fn problems(&self) -> Vec<qcg_proto::check::Problem> {
+        use qcg_proto::check::Problem;
+        let mut out = qcg_proto::check::Tls {
+            ca: &self.ca,
+            cert: &self.cert,
+            key: &self.key,
+            crl: self.crl.as_deref(),
+            role: qcg_proto::tls::Role::Helper,
+            name: &self.node,
+        }
+        .problems();
+        let folder = self.socket.parent().unwrap_or(std::path::Path::new("/"));
+        if !folder.is_dir() {
+            out.push(Problem {
+                field: "socket".into(),
+                message: format!("{} is not a folder", folder.display()),
+            });
+        }
+        let here = std::net::SocketAddr::new(self.bind_address, 0);
+        if let Err(e) = std::net::TcpListener::bind(here) {
+            out.push(Problem {
+                field: "bind_address".into(),
+                message: format!("{}: {e} (an address of this node)", self.bind_address),
+            });
+        }
+        out
+    }
+}

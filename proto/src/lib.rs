@@ -20,6 +20,7 @@
 //! This crate holds no policy: which technique links two clusters is the broker's
 //! business (`qcg_broker::plan`).
 
+pub mod check;
 pub mod config;
 pub mod der;
 pub mod limits;

@@ -44,3 +44,23 @@ impl Config {
         Identity::load(&self.cert, &self.key, &self.ca)?.with_crl(self.crl.as_deref())
     }
 }
+impl Config {
+    /// What `--check-config` finds wrong: certificates and the relay port.
+    pub fn problems(&self) -> Vec<qcg_proto::check::Problem> {
+        let name = self
+            .cert
+            .file_stem()
+            .map_or("NAME".into(), |s| s.to_string_lossy().into_owned());
+        let mut out = qcg_proto::check::Tls {
+            ca: &self.ca,
+            cert: &self.cert,
+            key: &self.key,
+            crl: self.crl.as_deref(),
+            role: qcg_proto::tls::Role::Proxy,
+            name: &name,
+        }
+        .problems();
+        out.extend(qcg_proto::check::port_free("listen", self.listen, false));
+        out
+    }
+}
