@@ -2,13 +2,19 @@
 //! error it cannot serve past, and how it waits for SIGINT or SIGTERM to shut down
 //! cleanly.
 
-/// Installs the log subscriber: `RUST_LOG`-style filter, `info` by default.
+/// Installs the log subscriber: `RUST_LOG`-style filter, `info` by default; colours
+/// only on a terminal (a log file or the journal gets plain text); JSON lines, one
+/// object per event, with `QCG_LOG_FORMAT=json`.
 pub fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    use std::io::IsTerminal;
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let b = tracing_subscriber::fmt().with_env_filter(filter);
+    if std::env::var("QCG_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        b.json().with_ansi(false).init();
+    } else {
+        b.with_ansi(std::io::stdout().is_terminal()).init();
+    }
 }
 
 /// Prints `NAME: ERROR` on stderr and exits with `code` (2 for a bad config or
