@@ -69,6 +69,22 @@ fn code(what: &str, c: c_int) -> Result<(), MpiError> {
 /// Completes a generalized request: its query function fills the status, then
 /// its free function runs (MPI 3.1 §12.2: in that order, once).
 pub(super) unsafe fn finish(g: &Greq, cancelled: bool) -> Result<St, MpiError> {
+    // SAFETY: passed on.
+    let queried = unsafe { status(g, cancelled) };
+    let freed = match g.free {
+        // SAFETY: the program's function with its state; called once, the request
+        // is out of the table.
+        Some(f) => code("free", unsafe { f(g.extra as *mut c_void) }),
+        None => Ok(()),
+    };
+    let st = queried?;
+    freed?;
+    Ok(st)
+}
+
+/// A generalized request's status, from its query function (`MPI_Request_get_status`
+/// calls only this; completion calls [`finish`]).
+pub(super) unsafe fn status(g: &Greq, cancelled: bool) -> Result<St, MpiError> {
     let extra = g.extra as *mut c_void;
     let mut raw = MpiStatus {
         source: UNDEFINED,
@@ -78,18 +94,10 @@ pub(super) unsafe fn finish(g: &Greq, cancelled: bool) -> Result<St, MpiError> {
         bytes_lo: 0,
         bytes_hi: 0,
     };
-    let queried = match g.query {
+    if let Some(q) = g.query {
         // SAFETY: the program's function with the state it gave.
-        Some(q) => code("query", unsafe { q(extra, &mut raw) }),
-        None => Ok(()),
-    };
-    let freed = match g.free {
-        // SAFETY: as above; called once, the request is out of the table.
-        Some(f) => code("free", unsafe { f(extra) }),
-        None => Ok(()),
-    };
-    queried?;
-    freed?;
+        code("query", unsafe { q(extra, &mut raw) })?;
+    }
     Ok(St {
         source: raw.source,
         tag: raw.tag,
@@ -99,13 +107,17 @@ pub(super) unsafe fn finish(g: &Greq, cancelled: bool) -> Result<St, MpiError> {
     })
 }
 
-/// `MPI_Cancel` of a generalized request: its cancel function is told whether
-/// the request completed already.
-pub(super) unsafe fn cancel(g: &Greq, done: bool) -> Result<(), MpiError> {
-    match g.cancel {
+/// `MPI_Cancel` of a generalized request: its cancel function `f` is told whether
+/// the request completed already. Called with the state unlocked.
+pub(super) unsafe fn cancel(
+    f: Option<GreqCancel>,
+    extra: usize,
+    done: bool,
+) -> Result<(), MpiError> {
+    match f {
         // SAFETY: the program's function with the state it gave.
         Some(c) => code("cancel", unsafe {
-            c(g.extra as *mut c_void, c_int::from(done))
+            c(extra as *mut c_void, c_int::from(done))
         }),
         None => Ok(()),
     }

@@ -597,23 +597,27 @@ pub unsafe extern "C" fn PMPI_Cancel(request: *mut c_int) -> c_int {
     call("MPI_Cancel", 1, || {
         // SAFETY: a request handle.
         let h = unsafe { get(request, "the request")? };
-        state::with(|s| {
+        let greq = state::with(|s| {
             let r = s.requests.get_mut(&h).ok_or_else(|| {
                 MpiError::new(Class::Request, format!("{h} is not an active request"))
             })?;
             if let (Meta::Greq(g), Some(q)) = (&r.meta, &r.inner) {
-                // SAFETY: the program's function with its state.
-                unsafe { greq::cancel(g, q.is_done())? };
                 r.cancelled = true;
-                return Ok(());
+                return Ok(Some((g.cancel, g.extra, q.is_done())));
             }
             if let Some(q) = &r.inner {
                 if q.cancel() {
                     r.cancelled = true;
                 }
             }
-            Ok(())
-        })
+            Ok(None)
+        })?;
+        match greq {
+            // The program's function, called with the state unlocked (it may call MPI).
+            // SAFETY: its function with the state it gave.
+            Some((f, extra, done)) => unsafe { greq::cancel(f, extra, done) },
+            None => Ok(()),
+        }
     })
 }
 
@@ -721,8 +725,13 @@ pub unsafe extern "C" fn PMPI_Request_get_status(
                     matches!(c, Completion::Cancelled(_)),
                 );
                 // SAFETY: the request's own buffer, written now: the program may read
-                // it once the flag says the request is complete.
-                let res = unsafe { complete(&r.meta, r.cancelled, Some(Ok(c))) };
+                // it once the flag says the request is complete. A generalized
+                // request's status comes from its query function (its free function
+                // runs when it is waited for or freed).
+                let res = match &r.meta {
+                    Meta::Greq(g) => unsafe { greq::status(g, r.cancelled) },
+                    _ => unsafe { complete(&r.meta, r.cancelled, Some(Ok(c))) },
+                };
                 // Kept: what completes again to the same status with no bytes to copy.
                 settled = Some(match &res {
                     Ok(st) if received => Ok(Completion::Received(
