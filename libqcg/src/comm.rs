@@ -161,6 +161,10 @@ impl Comm {
                 secret: env.secret,
                 rank: env.rank,
                 size: env.size,
+                encrypt: crate::seal::Policy::from_env(env.size).map_err(|message| Error::Env {
+                    var: qcg_wire::env::ENCRYPT,
+                    message,
+                })?,
             },
             Some(listener),
             limits_from_env()?,

@@ -454,44 +454,47 @@ enum Role {
 }
 
 /// Runs the job handshake on a fresh connection with `peer`; the stream is ready for
-/// data afterwards.
+/// data afterwards (sealed if the handshake says so).
 fn handshake_as(
     mut s: TcpStream,
     inner: &Inner,
     peer: u32,
     role: Role,
-) -> std::result::Result<(TcpStream, Option<Duration>), String> {
+) -> std::result::Result<(crate::engine::NewLink, Option<Duration>), String> {
     let env = &inner.env;
     s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
         .and_then(|_| s.set_write_timeout(Some(HANDSHAKE_TIMEOUT)))
         .map_err(|e| e.to_string())?;
-    let mut rtt = None;
-    match role {
-        Role::Initiator => {
-            rtt = Some(
-                handshake::initiate(&mut s, &env.job, &env.secret, env.rank, peer)
-                    .map_err(handshake_error)?,
-            )
-        }
-        Role::Either => {
-            rtt =
-                handshake::initiate_either(&mut s, &env.job, &env.secret, env.rank, peer, env.size)
-                    .map_err(handshake_error)?
-                    .1;
-        }
-        Role::Acceptor => {
-            let from = handshake::accept(&mut s, &env.job, &env.secret, env.rank, env.size)
-                .map_err(handshake_error)?;
-            if from != peer {
-                return Err(format!("handshake: expected rank {peer}, got rank {from}"));
-            }
-        }
+    let (job, secret, me, size) = (&env.job, &env.secret, env.rank, env.size);
+    let seal = inner.engine.wants_seal(peer);
+    let linked = match role {
+        Role::Initiator => handshake::initiate(&mut s, job, secret, me, peer, seal),
+        Role::Either => handshake::initiate_either(&mut s, job, secret, me, peer, size, seal),
+        Role::Acceptor => handshake::accept(
+            &mut s,
+            job,
+            secret,
+            me,
+            size,
+            inner.engine.encrypt_policy().insists(),
+        ),
+    }
+    .map_err(handshake_error)?;
+    if linked.peer != peer {
+        return Err(format!(
+            "handshake: expected rank {peer}, got rank {}",
+            linked.peer
+        ));
     }
     s.set_read_timeout(None)
         .and_then(|_| s.set_write_timeout(None))
         .and_then(|_| s.set_nodelay(true))
         .map_err(|e| e.to_string())?;
-    Ok((s, rtt))
+    let link = crate::engine::NewLink {
+        stream: s,
+        keys: linked.keys,
+    };
+    Ok((link, linked.rtt))
 }
 
 /// Acts on a notice from the grid: our part of a link another rank is making.
