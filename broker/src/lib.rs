@@ -27,6 +27,7 @@
 pub mod api;
 pub mod caller;
 pub mod config;
+pub mod encrypt;
 pub mod grid;
 pub mod http;
 pub mod jobs;
@@ -63,6 +64,8 @@ pub struct Options {
     /// The database jobs are kept in across restarts; `None` keeps them in memory
     /// only (the embedded grid).
     pub database: Option<std::path::PathBuf>,
+    /// Which links are encrypted (default: between clusters).
+    pub encrypt: encrypt::EncryptPolicy,
 }
 
 impl Default for Options {
@@ -76,6 +79,7 @@ impl Default for Options {
             probe_interval: DEFAULT_PROBE_INTERVAL,
             limits: Limits::default(),
             database: None,
+            encrypt: Default::default(),
         }
     }
 }
@@ -183,6 +187,7 @@ impl Broker {
             Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
         let l = &opts.limits;
         lock(&state).set_limits(l.registrations_per_job, l.registrations_per_cluster);
+        lock(&state).set_encrypt(opts.encrypt.clone());
         let ctx = Ctx::new(state.clone(), opts.probe_interval);
         ctx.book()
             .jobs

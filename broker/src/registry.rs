@@ -305,6 +305,8 @@ pub struct Registry {
     /// at once instead of being told to wait for it (forgotten with its job, or when
     /// it registers again; at most [`MAX_REPORTED`]).
     left: std::collections::HashSet<ProcName>,
+    /// Which links are encrypted (told in each plan).
+    encrypt: crate::encrypt::EncryptPolicy,
 }
 
 /// Attempts remembered at once for [`Registry`]'s observations; past it, reports
@@ -360,7 +362,13 @@ impl Registry {
             inbound: BTreeMap::new(),
             reported: Default::default(),
             left: Default::default(),
+            encrypt: Default::default(),
         }
+    }
+
+    /// Sets which links the plans say to encrypt.
+    pub fn set_encrypt(&mut self, policy: crate::encrypt::EncryptPolicy) {
+        self.encrypt = policy;
     }
 
     /// Sets how many processes may be registered per job and per cluster.
@@ -866,7 +874,8 @@ impl Registry {
         };
         let mut target = ap.clone();
         target.public_addr = Some(self.public_of(ap).ip());
-        let plan = plan::plan(&self.as_observed(src), &self.as_observed(dst), &target);
+        let mut plan = plan::plan(&self.as_observed(src), &self.as_observed(dst), &target);
+        plan.encrypt = Some(self.encrypt.between(&src.name, &dst.name));
         let relay_only = plan
             .attempts
             .iter()

@@ -354,7 +354,7 @@ fn accept_after<S: Read + Write>(
     size: u32,
     seal: bool,
 ) -> Result<Linked, HandshakeError> {
-    let mut acc = Acceptor::new(job, secret, me, size, seal);
+    let mut acc = Acceptor::new(job, secret, me, size, std::sync::Arc::new(move |_| seal));
     let mut buf = head.to_vec();
     loop {
         match acc.feed(&buf)? {
@@ -382,12 +382,15 @@ pub struct Acceptor {
     secret: [u8; 32],
     me: u32,
     size: u32,
-    /// We seal the link whatever the initiator asks.
-    seal: bool,
+    /// Whether we want a link with a rank sealed, whatever the initiator asks.
+    seal: Wish,
     buf: Vec<u8>,
     /// After the HELLO: the transcript, the initiator's rank and the keys.
     proof: Option<(Vec<u8>, u32, Option<Keys>)>,
 }
+
+/// Whether an acceptor wants its link with a rank sealed.
+pub type Wish = std::sync::Arc<dyn Fn(u32) -> bool + Send + Sync>;
 
 /// What an [`Acceptor`] wants next.
 #[derive(Debug)]
@@ -401,9 +404,9 @@ pub enum Step {
 }
 
 impl Acceptor {
-    /// The acceptor of rank `me` of a job of `size` ranks; `seal`: it seals every
-    /// link, whatever the initiator asks.
-    pub fn new(job: &str, secret: &[u8; 32], me: u32, size: u32, seal: bool) -> Acceptor {
+    /// The acceptor of rank `me` of a job of `size` ranks; `seal` says, for the
+    /// initiator's rank, whether we want the link sealed whatever it asks.
+    pub fn new(job: &str, secret: &[u8; 32], me: u32, size: u32, seal: Wish) -> Acceptor {
         Acceptor {
             job: job.to_string(),
             secret: *secret,
@@ -475,7 +478,7 @@ impl Acceptor {
             return Err(HandshakeError::BadRank(from));
         }
         let theirs = Offer::parse(&rest[len + 8..len + HELLO_TAIL])?;
-        let (ours, x) = offer(self.seal);
+        let (ours, x) = offer((self.seal)(from));
         let t = transcript(&self.job, from, to, &theirs, &ours);
         let keys = keys(x, &theirs, &ours, &self.secret, &t, false)?;
         let mut reply = Vec::with_capacity(REPLY);
@@ -544,7 +547,7 @@ mod tests {
         let (mut a, mut b) = pair();
         let t =
             std::thread::spawn(move || initiate(&mut a, "job", &[7; 32], 2, 1, false).map(|_| ()));
-        let mut acc = Acceptor::new("job", &[7; 32], 1, 4, false);
+        let mut acc = Acceptor::new("job", &[7; 32], 1, 4, std::sync::Arc::new(|_| false));
         let mut need = acc.first_need();
         let from = loop {
             let mut buf = vec![0u8; need];
@@ -564,7 +567,7 @@ mod tests {
         };
         assert_eq!(from, 2);
         t.join().unwrap().unwrap();
-        let mut acc = Acceptor::new("job", &[7; 32], 1, 4, false);
+        let mut acc = Acceptor::new("job", &[7; 32], 1, 4, std::sync::Arc::new(|_| false));
         assert!(matches!(acc.feed(b"GET / H"), Err(HandshakeError::NotQcg)));
     }
 

@@ -42,30 +42,7 @@ const CLOSE: u8 = 1;
 const READ_RECORDS: usize = 4;
 
 /// Which links are sealed (`encrypt` in the broker's config, `QCG_ENCRYPT` for a job).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Mode {
-    /// Links between sites (the default); links inside a site stay plaintext.
-    #[default]
-    Wan,
-    /// Every TCP link.
-    All,
-    /// No link.
-    None,
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
-        match s {
-            "wan" => Ok(Mode::Wan),
-            "all" => Ok(Mode::All),
-            "none" => Ok(Mode::None),
-            other => Err(format!(
-                "`{other}`: expected wan (links between sites, default), all or none"
-            )),
-        }
-    }
-}
+pub use qcg_wire::Encrypt as Mode;
 
 /// A process's encryption policy: the mode and, for `wan`, the site of every rank.
 #[derive(Clone, Debug, Default)]
@@ -98,27 +75,22 @@ impl Policy {
 
     /// Whether a link between ranks `a` and `b` is sealed.
     pub fn wants(&self, a: u32, b: u32) -> bool {
-        match self.mode {
-            Mode::All => true,
-            Mode::None => false,
-            Mode::Wan => match &self.sites {
-                Some(s) => s.get(a as usize) != s.get(b as usize),
-                None => false,
-            },
+        match (&self.sites, self.mode) {
+            (Some(s), Mode::Wan) => s.get(a as usize) != s.get(b as usize),
+            // Sites unknown: as if in one (the broker's plan knows better).
+            (None, Mode::Wan) => false,
+            (_, Mode::All) => true,
+            (_, Mode::None) => false,
         }
     }
 
-    /// What we ask for a link to `peer` that the broker's plan says `plan` about.
+    /// What we want for a link with `peer` that the broker's plan says `plan` about
+    /// (`None`: no plan, we did not dial it): the plan, unless the mode was forced.
     pub fn ask(&self, me: u32, peer: u32, plan: Option<bool>) -> bool {
         match plan {
             Some(p) if !self.forced => p,
             _ => self.wants(me, peer),
         }
-    }
-
-    /// Whether an acceptor seals every link whatever the initiator asked.
-    pub fn insists(&self) -> bool {
-        self.forced && self.mode == Mode::All
     }
 }
 
@@ -280,6 +252,8 @@ pub struct Sealed<S: Read + Write> {
     closed: bool,
     /// Ours is queued.
     close_sent: bool,
+    /// Why the stream failed (every later read says it again).
+    broken: Option<String>,
 }
 
 impl<S: Read + Write> std::fmt::Debug for Sealed<S> {
@@ -310,6 +284,7 @@ impl<S: Read + Write> Sealed<S> {
             plain: (0, 0),
             closed: false,
             close_sent: false,
+            broken: None,
         }
     }
 
@@ -449,23 +424,16 @@ impl<S: Read + Write> Drop for Sealed<S> {
     }
 }
 
-impl<S: Read + Write> Read for Sealed<S> {
-    fn read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+impl<S: Read + Write> Sealed<S> {
+    /// Opens the next record, reading the inner stream for it: `Ok(false)` at the
+    /// authenticated end.
+    fn fill(&mut self) -> io::Result<bool> {
         loop {
-            if self.plain.0 < self.plain.1 {
-                let n = dst.len().min(self.plain.1 - self.plain.0);
-                dst[..n].copy_from_slice(&self.buf[self.plain.0..self.plain.0 + n]);
-                self.plain.0 += n;
-                return Ok(n);
-            }
-            if dst.is_empty() {
-                return Ok(0);
-            }
             if self.open_next()? {
-                continue;
+                return Ok(true);
             }
             if self.closed {
-                return Ok(0);
+                return Ok(false);
             }
             // Room for a whole record after what is unread.
             if self.start == self.end {
@@ -487,6 +455,40 @@ impl<S: Read + Write> Read for Sealed<S> {
                 Ok(n) => self.end += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl<S: Read + Write> Read for Sealed<S> {
+    /// Fills `dst` as far as the inner stream allows: as with a socket, a short read
+    /// means it would block now (the engine relies on it with edge-triggered
+    /// readiness). A failure after some good bytes is returned by the next call.
+    fn read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+        if let Some(why) = &self.broken {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, why.clone()));
+        }
+        let mut n = 0;
+        loop {
+            if self.plain.0 < self.plain.1 {
+                let k = (dst.len() - n).min(self.plain.1 - self.plain.0);
+                dst[n..n + k].copy_from_slice(&self.buf[self.plain.0..self.plain.0 + k]);
+                self.plain.0 += k;
+                n += k;
+            }
+            if n == dst.len() {
+                return Ok(n);
+            }
+            match self.fill() {
+                Ok(true) => {}
+                Ok(false) => return Ok(n),
+                Err(e) if n > 0 && e.kind() == io::ErrorKind::WouldBlock => return Ok(n),
+                Err(e) => {
+                    if e.kind() == io::ErrorKind::InvalidData {
+                        self.broken = Some(e.to_string());
+                    }
+                    return if n > 0 { Ok(n) } else { Err(e) };
+                }
             }
         }
     }
@@ -786,7 +788,6 @@ mod tests {
         assert!(wan.wants(0, 2));
         assert!(wan.ask(0, 1, Some(true)));
         assert!(!wan.ask(0, 2, Some(false)));
-        assert!(!wan.insists());
         let forced = Policy {
             mode: Mode::None,
             sites: None,

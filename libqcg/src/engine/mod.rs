@@ -316,7 +316,7 @@ pub struct Engine {
     progress: Mutex<Vec<Arc<dyn Progress>>>,
     id: Identity,
     /// What the broker's plans said about sealing links, by peer.
-    plan_seal: Mutex<std::collections::HashMap<u32, Option<bool>>>,
+    plan_seal: Arc<Mutex<std::collections::HashMap<u32, Option<bool>>>>,
     core: Mutex<Core<Link>>,
     /// Links inside the node (`None`: off).
     shm: Option<Shm>,
@@ -481,11 +481,23 @@ impl Engine {
         lock(&self.plan_seal).insert(peer, seal);
     }
 
-    /// Whether we ask to seal a link to `peer`: our policy, or the broker's plan
-    /// where it said (unless `QCG_ENCRYPT` forced the mode).
+    /// Whether we want a link with `peer` sealed (it is if either end wants it): the
+    /// broker's plan where we had one, else our policy; `QCG_ENCRYPT` wins over both.
     pub fn wants_seal(&self, peer: u32) -> bool {
-        let plan = lock(&self.plan_seal).get(&peer).copied().flatten();
-        self.id.encrypt.ask(self.id.rank, peer, plan)
+        (self.seal_wish())(peer)
+    }
+
+    /// [`Engine::wants_seal`] as a function the listener's handshakes can keep.
+    fn seal_wish(&self) -> crate::handshake::Wish {
+        let (policy, plans, me) = (
+            self.id.encrypt.clone(),
+            self.plan_seal.clone(),
+            self.id.rank,
+        );
+        Arc::new(move |peer| {
+            let plan = lock(&plans).get(&peer).copied().flatten();
+            policy.ask(me, peer, plan)
+        })
     }
 
     /// Waits until `check` gives an answer, driving the loop meanwhile; `None` if
@@ -787,7 +799,7 @@ impl Engine {
                         &self.id.secret,
                         self.id.rank,
                         self.id.size,
-                        self.id.encrypt.insists(),
+                        self.seal_wish(),
                     );
                     let need = acceptor.first_need();
                     let entry = lp.accepting.vacant_entry();

@@ -77,6 +77,7 @@ impl Comm {
             return Ok(());
         }
         let plan = self.lookup(dest)?;
+        self.inner.engine.note_plan_seal(dest, plan.encrypt);
         tracing::debug!(dest, plan = ?plan.attempts.iter().map(|a| a.technique).collect::<Vec<_>>(), "dialing");
         let me = ProcName::new(&self.inner.env.job, self.inner.env.rank);
         let outcome =
@@ -470,14 +471,7 @@ fn handshake_as(
     let linked = match role {
         Role::Initiator => handshake::initiate(&mut s, job, secret, me, peer, seal),
         Role::Either => handshake::initiate_either(&mut s, job, secret, me, peer, size, seal),
-        Role::Acceptor => handshake::accept(
-            &mut s,
-            job,
-            secret,
-            me,
-            size,
-            inner.engine.encrypt_policy().insists(),
-        ),
+        Role::Acceptor => handshake::accept(&mut s, job, secret, me, size, seal),
     }
     .map_err(handshake_error)?;
     if linked.peer != peer {
