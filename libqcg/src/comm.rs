@@ -380,6 +380,13 @@ impl Comm {
         self.inner.engine.link_congestion(g)
     }
 
+    /// Whether the link we send to `rank` on (a rank of this communicator) is
+    /// encrypted and authenticated ([`crate::seal`]); `None` if there is no link yet.
+    pub fn link_sealed(&self, rank: u32) -> Option<bool> {
+        let g = *self.view.ranks.get(rank as usize)?;
+        self.inner.engine.core().link_io(g).map(|l| l.sealed())
+    }
+
     /// What carries the link we send to `rank` on (a rank of this communicator):
     /// shared memory between ranks of one node, the network, or a relay proxy; `None`
     /// if there is no link yet.
