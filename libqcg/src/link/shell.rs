@@ -10,6 +10,11 @@
 //! back, punching toward the peer, meeting it at a relay. Those links reach the
 //! dialer as links that arrived ([`Event::LinkArrived`]).
 //!
+//! Every handshake it starts asks the engine's wish to seal the link ([`Sealing`]:
+//! the plan's `encrypt`, recorded here when a lookup answers, else the process's
+//! policy), and a handshake's keys go with its connection to the engine
+//! ([`Out::Attach`]), which seals the link ([`crate::seal`]).
+//!
 //! Sockets from our listener's port (punched, traversed) follow
 //! [`super::punched`]'s rules: a punch sends a new SYN after each [`try_time`] and
 //! dials again after a refusal or while our other socket holds the 4-tuple; a
@@ -490,7 +495,7 @@ impl Shell {
                     seal,
                 );
                 let c = &mut self.conns[key];
-                c.keys = None;
+                (c.keys, c.rtt) = (None, None);
                 c.need = i.first_need();
                 c.got.clear();
                 c.out = hello;
