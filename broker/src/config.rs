@@ -65,6 +65,14 @@ pub struct Config {
     /// CA folder). Peers whose certificate it lists fail the handshake; the file is
     /// read again whenever it changes. Omit to check no revocations.
     pub crl: Option<PathBuf>,
+    /// Which links between processes are encrypted and authenticated: `wan` (links
+    /// between clusters, default), `all` or `none`.
+    #[serde(default)]
+    pub encrypt: qcg_proto::Encrypt,
+    /// Pairs of clusters with a mode of their own:
+    /// `[[encrypt_pair]]` `clusters = ["a", "b"]` `encrypt = "none"`.
+    #[serde(default)]
+    pub encrypt_pair: Vec<crate::encrypt::PairMode>,
 }
 
 fn default_database() -> PathBuf {
@@ -165,6 +173,10 @@ impl Config {
                 crate::grid::DEFAULT_LOST_NODE_GRACE,
                 std::time::Duration::from_secs,
             ),
+            encrypt: crate::encrypt::EncryptPolicy {
+                mode: self.encrypt,
+                pairs: self.encrypt_pair.clone(),
+            },
         }
     }
 
@@ -348,6 +360,15 @@ mod tests {
         assert!(c.database.is_absolute() || c.database.starts_with(std::env::temp_dir()));
         let e = load_text("cap", &format!("{BASE}output_cap_bytes = 10\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("output_cap_bytes"), "{e}");
+        let c = load_text(
+            "encrypt",
+            &format!("{BASE}encrypt = \"all\"\n[[encrypt_pair]]\nclusters = [\"a\", \"b\"]\nencrypt = \"none\"\n"),
+        )
+        .unwrap();
+        let p = c.options().encrypt;
+        assert!(p.between("a", "a") && !p.between("b", "a"));
+        let e = load_text("encrypt-bad", &format!("{BASE}encrypt = \"yes\"\n")).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("encrypt"), "{e}");
         let e = load_text("typo", &format!("{BASE}http_listen_tls = \"x\"\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("http_listen_tls"), "{e}");
     }

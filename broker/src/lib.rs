@@ -27,6 +27,7 @@
 pub mod api;
 pub mod caller;
 pub mod config;
+pub mod encrypt;
 pub mod grid;
 pub mod http;
 pub mod jobs;
@@ -68,6 +69,8 @@ pub struct Options {
     /// How long the helper of a node running a job may stay away before the job
     /// fails.
     pub lost_node_grace: Duration,
+    /// Which links are encrypted (default: between clusters).
+    pub encrypt: encrypt::EncryptPolicy,
 }
 
 impl Default for Options {
@@ -82,6 +85,7 @@ impl Default for Options {
             limits: Limits::default(),
             database: None,
             lost_node_grace: grid::DEFAULT_LOST_NODE_GRACE,
+            encrypt: Default::default(),
         }
     }
 }
@@ -195,6 +199,7 @@ impl Broker {
             Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
         let l = &opts.limits;
         lock(&state).set_limits(l.registrations_per_job, l.registrations_per_cluster);
+        lock(&state).set_encrypt(opts.encrypt.clone());
         let mut ctx = Ctx::new(state.clone(), opts.probe_interval);
         ctx.lost_node_grace = opts.lost_node_grace;
         ctx.book().jobs.set_limits(l.jobs.clone());

@@ -69,6 +69,7 @@ pub fn plan(src: &ClusterConfig, dst: &ClusterConfig, target: &AccessPoint) -> P
     Plan {
         target: target.process.clone(),
         attempts,
+        encrypt: None,
     }
 }
 

@@ -308,6 +308,8 @@ pub struct Registry {
     /// The clusters each job registered processes from (forgotten with the job; at
     /// most [`MAX_REPORTED`] jobs): only those may end it.
     job_clusters: std::collections::HashMap<String, BTreeSet<String>>,
+    /// Which links are encrypted (told in each plan).
+    encrypt: crate::encrypt::EncryptPolicy,
 }
 
 /// Attempts remembered at once for [`Registry`]'s observations; past it, reports
@@ -364,7 +366,13 @@ impl Registry {
             reported: Default::default(),
             left: Default::default(),
             job_clusters: Default::default(),
+            encrypt: Default::default(),
         }
+    }
+
+    /// Sets which links the plans say to encrypt.
+    pub fn set_encrypt(&mut self, policy: crate::encrypt::EncryptPolicy) {
+        self.encrypt = policy;
     }
 
     /// Sets how many processes may be registered per job and per cluster.
@@ -892,7 +900,8 @@ impl Registry {
         };
         let mut target = ap.clone();
         target.public_addr = Some(self.public_of(ap).ip());
-        let plan = plan::plan(&self.as_observed(src), &self.as_observed(dst), &target);
+        let mut plan = plan::plan(&self.as_observed(src), &self.as_observed(dst), &target);
+        plan.encrypt = Some(self.encrypt.between(&src.name, &dst.name));
         let relay_only = plan
             .attempts
             .iter()

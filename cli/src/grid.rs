@@ -48,6 +48,7 @@ pub struct LocalGrid {
     pub proxies: Vec<Proxy>,
     /// Nodes, cluster by cluster.
     pub nodes: Vec<NodeSlot>,
+    ca: Ca,
     _dir: tempfile::TempDir,
 }
 
@@ -186,8 +187,37 @@ impl LocalGrid {
             helpers,
             proxies: px,
             nodes,
+            ca,
             _dir: dir,
         })
+    }
+
+    /// Starts one more relay proxy, which announces `public` to the broker as its
+    /// address (a forwarder in front of it, in tests), and waits until the broker
+    /// counts it alive.
+    pub async fn start_proxy(&mut self, public: SocketAddr) -> anyhow::Result<SocketAddr> {
+        let name = format!("proxy-{}", self.proxies.len());
+        let lo: SocketAddr = "127.0.0.1:0".parse()?;
+        let id = self.ca.identity(Role::Proxy, &name)?;
+        let p = Proxy::start(id, lo, Some(public), self.broker.quic_addr).await?;
+        let addr = p.addr;
+        self.proxies.push(p);
+        for _ in 0..500 {
+            let alive = self
+                .broker
+                .state
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .proxies()
+                .iter()
+                .filter(|p| p.alive)
+                .count();
+            if alive >= self.proxies.len() {
+                return Ok(addr);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        anyhow::bail!("the broker did not count proxy {name} alive")
     }
 
     /// The URL of the broker's job API.

@@ -163,6 +163,23 @@ fn a_link_moves_off_the_relay_without_reordering() {
     );
 }
 
+/// The same move between two sites, over TCP only (no shared memory to take over
+/// afterwards): the direct link that replaces the relayed one is sealed too, with
+/// its own handshake's keys, and nothing is lost or reordered across the move.
+#[test]
+fn a_sealed_link_moves_off_the_relay_sealed() {
+    let text = passes(
+        2,
+        "upgrade",
+        &[("QCG_TEST_LINK_DELAY", "direct:1500"), ("QCG_SHM", "0")],
+    );
+    assert!(
+        text.contains("first Some(Relayed), now Some(Direct); upgrades 1"),
+        "{text}"
+    );
+    assert!(text.contains("in order; sealed Some(true)"), "{text}");
+}
+
 #[test]
 fn links_inside_the_machine_get_the_local_congestion_control() {
     // Both ranks are on this machine: their link crosses loopback, where the system's

@@ -197,7 +197,7 @@ async fn strangers_and_other_jobs_are_dropped_and_the_job_goes_on() {
         // A process of the same job id without the secret: the handshake fails.
         let mut s = TcpStream::connect(target).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let r = qcg::handshake::initiate(&mut s, "guarded", &[0u8; 32], 0, 1);
+        let r = qcg::handshake::initiate(&mut s, "guarded", &[0u8; 32], 0, 1, false);
         assert!(r.is_err(), "handshake with a wrong secret succeeded");
         // A connection that says nothing is dropped after the handshake timeout, and
         // meanwhile the real job links and talks.

@@ -597,8 +597,9 @@ fn upgrade(comm: &Comm) {
     }
     let upgrades = comm.engine_accounting().upgrades;
     println!(
-        "link to {peer}: first {first:?}, now {:?}; upgrades {upgrades}; {n} messages each way in order",
-        comm.link_technique(peer)
+        "link to {peer}: first {first:?}, now {:?}; upgrades {upgrades}; {n} messages each way in order; sealed {:?}",
+        comm.link_technique(peer),
+        comm.link_sealed(peer)
     );
     assert_eq!(upgrades, 1, "the link did not move off the relay");
 }

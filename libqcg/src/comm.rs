@@ -160,6 +160,10 @@ impl Comm {
                 secret: env.secret,
                 rank: env.rank,
                 size: env.size,
+                encrypt: crate::seal::Policy::from_env(env.size).map_err(|message| Error::Env {
+                    var: qcg_wire::env::ENCRYPT,
+                    message,
+                })?,
             },
             Some(listener),
             limits_from_env()?,
@@ -381,6 +385,13 @@ impl Comm {
     pub fn link_congestion(&self, rank: u32) -> Option<String> {
         let g = *self.view.ranks.get(rank as usize)?;
         self.inner.engine.link_congestion(g)
+    }
+
+    /// Whether the link we send to `rank` on (a rank of this communicator) is
+    /// encrypted and authenticated ([`crate::seal`]); `None` if there is no link yet.
+    pub fn link_sealed(&self, rank: u32) -> Option<bool> {
+        let g = *self.view.ranks.get(rank as usize)?;
+        self.inner.engine.core().link_io(g).map(|l| l.sealed())
     }
 
     /// What carries the link we send to `rank` on (a rank of this communicator):

@@ -37,6 +37,7 @@ pub(crate) mod link;
 pub mod mailbox;
 pub mod nbc;
 pub mod request;
+pub mod seal;
 pub mod topo;
 
 pub use coll::{Algo, CollOptions, Number, ReduceOp};

@@ -33,7 +33,7 @@ pub mod tls;
 pub use qcg_wire::{env, frame, groups, msg, topo};
 
 pub use msg::{
-    AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, ExitReport, LaunchSpec,
+    AccessPoint, Attempt, ClusterConfig, Encrypt, ErrorKind, ErrorReply, ExitReport, LaunchSpec,
     LinkQuality, Nat, NodeSpec, Notice, OutputLine, Plan, Policy, ProcName, Request, Response,
     Stream, Technique,
 };

@@ -53,6 +53,10 @@ pub const SPIN_US: &str = "QCG_SPIN_US";
 /// from the sender's memory (default, `1`); `copy`: shared memory, large messages
 /// streamed through it; `0`: TCP over loopback as between nodes.
 pub const SHM: &str = "QCG_SHM";
+/// Which TCP links are encrypted and authenticated: `wan` (links between sites, the
+/// default; the broker's plan may say otherwise for a pair of clusters), `all` or
+/// `none`. Set, it wins over the plan (benchmarks, tests).
+pub const ENCRYPT: &str = "QCG_ENCRYPT";
 /// TCP congestion control for links whose two ends are on one machine (loopback, or
 /// the machine's own address): default `reno`; `system` keeps the system's default.
 pub const LOCAL_TCP_CC: &str = "QCG_LOCAL_TCP_CC";

@@ -372,7 +372,7 @@ mod tests {
         fn response_round_trip(target in arb_name(), port in any::<u16>(), ip in arb_ip(), msg in ".{0,40}") {
             for resp in [
                 Response::Ok,
-                Response::Plan(Plan { target: target.clone(), attempts: vec![Attempt { technique: Technique::PortRange, addr: std::net::SocketAddr::new(ip, port) }] }),
+                Response::Plan(Plan { target: target.clone(), attempts: vec![Attempt { technique: Technique::PortRange, addr: std::net::SocketAddr::new(ip, port) }], encrypt: None }),
                 Response::Error(ErrorReply { kind: ErrorKind::UnknownProcess, message: msg.clone() }),
             ] {
                 let bytes = encode(&resp).unwrap();

@@ -26,7 +26,7 @@ pub mod msg;
 pub mod topo;
 
 pub use msg::{
-    AccessPoint, Attempt, ClusterConfig, ErrorKind, ErrorReply, ExitReport, LaunchSpec,
+    AccessPoint, Attempt, ClusterConfig, Encrypt, ErrorKind, ErrorReply, ExitReport, LaunchSpec,
     LinkQuality, Nat, NodeSpec, Notice, OutputLine, Plan, Policy, ProcName, Request, Response,
     Stream, Technique,
 };

@@ -285,6 +285,59 @@ pub struct Plan {
     pub target: ProcName,
     /// Attempts in the order to try them.
     pub attempts: Vec<Attempt>,
+    /// Whether the link is encrypted and authenticated (the broker's `encrypt`
+    /// policy for the two clusters); absent: the process's own policy decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypt: Option<bool>,
+}
+
+/// Which links of a grid are encrypted and authenticated (`encrypt` in the broker's
+/// config, `QCG_ENCRYPT` for a job).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Encrypt {
+    /// Links between sites (the default); links inside a site stay plaintext.
+    #[default]
+    Wan,
+    /// Every TCP link.
+    All,
+    /// No link.
+    None,
+}
+
+impl Encrypt {
+    /// Whether a link between a process of site `a` and one of site `b` is sealed.
+    pub fn between(self, a: &str, b: &str) -> bool {
+        match self {
+            Encrypt::Wan => a != b,
+            Encrypt::All => true,
+            Encrypt::None => false,
+        }
+    }
+}
+
+impl fmt::Display for Encrypt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Encrypt::Wan => "wan",
+            Encrypt::All => "all",
+            Encrypt::None => "none",
+        })
+    }
+}
+
+impl FromStr for Encrypt {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Encrypt, String> {
+        match s {
+            "wan" => Ok(Encrypt::Wan),
+            "all" => Ok(Encrypt::All),
+            "none" => Ok(Encrypt::None),
+            other => Err(format!(
+                "`{other}`: expected wan (links between sites, default), all or none"
+            )),
+        }
+    }
 }
 
 /// Which output stream of a process a line came from.

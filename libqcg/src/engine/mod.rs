@@ -23,7 +23,8 @@ pub mod shm;
 pub mod wire;
 
 use self::core::{ConnId, Core, Limits, LinkIo, ShellFrame, Via};
-use crate::handshake::{Acceptor, HandshakeError, Step};
+use crate::handshake::{Acceptor, HandshakeError, Linked, Step};
+use crate::seal::{Keys, Sealed};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
@@ -56,6 +57,8 @@ const SHM_DECLINE: u32 = 3;
 pub enum Link {
     /// A TCP connection (direct, or to a relay proxy).
     Tcp(TcpStream),
+    /// A TCP connection whose bytes are sealed ([`crate::seal`]).
+    Sealed(Box<Sealed<TcpStream>>),
     /// Shared memory.
     Shm(shm::ShmLink),
 }
@@ -64,6 +67,7 @@ impl Read for Link {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Link::Tcp(s) => s.read(buf),
+            Link::Sealed(s) => s.read(buf),
             Link::Shm(s) => s.read(buf),
         }
     }
@@ -73,6 +77,7 @@ impl Write for Link {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self {
             Link::Tcp(s) => s.write(buf),
+            Link::Sealed(s) => s.write(buf),
             Link::Shm(s) => s.write(buf),
         }
     }
@@ -80,6 +85,7 @@ impl Write for Link {
     fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
         match self {
             Link::Tcp(s) => s.write_vectored(bufs),
+            Link::Sealed(s) => s.write_vectored(bufs),
             Link::Shm(s) => s.write_vectored(bufs),
         }
     }
@@ -87,6 +93,7 @@ impl Write for Link {
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Link::Tcp(s) => s.flush(),
+            Link::Sealed(s) => s.flush(),
             Link::Shm(s) => s.flush(),
         }
     }
@@ -99,7 +106,7 @@ impl LinkIo for Link {
 
     fn ready(&self) -> (bool, bool) {
         match self {
-            Link::Tcp(_) => (false, false),
+            Link::Tcp(_) | Link::Sealed(_) => (false, false),
             Link::Shm(s) => (s.readable(), s.writable()),
         }
     }
@@ -116,29 +123,78 @@ impl LinkIo for Link {
 
     fn read_peer(&mut self, addr: u64, dst: &mut [u8]) -> std::io::Result<()> {
         match self {
-            Link::Tcp(_) => Err(std::io::ErrorKind::Unsupported.into()),
+            Link::Tcp(_) | Link::Sealed(_) => Err(std::io::ErrorKind::Unsupported.into()),
             Link::Shm(s) => s.read_peer(addr, dst),
         }
     }
 
+    fn pending(&self) -> bool {
+        matches!(self, Link::Sealed(s) if s.pending())
+    }
+
     fn remote(&self) -> Option<String> {
-        match self {
-            Link::Tcp(s) => s.peer_addr().ok().map(|a| a.to_string()),
-            Link::Shm(_) => None,
-        }
+        self.tcp()
+            .and_then(|s| s.peer_addr().ok())
+            .map(|a| a.to_string())
     }
 }
 
 impl Link {
+    /// The TCP connection under the link, if it is one.
+    pub fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Link::Tcp(s) => Some(s),
+            Link::Sealed(s) => Some(s.get_ref()),
+            Link::Shm(_) => None,
+        }
+    }
+
+    fn tcp_mut(&mut self) -> Option<&mut TcpStream> {
+        match self {
+            Link::Tcp(s) => Some(s),
+            Link::Sealed(s) => Some(s.get_mut()),
+            Link::Shm(_) => None,
+        }
+    }
+
+    /// Whether the link's bytes are sealed.
+    pub fn sealed(&self) -> bool {
+        matches!(self, Link::Sealed(_))
+    }
+
     /// Shuts our sending side: the peer reads what we sent, then the end.
     fn shutdown_write(&mut self) {
         match self {
             Link::Tcp(s) => {
                 let _ = s.shutdown(std::net::Shutdown::Write);
             }
+            Link::Sealed(s) => {
+                // The close record must be out before the FIN, or the peer reads a
+                // cut stream: wait for room a moment if the socket is full.
+                let _ = s.close();
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while s.pending() && Instant::now() < deadline {
+                    match s.flush() {
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(1))
+                        }
+                        _ => break,
+                    }
+                }
+                let _ = s.get_ref().shutdown(std::net::Shutdown::Write);
+            }
             Link::Shm(s) => s.shutdown_write(),
         }
     }
+}
+
+/// A connection whose job handshake is done, with its keys if it is sealed.
+#[derive(Debug)]
+pub struct NewLink {
+    /// The connection.
+    pub stream: std::net::TcpStream,
+    /// The keys the handshake derived (`None`: plaintext).
+    pub keys: Option<Keys>,
 }
 
 /// How links inside the node are made (`QCG_SHM`).
@@ -211,6 +267,8 @@ pub struct Identity {
     pub rank: u32,
     /// Job size.
     pub size: u32,
+    /// Which links are sealed.
+    pub encrypt: crate::seal::Policy,
 }
 
 struct Accepting {
@@ -221,7 +279,7 @@ struct Accepting {
     got_any: bool,
     started: Instant,
     reply: Vec<u8>,
-    done: Option<u32>,
+    done: Option<Linked>,
 }
 
 /// Strangers dropped since the last log line.
@@ -261,6 +319,8 @@ pub struct Engine {
     /// Work advanced after every turn of the loop (locked before `core`).
     progress: Mutex<Vec<Arc<dyn Progress>>>,
     id: Identity,
+    /// What the broker's plans said about sealing links, by peer.
+    plan_seal: crate::link::shell::PlanSeals,
     core: Mutex<Core<Link>>,
     /// Links inside the node (`None`: off).
     shm: Option<Shm>,
@@ -359,6 +419,7 @@ impl Engine {
             progress: Mutex::new(Vec::new()),
             core: Mutex::new(Core::new(id.rank, id.size, limits, Instant::now())),
             id,
+            plan_seal: Default::default(),
             lp: Mutex::new(Loop {
                 poll,
                 events: Events::with_capacity(256),
@@ -418,22 +479,51 @@ impl Engine {
     /// Adds a link whose handshake is done (made by a link maker on some thread;
     /// `relayed`: through a relay proxy, which a direct link replaces when one comes
     /// up, see [`Core::add_conn`]).
-    pub fn add_link(
-        &self,
-        peer: u32,
-        stream: std::net::TcpStream,
-        relayed: bool,
-    ) -> std::io::Result<()> {
+    pub fn add_link(&self, peer: u32, link: NewLink, relayed: bool) -> std::io::Result<()> {
+        let NewLink { stream, keys } = link;
         stream.set_nonblocking(true)?;
         stream.set_nodelay(true)?;
         keepalive(&stream);
-        self.attach(peer, TcpStream::from_std(stream), relayed);
+        self.attach(peer, TcpStream::from_std(stream), relayed, keys);
         Ok(())
+    }
+
+    /// Which links are sealed.
+    pub fn encrypt_policy(&self) -> &crate::seal::Policy {
+        &self.id.encrypt
+    }
+
+    /// Notes what the broker's plan for a link to `peer` says about sealing it.
+    pub fn note_plan_seal(&self, peer: u32, seal: Option<bool>) {
+        lock(&self.plan_seal).insert(peer, seal);
+    }
+
+    /// Whether we want a link with `peer` sealed (it is if either end wants it): the
+    /// broker's plan where we had one, else our policy; `QCG_ENCRYPT` wins over both.
+    pub fn wants_seal(&self, peer: u32) -> bool {
+        (self.seal_wish())(peer)
+    }
+
+    /// [`Engine::wants_seal`] as a function the listener's handshakes can keep.
+    fn seal_wish(&self) -> crate::handshake::Wish {
+        let (policy, plans, me) = (
+            self.id.encrypt.clone(),
+            self.plan_seal.clone(),
+            self.id.rank,
+        );
+        Arc::new(move |peer| {
+            let plan = lock(&plans).get(&peer).copied().flatten();
+            policy.ask(me, peer, plan)
+        })
     }
 
     /// Lets the loop make links: what the dialer needs to know of the process.
     pub(crate) fn configure_dialing(&self, cfg: crate::link::shell::Config) {
-        lock(&self.dial).configure(cfg);
+        let sealing = crate::link::shell::Sealing {
+            wish: self.seal_wish(),
+            plans: self.plan_seal.clone(),
+        };
+        lock(&self.dial).configure(cfg, sealing);
     }
 
     /// Makes a link to `peer` (the loop dials, see [`crate::link::dialer`]) and waits
@@ -501,10 +591,11 @@ impl Engine {
                         peer,
                         stream,
                         relayed,
+                        keys,
                     } => {
                         let _ = stream.set_nodelay(true);
                         keepalive_fd(&stream);
-                        self.attach(peer, stream, relayed);
+                        self.attach(peer, stream, relayed, keys);
                         // Made by the peer's side, the dialer learns it here; made by
                         // ours, punches toward the peer from its notices end.
                         arrived.push((peer, relayed));
@@ -845,8 +936,13 @@ impl Engine {
                             );
                         }
                     }
-                    let acceptor =
-                        Acceptor::new(&self.id.job, &self.id.secret, self.id.rank, self.id.size);
+                    let acceptor = Acceptor::new(
+                        &self.id.job,
+                        &self.id.secret,
+                        self.id.rank,
+                        self.id.size,
+                        self.seal_wish(),
+                    );
                     let need = acceptor.first_need();
                     let entry = lp.accepting.vacant_entry();
                     let key = entry.key();
@@ -917,7 +1013,7 @@ impl Engine {
 
     /// Drives handshake `key` as far as its bytes allow.
     fn handshake(&self, lp: &mut Loop, key: usize) {
-        let outcome: Result<Option<u32>, String> = (|| {
+        let outcome: Result<Option<Linked>, String> = (|| {
             let Some(a) = lp.accepting.get_mut(key) else {
                 return Ok(None);
             };
@@ -931,8 +1027,8 @@ impl Engine {
                         Err(e) => return Err(e.to_string()),
                     }
                 }
-                if let Some(from) = a.done {
-                    return Ok(Some(from));
+                if a.done.is_some() {
+                    return Ok(a.done.take());
                 }
                 let mut buf = vec![0u8; a.need];
                 match a.stream.read(&mut buf) {
@@ -945,9 +1041,9 @@ impl Engine {
                                 a.reply = r;
                                 a.need = k;
                             }
-                            Ok(Step::Done(r, from)) => {
+                            Ok(Step::Done(r, linked)) => {
                                 a.reply = r;
-                                a.done = Some(from);
+                                a.done = Some(linked);
                             }
                             Err(e) => return Err(e.to_string()),
                         }
@@ -959,12 +1055,13 @@ impl Engine {
         })();
         match outcome {
             Ok(None) => {}
-            Ok(Some(from)) => {
+            Ok(Some(linked)) => {
                 let mut a = lp.accepting.remove(key);
                 let _ = self.registry.deregister(&mut a.stream);
                 let _ = a.stream.set_nodelay(true);
-                self.attach(from, a.stream, false);
-                self.link_arrived(from, false);
+                let peer = linked.peer;
+                self.attach(peer, a.stream, false, linked.keys);
+                self.link_arrived(peer, false);
             }
             Err(why) => {
                 let a = lp.accepting.remove(key);
@@ -992,7 +1089,7 @@ impl Engine {
     }
 
     /// Puts a ready connection into the core and the loop.
-    fn attach(&self, peer: u32, stream: TcpStream, relayed: bool) {
+    fn attach(&self, peer: u32, stream: TcpStream, relayed: bool, keys: Option<Keys>) {
         let local = match (stream.local_addr(), stream.peer_addr()) {
             (Ok(l), Ok(r)) => same_machine(l, r),
             _ => false,
@@ -1007,8 +1104,20 @@ impl Engine {
             // Declared lost (e.g. it went silent): a late link does not revive it.
             return;
         }
-        let c: ConnId = core.add_conn(peer, Link::Tcp(stream), Instant::now(), relayed);
-        if let Some(Link::Tcp(io)) = core.conn_io(c) {
+        let link = match keys {
+            None => Link::Tcp(stream),
+            Some(keys) => {
+                crate::seal::ktls_offered(&stream);
+                let name = match stream.peer_addr() {
+                    Ok(a) => format!("rank {peer} ({a})"),
+                    Err(_) => format!("rank {peer}"),
+                };
+                tracing::debug!(peer, relayed, "link sealed (AES-256-GCM records)");
+                Link::Sealed(Box::new(Sealed::new(stream, keys, name)))
+            }
+        };
+        let c: ConnId = core.add_conn(peer, link, Instant::now(), relayed);
+        if let Some(io) = core.conn_io(c).and_then(Link::tcp_mut) {
             if let Err(e) =
                 self.registry
                     .register(io, Token(c), Interest::READABLE | Interest::WRITABLE)
@@ -1189,9 +1298,7 @@ impl Engine {
     /// reports it (`None`: no link, or a kernel that does not say).
     pub fn link_congestion(&self, peer: u32) -> Option<String> {
         let core = self.core();
-        let Link::Tcp(io) = core.link_io(peer)? else {
-            return None;
-        };
+        let io = core.link_io(peer)?.tcp()?;
         let name = socket2::SockRef::from(io).tcp_congestion().ok()?;
         let name = String::from_utf8_lossy(&name);
         Some(name.trim_end_matches('\0').to_string())

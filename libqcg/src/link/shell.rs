@@ -10,6 +10,11 @@
 //! back, punching toward the peer, meeting it at a relay. Those links reach the
 //! dialer as links that arrived ([`Event::LinkArrived`]).
 //!
+//! Every handshake it starts asks the engine's wish to seal the link ([`Sealing`]:
+//! the plan's `encrypt`, recorded here when a lookup answers, else the process's
+//! policy), and a handshake's keys go with its connection to the engine
+//! ([`Out::Attach`]), which seals the link ([`crate::seal`]).
+//!
 //! Sockets from our listener's port (punched, traversed) follow
 //! [`super::punched`]'s rules: a punch sends a new SYN after each [`try_time`] and
 //! dials again after a refusal or while our other socket holds the 4-tuple; a
@@ -18,7 +23,8 @@
 use super::dialer::{Action, Dialer, Event, Role, Sock};
 use super::punched::{try_time, Dial, FIRST_TRY, PUNCH_LAG};
 use super::{io_error, CONNECT_TIMEOUT, HANDSHAKE_TIMEOUT};
-use crate::handshake::{Acceptor, Initiator, Step};
+use crate::handshake::{Acceptor, Initiator, Step, Wish};
+use crate::seal::Keys;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
 use qcg_wire::{ErrorKind, Notice, ProcName, Request, Response, Technique};
@@ -27,6 +33,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Tokens of the shell's sockets start here (above the engine's handshakes).
@@ -51,14 +58,26 @@ pub(crate) struct Config {
     pub(crate) reports: Option<std::sync::mpsc::Sender<Request>>,
 }
 
+/// What the broker's plans said about sealing links, by peer (the engine's, shared
+/// with its listener's handshakes).
+pub(crate) type PlanSeals = Arc<Mutex<HashMap<u32, Option<bool>>>>;
+
+/// Which links we want sealed ([`crate::seal`]): the wish handshakes ask, and where
+/// the wish of a plan goes when a lookup answers.
+pub(crate) struct Sealing {
+    pub(crate) wish: Wish,
+    pub(crate) plans: PlanSeals,
+}
+
 /// What the engine does after a step of the shell (with the shell unlocked).
 pub(crate) enum Out {
-    /// A handshaken connection to `peer` is a link now (once attached, tell the
-    /// shell: [`Shell::arrived`]).
+    /// A handshaken connection to `peer` is a link now, sealed with `keys` if the
+    /// handshake made them (once attached, tell the shell: [`Shell::arrived`]).
     Attach {
         peer: u32,
         stream: TcpStream,
         relayed: bool,
+        keys: Option<Keys>,
     },
     /// A dial ended with a link (`technique`: how we made it; `None`: the peer did).
     Made {
@@ -112,6 +131,10 @@ struct Conn {
     got: Vec<u8>,
     need: usize,
     last_error: String,
+    /// The keys of a handshake done, until the connection is a link.
+    keys: Option<Keys>,
+    /// The round trip a handshake done as the initiator measured.
+    rtt: Option<Duration>,
 }
 
 /// What an answer from the helper is for.
@@ -133,6 +156,7 @@ struct Ask {
 /// The dials of one process and the I/O that carries them out.
 pub(crate) struct Shell {
     cfg: Option<Config>,
+    sealing: Option<Sealing>,
     pub(crate) dialer: Dialer,
     conns: Slab<Conn>,
     /// The connection of each socket the dialer named.
@@ -145,6 +169,7 @@ impl Default for Shell {
     fn default() -> Self {
         Shell {
             cfg: None,
+            sealing: None,
             dialer: Dialer::new(),
             conns: Slab::new(),
             by_sock: HashMap::new(),
@@ -170,11 +195,17 @@ fn micros(d: Duration) -> u64 {
 
 impl Shell {
     /// Gives the shell what it needs to dial (until then, it dials nothing).
-    pub(crate) fn configure(&mut self, cfg: Config) {
+    pub(crate) fn configure(&mut self, cfg: Config, sealing: Sealing) {
         if let Some(h) = test_delay() {
             self.dialer.hold(h.0, h.1);
         }
         self.cfg = Some(cfg);
+        self.sealing = Some(sealing);
+    }
+
+    /// Whether we want the link with `peer` sealed (see [`Sealing`]).
+    fn wants_seal(&self, peer: u32) -> bool {
+        self.sealing.as_ref().is_some_and(|s| (s.wish)(peer))
     }
 
     pub(crate) fn configured(&self) -> bool {
@@ -194,6 +225,7 @@ impl Shell {
         self.by_sock.clear();
         self.dialer = Dialer::new();
         self.cfg = None;
+        self.sealing = None;
     }
 
     /// Starts a dial to `peer`.
@@ -269,6 +301,8 @@ impl Shell {
             got: Vec::new(),
             need: 0,
             last_error: String::new(),
+            keys: None,
+            rtt: None,
         });
         if start.is_none() {
             self.connect(key, reg, now);
@@ -419,6 +453,8 @@ impl Shell {
                     got: Vec::new(),
                     need: 0,
                     last_error: String::new(),
+                    keys: None,
+                    rtt: None,
                 });
                 self.by_sock.insert(sock, key);
                 let target = ProcName::new(&cfg.job, peer);
@@ -449,9 +485,17 @@ impl Shell {
                 let Some(&key) = self.by_sock.get(&sock) else {
                     return;
                 };
-                let (i, hello) =
-                    Initiator::new(&cfg.job, &cfg.secret, cfg.rank, peer, role == Role::Either);
+                let seal = self.wants_seal(peer);
+                let (i, hello) = Initiator::new(
+                    &cfg.job,
+                    &cfg.secret,
+                    cfg.rank,
+                    peer,
+                    role == Role::Either,
+                    seal,
+                );
                 let c = &mut self.conns[key];
+                (c.keys, c.rtt) = (None, None);
                 c.need = i.first_need();
                 c.got.clear();
                 c.out = hello;
@@ -471,6 +515,7 @@ impl Shell {
                             peer,
                             stream: s,
                             relayed,
+                            keys: c.keys.take(),
                         });
                     }
                 }
@@ -615,7 +660,13 @@ impl Shell {
             |what: &str, reply: &qcg_wire::ErrorReply| format!("the grid refused {what}: {reply}");
         match (purpose, resp) {
             (Purpose::Lookup(peer), Response::Plan(p)) => {
-                tracing::debug!(dest = peer, plan = ?p.attempts.iter().map(|a| a.technique).collect::<Vec<_>>(), "plan");
+                tracing::debug!(dest = peer, plan = ?p.attempts.iter().map(|a| a.technique).collect::<Vec<_>>(), encrypt = ?p.encrypt, "plan");
+                // What the plan says of sealing is our wish for this peer's link
+                // (the handshakes of the dial ask it).
+                if let Some(s) = &self.sealing {
+                    let mut plans = s.plans.lock().unwrap_or_else(|e| e.into_inner());
+                    plans.insert(peer, p.encrypt);
+                }
                 self.dialer.handle(
                     Event::Plan {
                         peer,
@@ -782,8 +833,9 @@ impl Shell {
                     Owner::Notice { .. } => {
                         let cfg = self.cfg.as_ref().expect("configured before notices");
                         let either = matches!(c.target, Target::OurPort { .. });
+                        let seal = self.sealing.as_ref().is_some_and(|s| (s.wish)(c.peer));
                         let (i, hello) =
-                            Initiator::new(&cfg.job, &cfg.secret, cfg.rank, c.peer, either);
+                            Initiator::new(&cfg.job, &cfg.secret, cfg.rank, c.peer, either, seal);
                         c.need = i.first_need();
                         c.out = hello;
                         c.phase = Phase::Initiating(Box::new(i));
@@ -880,9 +932,11 @@ impl Shell {
                     c.out = r;
                     c.need = n;
                 }
-                Step::Done(r, _) => {
+                Step::Done(r, linked) => {
                     c.out = r;
                     c.need = 0;
+                    c.keys = linked.keys;
+                    c.rtt = linked.rtt;
                 }
             }
         }
@@ -899,13 +953,17 @@ impl Shell {
             (Phase::Meeting, Owner::Notice { .. }) => {
                 // Met at the relay: the peer initiates, we accept.
                 let cfg = self.cfg.as_ref().expect("configured before notices");
-                let a = Acceptor::new(&cfg.job, &cfg.secret, cfg.rank, cfg.size);
+                let wish = match &self.sealing {
+                    Some(s) => s.wish.clone(),
+                    None => Arc::new(|_| false),
+                };
+                let a = Acceptor::new(&cfg.job, &cfg.secret, cfg.rank, cfg.size, wish);
                 c.need = a.first_need();
                 c.phase = Phase::Accepting(Box::new(a));
                 self.pump(key, reg, now);
             }
-            (Phase::Initiating(i), Owner::Dial(sock)) => {
-                let rtt = i.rtt();
+            (Phase::Initiating(_), Owner::Dial(sock)) => {
+                let rtt = c.rtt;
                 c.phase = Phase::Opened;
                 self.dialer.handle(Event::Handshaken { sock, rtt }, now);
             }
@@ -918,6 +976,7 @@ impl Shell {
                         peer,
                         stream: s,
                         relayed,
+                        keys: c.keys.take(),
                     });
                 }
             }

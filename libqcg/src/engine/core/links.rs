@@ -207,6 +207,7 @@ impl<C: LinkIo> Core<C> {
         if conn.moved_in
             && conn.moved_out
             && conn.out.is_empty()
+            && !conn.io.pending()
             && matches!(conn.rx, Rx::Header)
             && conn.start == conn.end
         {
@@ -489,7 +490,9 @@ impl<C: LinkIo> Core<C> {
 
     /// Whether everything queued for sending has been handed to the kernel.
     pub fn flushed(&self) -> bool {
-        self.conns.iter().all(|(_, c)| c.out.is_empty())
+        self.conns
+            .iter()
+            .all(|(_, c)| c.out.is_empty() && !c.io.pending())
     }
 
     /// Every connection, for the shell.

@@ -91,6 +91,11 @@ pub trait LinkIo: Read + Write {
     fn read_peer(&mut self, _addr: u64, _dst: &mut [u8]) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())
     }
+    /// Bytes the stream took but has not yet handed on (a sealed link's last record):
+    /// pushed by [`Write::flush`], which the core calls when its own queue is empty.
+    fn pending(&self) -> bool {
+        false
+    }
     /// Where the other end is (for a relayed link: the relay proxy's address).
     fn remote(&self) -> Option<String> {
         None

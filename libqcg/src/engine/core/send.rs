@@ -167,7 +167,15 @@ impl<C: LinkIo> Core<C> {
                 return;
             };
             if conn.out.is_empty() {
-                break Ok(());
+                if !conn.io.pending() {
+                    break Ok(());
+                }
+                match conn.io.flush() {
+                    Ok(()) => continue,
+                    Err(e) if would_block(&e) => break Ok(()),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => break Err(self.link_failure(c, &e)),
+                }
             }
             // On the stack: a flush per message must not cost an allocation.
             let mut slices = [IoSlice::new(&[]); IOVECS];
