@@ -493,18 +493,10 @@ impl Engine {
         &self.id.encrypt
     }
 
-    /// Notes what the broker's plan for a link to `peer` says about sealing it.
-    pub fn note_plan_seal(&self, peer: u32, seal: Option<bool>) {
-        lock(&self.plan_seal).insert(peer, seal);
-    }
-
-    /// Whether we want a link with `peer` sealed (it is if either end wants it): the
-    /// broker's plan where we had one, else our policy; `QCG_ENCRYPT` wins over both.
-    pub fn wants_seal(&self, peer: u32) -> bool {
-        (self.seal_wish())(peer)
-    }
-
-    /// [`Engine::wants_seal`] as a function the listener's handshakes can keep.
+    /// Whether we want a link with a peer sealed (it is if either end wants it): the
+    /// broker's plan where we had one (the shell records it from the lookup's
+    /// answer), else our policy; `QCG_ENCRYPT` wins over both. A function the
+    /// listener's handshakes and the shell keep.
     fn seal_wish(&self) -> crate::handshake::Wish {
         let (policy, plans, me) = (
             self.id.encrypt.clone(),
