@@ -133,8 +133,6 @@ pub struct Greq {
     pub cancel: Option<GreqCancel>,
     /// The program's `extra_state`.
     pub extra: usize,
-    /// Marks it complete (`MPI_Grequest_complete`).
-    pub done: qcg::Completer,
 }
 
 /// What completing a non-blocking collective does with its output (called once).
@@ -175,6 +173,10 @@ pub struct State {
     /// Requests the program freed before they completed (completed at finalize,
     /// a receive's data unpacked then).
     pub orphans: Vec<Req>,
+    /// What completes each generalized request not yet completed, by handle (kept
+    /// apart from the request: `MPI_Grequest_complete` may come after
+    /// `MPI_Request_free`).
+    pub greqs: HashMap<i32, qcg::Completer>,
     /// The thread level granted.
     pub thread_level: i32,
     /// Keyvals, attributes and names of communicators and datatypes.
@@ -228,6 +230,7 @@ impl State {
             requests: HashMap::new(),
             next_req: 1,
             orphans: Vec::new(),
+            greqs: HashMap::new(),
             thread_level,
             attrs: crate::attrs::Attrs::default(),
             infos: crate::info::Infos::new(crate::info::Info::default()),

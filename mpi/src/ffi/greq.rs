@@ -6,7 +6,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 use super::*;
-use crate::state::{Greq, GreqCancel, GreqFree, GreqQuery};
+use crate::state::{Greq, GreqCancel, GreqFree, GreqQuery, COMM_WORLD};
 
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_start(
@@ -18,20 +18,21 @@ pub unsafe extern "C" fn PMPI_Grequest_start(
 ) -> c_int {
     call("MPI_Grequest_start", 1, || {
         let h = state::with(|s| {
-            let (inner, done) = s.comm(1)?.comm.user_request();
+            let (inner, done) = s.comm(COMM_WORLD)?.comm.user_request();
             let greq = Greq {
                 query: query_fn,
                 free: free_fn,
                 cancel: cancel_fn,
                 extra: extra_state as usize,
-                done,
             };
-            Ok(s.add_request(Req {
+            let h = s.add_request(Req {
                 inner: Some(inner),
                 meta: Meta::Greq(greq),
                 cancelled: false,
-                comm: 1,
-            }))
+                comm: COMM_WORLD,
+            });
+            s.greqs.insert(h, done);
+            Ok(h)
         })?;
         // SAFETY: the caller's output handle.
         unsafe { put(request, h) }
@@ -41,14 +42,14 @@ pub unsafe extern "C" fn PMPI_Grequest_start(
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_complete(request: c_int) -> c_int {
     call("MPI_Grequest_complete", 1, || {
-        state::with(|s| match s.requests.get(&request).map(|r| &r.meta) {
-            Some(Meta::Greq(g)) => {
-                g.done.complete();
+        state::with(|s| match s.greqs.remove(&request) {
+            Some(done) => {
+                done.complete();
                 Ok(())
             }
-            _ => Err(MpiError::new(
+            None => Err(MpiError::new(
                 Class::Request,
-                format!("{request} is not an active generalized request"),
+                format!("{request} is not a generalized request still to complete"),
             )),
         })
     })

@@ -513,6 +513,15 @@ int main(int argc, char **argv) {
         MPI_Waitall(2, two, MPI_STATUSES_IGNORE);
         printf("rank %d: two generalized requests: waitany gave %d, cancels %d (done %d), freed %d\n",
                me, idx, g.cancels, g.cancelled_done, g.freed);
+#ifndef OPEN_MPI
+        /* Freed before it is complete: completing it afterwards is still allowed. */
+        MPI_Request late, kept;
+        MPI_Grequest_start(gquery, gfree, gcancel, &g, &late);
+        kept = late;
+        MPI_Request_free(&late);
+        int lerr = MPI_Grequest_complete(kept);
+        printf("rank %d: qcg-only: MPI_Grequest_complete after MPI_Request_free: %s\n", me, class_name(lerr));
+#endif
     }
 
     DONE("p2p2");
