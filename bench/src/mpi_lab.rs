@@ -34,8 +34,9 @@ const HARNESS: &str = include_str!("../mpi/coll_osu.c");
 const PINGPONG: &str = include_str!("../../mpi/bench/pingpong.c");
 const OVERLAP: &str = include_str!("../mpi/overlap.c");
 
-/// A line `bytes,pure_us,compute_us,total_us,overlap_pct` of `bench/mpi/overlap.c`.
-pub fn parse_overlap(text: &str) -> Option<[f64; 5]> {
+/// A line `bytes,pure_us,compute_us,total_us,overlap_pct,pure_cpu_us` of
+/// `bench/mpi/overlap.c`.
+pub fn parse_overlap(text: &str) -> Option<[f64; 6]> {
     text.lines().rev().find_map(|l| {
         let f: Vec<f64> = l
             .split(',')
@@ -45,22 +46,31 @@ pub fn parse_overlap(text: &str) -> Option<[f64; 5]> {
     })
 }
 
-/// The overlap table: qcg's and Open MPI's lines side by side.
-pub fn overlap_report(qcg: &[f64; 5], ompi: Option<&[f64; 5]>) -> String {
+/// The overlap table: qcg's and Open MPI's lines side by side. `cores` is the
+/// machine's, where all the lab's ranks run.
+pub fn overlap_report(qcg: &[f64; 6], ompi: Option<&[f64; 6]>, cores: usize) -> String {
     let mut s = String::from(
-        "# MPI_Iallreduce overlapped with a computation of its own length (OSU's method; slowest rank, us)\n",
+        "# MPI_Iallreduce overlapped with a computation of its own length (OSU's method; slowest rank, us)\n\
+         # cpu: processor time of the pure phase, all ranks' threads together, per operation (us);\n\
+         # busy: the cores that kept busy on average during it (cpu / pure)\n",
     );
     let _ = writeln!(
         s,
-        "{:<10}{:>9}{:>12}{:>12}{:>12}{:>10}",
-        "impl", "bytes", "pure", "compute", "total", "overlap%"
+        "{:<10}{:>9}{:>12}{:>12}{:>12}{:>10}{:>12}{:>7}",
+        "impl", "bytes", "pure", "compute", "total", "overlap%", "cpu", "busy"
     );
     for (name, v) in [("qcg", Some(qcg)), ("ompi", ompi)] {
         if let Some(v) = v {
             let _ = writeln!(
                 s,
-                "{name:<10}{:>9}{:>12.1}{:>12.1}{:>12.1}{:>10.1}",
-                v[0], v[1], v[2], v[3], v[4]
+                "{name:<10}{:>9}{:>12.1}{:>12.1}{:>12.1}{:>10.1}{:>12.1}{:>7.2}",
+                v[0],
+                v[1],
+                v[2],
+                v[3],
+                v[4],
+                v[5],
+                v[5] / v[1].max(1.0)
             );
         }
     }
@@ -69,6 +79,14 @@ pub fn overlap_report(qcg: &[f64; 5], ompi: Option<&[f64; 5]>) -> String {
         "# qcg hides {:.1} % of the communication (target 80 %)",
         qcg[4]
     );
+    let busy = qcg[5] / qcg[1].max(1.0);
+    if busy > 0.5 * cores as f64 {
+        let _ = writeln!(
+            s,
+            "# the communication alone kept {busy:.2} of this machine's {cores} cores busy: a computation \
+             that spins on every rank competes with it for them, so only part of it can be hidden here"
+        );
+    }
     s
 }
 
@@ -496,7 +514,8 @@ pub fn run(
             eprintln!("# mpirun overlap failed ({status}): Open MPI's column left out");
             None
         };
-        overlap_text = overlap_report(&q, o.as_ref());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        overlap_text = overlap_report(&q, o.as_ref(), cores);
     }
     let mut csv = String::from("op,impl,bytes,avg_us,min_us,max_us,late\n");
     for p in &points {
@@ -537,12 +556,19 @@ mod tests {
 
     #[test]
     fn overlap_lines_parse_and_report() {
-        let q = parse_overlap("4194304,1000.0,1001.0,1150.0,85.0\n").expect("parses");
+        let q = parse_overlap("4194304,1000.0,1001.0,1150.0,85.0,1900.0\n").expect("parses");
         assert_eq!(q[4], 85.0);
         assert!(parse_overlap("garbage\n1,2\n").is_none());
-        let r = overlap_report(&q, Some(&[4194304.0, 900.0, 901.0, 1750.0, 5.7]));
+        let r = overlap_report(&q, Some(&[4194304.0, 900.0, 901.0, 1750.0, 5.7, 800.0]), 2);
         assert!(r.contains("qcg hides 85.0 %"), "{r}");
         assert!(r.contains("ompi"), "{r}");
+        assert!(r.contains(" 1.90\n"), "{r}");
+        assert!(
+            r.contains("kept 1.90 of this machine's 2 cores busy"),
+            "{r}"
+        );
+        let idle = overlap_report(&q, None, 16);
+        assert!(!idle.contains("cores busy"), "{idle}");
     }
 
     #[test]
