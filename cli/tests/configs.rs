@@ -161,3 +161,36 @@ fn check_config_names_the_field_and_the_fix() {
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("field `listen`: cannot listen on"), "{text}");
 }
+
+/// `[accounts.pool]`: a range that holds an account, root or nobody, or pooled
+/// processes with no group to reach the socket, is refused at load, naming the field.
+#[test]
+fn a_job_pool_is_checked_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "node = \"n1\"\nfrontal = \"127.0.0.1:7701\"\nsocket = \"n1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca.pem\"\ncert = \"n1.pem\"\nkey = \"n1.key\"\n";
+    let load = |extra: &str| {
+        let p = dir.path().join("helper.toml");
+        std::fs::write(&p, format!("{base}{extra}")).unwrap();
+        qcg_helper::config::Config::load(&p).map_err(|e| e.to_string())
+    };
+    let ok =
+        load("socket_group = \"65534\"\n[accounts.pool]\nfirst = 61500\ncount = 100\n").unwrap();
+    let pool = ok.accounts.pool.unwrap();
+    assert_eq!((pool.first, pool.count, pool.gid), (61500, 100, 65534));
+    let e = load("[accounts.pool]\nfirst = 61500\ncount = 100\n").unwrap_err();
+    assert!(
+        e.contains("accounts.pool") && e.contains("socket_group"),
+        "{e}"
+    );
+    let e = load("[accounts.pool]\nfirst = 61500\ncount = 100\ngroup = \"0\"\n").unwrap_err();
+    assert!(e.contains("group 0"), "{e}");
+    let e = load("[accounts.pool]\nfirst = 65000\ncount = 1000\ngroup = \"65534\"\n").unwrap_err();
+    assert!(e.contains("uid 65534"), "{e}");
+    let e = load("[accounts.pool]\nfirst = 0\ncount = 10\ngroup = \"65534\"\n").unwrap_err();
+    assert!(e.contains("uid 0"), "{e}");
+    let e = load("[accounts.pool]\nfirst = 61500\ncount = 10\ngroup = \"no-such-group\"\n")
+        .unwrap_err();
+    assert!(e.contains("no group `no-such-group`"), "{e}");
+    let e = load("[accounts.pool]\nfirst = 61500\n").unwrap_err();
+    assert!(e.contains("count"), "{e}");
+}

@@ -10,6 +10,16 @@
 //! Accounts are read from `/etc/passwd` (no NSS lookups). The process runs with the
 //! account's uid and primary gid and no supplementary groups (std clears them when a
 //! root helper sets a uid).
+//!
+//! With `[accounts.pool]`, submitters without a `map` entry no longer share the
+//! `default` account: each job gets a uid of its own on the node, leased from a range
+//! the admin reserves (as systemd's `DynamicUser=` does), for as long as a process of
+//! the job runs there; when the last one ends, whatever still runs under that uid is
+//! killed and the uid goes back to the pool. Processes of two jobs then cannot signal,
+//! trace or read each other (`/proc/PID/environ` included). The range must hold no
+//! account of `/etc/passwd`; the admin also keeps it out of the site's directory
+//! (LDAP and the like, which the helper does not read), which is why the pool is not
+//! on by default: only the admin knows a free range.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -30,6 +40,67 @@ pub struct Accounts {
     /// Whether a job may run as root (uid 0). Off unless set.
     #[serde(default)]
     pub allow_root: bool,
+    /// A uid of its own per job for submitters without a `map` entry (instead of
+    /// `default`).
+    #[serde(default)]
+    pub pool: Option<Pool>,
+}
+
+/// `[accounts.pool]`: the uids leased to jobs, one per job and node.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Pool {
+    /// The first uid of the range.
+    pub first: u32,
+    /// How many uids it holds.
+    pub count: u32,
+    /// The pooled processes' primary group (a name from /etc/group or a number);
+    /// omitted, the helper socket's group (`socket_group`), so that they reach it.
+    pub group: Option<String>,
+    /// `group` resolved at load time.
+    #[serde(skip)]
+    pub gid: u32,
+}
+
+/// Uids a pool must never hold: root, and the kernel's overflow ids (nobody).
+const NEVER_POOLED: [u32; 3] = [0, 65534, 65535];
+
+impl Pool {
+    /// The uids of the pool.
+    pub fn uids(&self) -> std::ops::Range<u32> {
+        self.first..self.first.saturating_add(self.count)
+    }
+
+    /// What is wrong with the range, given the text of /etc/passwd: empty, too high,
+    /// holding root or nobody, or an existing account.
+    pub fn check(&self, passwd: &str) -> Result<(), String> {
+        if self.count == 0 {
+            return Err("count must be at least 1".into());
+        }
+        let Some(end) = self.first.checked_add(self.count) else {
+            return Err("first + count overflows".into());
+        };
+        if end > i32::MAX as u32 {
+            return Err(format!("the range must end below {}", i32::MAX));
+        }
+        if let Some(u) = NEVER_POOLED.iter().find(|u| self.uids().contains(u)) {
+            return Err(format!(
+                "the range holds uid {u} (root or nobody): choose one without it"
+            ));
+        }
+        for l in passwd.lines() {
+            let f: Vec<&str> = l.split(':').collect();
+            if let (Some(name), Some(Ok(uid))) = (f.first(), f.get(2).map(|u| u.parse::<u32>())) {
+                if self.uids().contains(&uid) {
+                    return Err(format!(
+                        "uid {uid} of the range belongs to account `{name}` in /etc/passwd: \
+                         a job would run as that user; choose a range no account uses"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 fn empty_is_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -47,6 +118,7 @@ impl Default for Accounts {
             default: default_user(),
             map: BTreeMap::new(),
             allow_root: false,
+            pool: None,
         }
     }
 }
@@ -70,6 +142,14 @@ pub enum AccountError {
     /// The submitter maps to no account.
     #[error("submitter `{0}` has no local account on this node (no entry in [accounts] map and no default)")]
     Unmapped(String),
+    /// Every uid of the pool is leased or in use.
+    #[error("every uid of the job pool ({first}..{end}) is taken by a running job; try again when one ends, or widen [accounts.pool]")]
+    PoolFull {
+        /// The pool's first uid.
+        first: u32,
+        /// One past its last.
+        end: u32,
+    },
     /// The mapped user does not exist.
     #[error("local account `{0}` does not exist (not in /etc/passwd)")]
     NoSuchUser(String),
@@ -141,6 +221,7 @@ impl Accounts {
             default: Some(name),
             map: BTreeMap::new(),
             allow_root: uid == 0,
+            pool: None,
         }
     }
 
@@ -148,6 +229,9 @@ impl Accounts {
     /// default account works (anyone's), else the identities of `map` whose account
     /// does. Read at start: an account added later counts after a restart.
     pub fn submitters(&self, helper_uid: u32) -> Option<Vec<String>> {
+        if self.pool.is_some() && helper_uid == 0 {
+            return None;
+        }
         if self.default.is_some() && self.resolve(None, helper_uid).is_ok() {
             return None;
         }
@@ -158,6 +242,11 @@ impl Accounts {
                 .cloned()
                 .collect(),
         )
+    }
+
+    /// Whether `owner`'s jobs run under a uid of the pool (no `map` entry, and a pool).
+    pub fn pooled(&self, owner: Option<&str>) -> bool {
+        self.pool.is_some() && !owner.is_some_and(|o| self.map.contains_key(o))
     }
 
     /// The local user name for `owner` (the default for an unknown submitter).
@@ -318,6 +407,48 @@ mod tests {
         );
         a.allow_root = true;
         assert_eq!(a.resolve(Some("alice"), 0).map(|a| a.uid), Ok(0));
+    }
+
+    #[test]
+    fn a_pool_holds_no_account_no_root_and_no_nobody() {
+        let pool = |first, count| Pool {
+            first,
+            count,
+            group: None,
+            gid: 0,
+        };
+        assert_eq!(pool(62000, 1000).check(PASSWD), Ok(()));
+        let e = pool(65000, 1000).check(PASSWD).unwrap_err();
+        assert!(e.contains("uid 65534"), "{e}");
+        let e = pool(0, 10).check(PASSWD).unwrap_err();
+        assert!(e.contains("uid 0"), "{e}");
+        let e = pool(62000, 0).check(PASSWD).unwrap_err();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = pool(u32::MAX - 1, 5).check(PASSWD).unwrap_err();
+        assert!(e.contains("overflows"), "{e}");
+        let e = pool(i32::MAX as u32 - 2, 5).check(PASSWD).unwrap_err();
+        assert!(e.contains("below"), "{e}");
+        let passwd = format!("{PASSWD}dave:x:62500:100::/home/dave:/bin/sh\n");
+        let e = pool(62000, 1000).check(&passwd).unwrap_err();
+        assert!(e.contains("uid 62500") && e.contains("`dave`"), "{e}");
+        assert_eq!(pool(62000, 500).check(&passwd), Ok(()));
+    }
+
+    #[test]
+    fn only_unmapped_submitters_are_pooled() {
+        let mut a = Accounts::default();
+        a.map.insert("alice".into(), "nobody".into());
+        assert!(!a.pooled(Some("bob")));
+        a.pool = Some(Pool {
+            first: 62000,
+            count: 10,
+            group: None,
+            gid: 0,
+        });
+        assert!(a.pooled(Some("bob")));
+        assert!(a.pooled(None));
+        assert!(!a.pooled(Some("alice")));
+        assert_eq!(a.submitters(0), None);
     }
 
     #[test]

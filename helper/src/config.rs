@@ -74,6 +74,44 @@ impl Config {
                 }
             }
         }
+        if let Some(pool) = &mut c.accounts.pool {
+            let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+            if let Err(why) = pool.check(&passwd) {
+                return Err(ConfigError::field(path, &text, "accounts.pool", why));
+            }
+            let gid = match (&pool.group, c.socket_gid) {
+                (Some(g), _) => {
+                    group_id(g, std::fs::read_to_string("/etc/group").unwrap_or_default())
+                        .ok_or_else(|| {
+                            ConfigError::field(
+                                path,
+                                &text,
+                                "accounts.pool.group",
+                                format!("no group `{g}` in /etc/group (give a name or a number)"),
+                            )
+                        })?
+                }
+                (None, Some(gid)) => gid,
+                (None, None) => {
+                    return Err(ConfigError::field(
+                        path,
+                        &text,
+                        "accounts.pool",
+                        "give the pooled processes a group: `group` here, or the helper's \
+                         `socket_group` (they need it to reach the helper socket)",
+                    ))
+                }
+            };
+            if gid == 0 {
+                return Err(ConfigError::field(
+                    path,
+                    &text,
+                    "accounts.pool.group",
+                    "pooled processes must not run in group 0 (root's)",
+                ));
+            }
+            pool.gid = gid;
+        }
         c.socket = resolve(path, &c.socket);
         c.ca = resolve(path, &c.ca);
         c.cert = resolve(path, &c.cert);

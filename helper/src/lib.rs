@@ -295,6 +295,21 @@ impl Helper {
             );
         }
         warn_unreachable_socket(&accounts, uid, socket_group);
+        if let Some(pool) = &accounts.pool {
+            if uid == 0 {
+                tracing::info!(
+                    first = pool.first,
+                    count = pool.count,
+                    gid = pool.gid,
+                    "unmapped submitters' jobs run each under a uid of its own from the job pool"
+                );
+            } else {
+                tracing::error!(
+                    "[accounts.pool] needs the helper to run as root (it runs as uid {uid}): \
+                     pooled jobs will be refused"
+                );
+            }
+        }
         let procs = Arc::new(procs::Procs::new(accounts));
         let tracker = TaskTracker::new();
         let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {

@@ -33,6 +33,86 @@ pub struct Procs {
     killed: Mutex<VecDeque<String>>,
     guardian: Mutex<Option<Guardian>>,
     accounts: Accounts,
+    leases: Mutex<Leases>,
+}
+
+/// The pool's uids leased to jobs (see [`accounts::Pool`]).
+#[derive(Default)]
+struct Leases {
+    /// Job → (uid, processes started or starting under it).
+    by_job: BTreeMap<String, (u32, usize)>,
+    /// Where the next search for a free uid starts: leases go round the range, so a
+    /// uid comes back only after every other one was used.
+    next: u32,
+}
+
+/// The uids (real, effective, saved or filesystem) of the live processes, read from
+/// `/proc`.
+fn uids_in_use() -> std::collections::BTreeSet<u32> {
+    let mut out = std::collections::BTreeSet::new();
+    for pid in proc_pids() {
+        out.extend(proc_uids(pid));
+    }
+    out
+}
+
+fn proc_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The four uids on the `Uid:` line of `/proc/PID/status`; none for a zombie.
+fn proc_uids(pid: u32) -> Vec<u32> {
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return Vec::new();
+    };
+    if text
+        .lines()
+        .any(|l| l.starts_with("State:") && (l.contains("Z (") || l.contains("X (")))
+    {
+        return Vec::new();
+    }
+    text.lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|rest| {
+            rest.split_whitespace()
+                .filter_map(|u| u.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Kills (SIGKILL) every process running under `uid`, until none is seen; returns
+/// how many were killed. What a job left behind outside its process groups (a
+/// daemon that called `setsid`) goes this way when its uid is released.
+fn kill_uid(uid: u32) -> usize {
+    let mut killed = 0;
+    for _ in 0..10 {
+        let pids: Vec<u32> = proc_pids()
+            .into_iter()
+            .filter(|&p| proc_uids(p).contains(&uid))
+            .collect();
+        if pids.is_empty() {
+            break;
+        }
+        for p in pids {
+            if let Some(pid) = i32::try_from(p)
+                .ok()
+                .and_then(rustix::process::Pid::from_raw)
+            {
+                if rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok() {
+                    killed += 1;
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    killed
 }
 
 /// The guardian's program: it keeps the list of live groups (`+PGID`, `-PGID` lines
@@ -222,13 +302,28 @@ impl Procs {
             )
         };
         let helper_uid = rustix::process::getuid().as_raw();
-        let acct = match self.accounts.resolve(spec.owner.as_deref(), helper_uid) {
-            Ok(a) => a,
-            Err(e) => return refuse(e),
-        };
         let workdir = match &spec.working_directory {
             Some(wd) => PathBuf::from(wd),
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let pooled = self.accounts.pooled(spec.owner.as_deref());
+        let acct = if pooled {
+            match self.lease(&spec.job, &workdir, helper_uid) {
+                Ok(a) => a,
+                Err(e) => return refuse(e),
+            }
+        } else {
+            match self.accounts.resolve(spec.owner.as_deref(), helper_uid) {
+                Ok(a) => a,
+                Err(e) => return refuse(e),
+            }
+        };
+        // From here, a refusal gives the lease back.
+        let refuse = |e: accounts::AccountError| {
+            if pooled {
+                self.release(&spec.job);
+            }
+            refuse(e)
         };
         if let Err(e) = accounts::check_dir(&acct, &workdir) {
             return refuse(e);
@@ -269,13 +364,19 @@ impl Procs {
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
+                if pooled {
+                    self.release(&spec.job);
+                }
                 return Response::error(
                     ErrorKind::Unavailable,
                     format!("cannot start `{}` on node {node}: {e}", program.display()),
-                )
+                );
             }
         };
         let Some(pid) = child.id() else {
+            if pooled {
+                self.release(&spec.job);
+            }
             return Response::error(ErrorKind::Internal, "the process vanished at once");
         };
         lock(&self.running)
@@ -310,6 +411,12 @@ impl Procs {
             pgroup::kill_groups(&[pid]).await;
             procs.forget(&job, rank);
             procs.guard('-', pid);
+            if pooled {
+                let procs = procs.clone();
+                let job = job.clone();
+                // Killing what is left under the uid reads /proc: off the runtime.
+                let _ = tokio::task::spawn_blocking(move || procs.release(&job)).await;
+            }
             tracing::info!(%job, rank, %exit, "process ended");
             let req = Request::ProcessExited { job, rank, exit };
             if let Err(e) = frontal.request(&req).await {
@@ -317,6 +424,89 @@ impl Procs {
             }
         });
         Response::Ok
+    }
+
+    /// The pool's uid for `job`: the one it holds, else a free one (leased to no job
+    /// and used by no process). Each call is one holder, given back by
+    /// [`Procs::release`].
+    fn lease(
+        &self,
+        job: &str,
+        workdir: &Path,
+        helper_uid: u32,
+    ) -> Result<accounts::Account, accounts::AccountError> {
+        let Some(pool) = &self.accounts.pool else {
+            return Err(accounts::AccountError::Unmapped(job.to_string()));
+        };
+        let mut leases = lock(&self.leases);
+        let uid = match leases.by_job.get_mut(job) {
+            Some((uid, holders)) => {
+                *holders += 1;
+                *uid
+            }
+            None => {
+                let account = |uid| format!("uid {uid} of the job pool");
+                if helper_uid != 0 {
+                    return Err(accounts::AccountError::CannotSwitch {
+                        helper: helper_uid,
+                        account: account(pool.first),
+                        uid: pool.first,
+                    });
+                }
+                let leased: std::collections::BTreeSet<u32> =
+                    leases.by_job.values().map(|(u, _)| *u).collect();
+                let busy = uids_in_use();
+                let start = leases.next;
+                let found = (0..pool.count)
+                    .map(|i| pool.first + (start + i) % pool.count)
+                    .find(|u| !leased.contains(u) && !busy.contains(u));
+                let Some(uid) = found else {
+                    return Err(accounts::AccountError::PoolFull {
+                        first: pool.first,
+                        end: pool.first + pool.count,
+                    });
+                };
+                leases.next = (uid - pool.first + 1) % pool.count;
+                leases.by_job.insert(job.to_string(), (uid, 1));
+                tracing::info!(%job, uid, "uid leased from the job pool");
+                uid
+            }
+        };
+        Ok(accounts::Account {
+            name: format!("qcg-{uid}"),
+            uid,
+            gid: pool.gid,
+            home: workdir.to_path_buf(),
+        })
+    }
+
+    /// One holder of `job`'s lease is done; the last one kills whatever still runs
+    /// under the uid and gives it back to the pool.
+    fn release(&self, job: &str) {
+        let uid = {
+            let mut leases = lock(&self.leases);
+            let Some((uid, holders)) = leases.by_job.get_mut(job) else {
+                return;
+            };
+            *holders -= 1;
+            if *holders > 0 {
+                return;
+            }
+            *uid
+        };
+        // Killed before the lease goes, so the uid is never handed on with a process
+        // still under it.
+        let killed = kill_uid(uid);
+        let mut leases = lock(&self.leases);
+        if leases.by_job.get(job).is_some_and(|(_, h)| *h == 0) {
+            leases.by_job.remove(job);
+            tracing::info!(%job, uid, left_behind = killed, "uid back in the job pool");
+        }
+    }
+
+    /// The uid `job` holds from the pool, if it holds one.
+    pub fn leased_uid(&self, job: &str) -> Option<u32> {
+        lock(&self.leases).by_job.get(job).map(|(u, _)| *u)
     }
 
     fn forget(&self, job: &str, rank: u32) {

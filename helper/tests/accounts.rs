@@ -139,3 +139,189 @@ async fn refusals_name_the_submitter_the_account_or_the_path() {
     assert!(e.contains("prog.sh"), "{e}");
     assert_eq!(procs.len(), 0);
 }
+
+/// Accounts with a job pool of `count` uids from `first`, group `nogroup` (65534).
+fn pooled(first: u32, count: u32) -> Accounts {
+    let mut a = accounts();
+    a.pool = Some(qcg_helper::accounts::Pool {
+        first,
+        count,
+        group: None,
+        gid: 65534,
+    });
+    a
+}
+
+fn pooled_spec(job: &str, rank: u32, wd: &Path, script: &str) -> LaunchSpec {
+    LaunchSpec {
+        job: job.into(),
+        rank,
+        ..spec(Some("bob"), wd, "/bin/sh", &["-c", script])
+    }
+}
+
+async fn wait_file(p: &Path) -> String {
+    let start = Instant::now();
+    while !p.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no {}",
+            p.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    std::fs::read_to_string(p).unwrap()
+}
+
+/// The live processes whose real uid is `uid`.
+fn running_as(uid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/status")).is_ok_and(|s| {
+                !s.contains("State:\tZ")
+                    && s.lines()
+                        .find_map(|l| l.strip_prefix("Uid:"))
+                        .and_then(|r| r.split_whitespace().next())
+                        == Some(uid.to_string().as_str())
+            })
+        })
+        .collect()
+}
+
+async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < Duration::from_secs(30), "{what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn pooled_jobs_each_get_a_uid_of_their_own_and_ranks_of_a_job_share_it() {
+    if !is_root() {
+        panic!("the job pool needs root to switch uids: run this test as root (CI does)");
+    }
+    const FIRST: u32 = 61300;
+    let procs = Arc::new(Procs::new(pooled(FIRST, 50)));
+    let d = open_dir();
+    let gate = d.path().join("go");
+    let mut files = Vec::new();
+    // Jobs a and b, two ranks each, all running at once (they wait for `go`).
+    for (job, rank) in [("job-a", 0), ("job-a", 1), ("job-b", 0), ("job-b", 1)] {
+        let out = d.path().join(format!("{job}.{rank}"));
+        let script = format!(
+            "id -u > {o}.tmp; id -g >> {o}.tmp; mv {o}.tmp {o}; while [ ! -e {g} ]; do sleep 0.02; done",
+            o = out.display(),
+            g = gate.display()
+        );
+        let r = procs.launch(
+            &pooled_spec(job, rank, d.path(), &script),
+            "n",
+            Path::new("/x.sock"),
+            upstream(),
+        );
+        assert_eq!(r, Response::Ok, "{job} rank {rank}");
+        files.push(out);
+    }
+    let mut ids = Vec::new();
+    for f in &files {
+        let t = wait_file(f).await;
+        let v: Vec<u32> = t.lines().map(|l| l.parse().unwrap()).collect();
+        ids.push((v[0], v[1]));
+    }
+    let (a, b) = (ids[0].0, ids[2].0);
+    assert_eq!(ids[1].0, a, "the ranks of job a share its uid: {ids:?}");
+    assert_eq!(ids[3].0, b, "the ranks of job b share its uid: {ids:?}");
+    assert_ne!(a, b, "two jobs, two uids: {ids:?}");
+    for (uid, gid) in &ids {
+        assert!((FIRST..FIRST + 50).contains(uid), "{ids:?}");
+        assert_eq!(*gid, 65534, "{ids:?}");
+    }
+    assert_eq!(procs.leased_uid("job-a"), Some(a));
+    // A daemon job a leaves behind, out of its process group, goes with the lease.
+    let out = d.path().join("daemon");
+    let script = format!(
+        "setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $! > {o}.tmp; mv {o}.tmp {o}",
+        o = out.display()
+    );
+    let r = procs.launch(
+        &pooled_spec("job-a", 2, d.path(), &script),
+        "n",
+        Path::new("/x.sock"),
+        upstream(),
+    );
+    assert_eq!(r, Response::Ok);
+    let daemon: u32 = wait_file(&out).await.trim().parse().unwrap();
+    std::fs::write(&gate, "").unwrap();
+    wait_until("job a's uid back in the pool", || {
+        procs.leased_uid("job-a").is_none()
+    })
+    .await;
+    assert!(
+        running_as(a).is_empty(),
+        "nothing runs as {a} once job a ended: {:?}",
+        running_as(a)
+    );
+    assert!(
+        !Path::new(&format!("/proc/{daemon}/status")).exists()
+            || std::fs::read_to_string(format!("/proc/{daemon}/status"))
+                .unwrap()
+                .contains("State:\tZ"),
+        "the daemon {daemon} left behind was killed"
+    );
+    wait_until("job b's uid back in the pool", || {
+        procs.leased_uid("job-b").is_none()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_full_pool_refuses_and_a_uid_in_use_is_never_leased() {
+    if !is_root() {
+        panic!("the job pool needs root to switch uids: run this test as root (CI does)");
+    }
+    const FIRST: u32 = 61400;
+    // A stray process already runs as the pool's first uid: that uid is skipped.
+    let mut stray = std::process::Command::new("/bin/sleep");
+    std::os::unix::process::CommandExt::uid(&mut stray, FIRST);
+    let mut stray = stray.arg("60").spawn().unwrap();
+    let procs = Arc::new(Procs::new(pooled(FIRST, 2)));
+    let d = open_dir();
+    let gate = d.path().join("go");
+    let script = format!(
+        "while [ ! -e {g} ]; do sleep 0.02; done",
+        g = gate.display()
+    );
+    let launch = |job: &str| {
+        procs.launch(
+            &pooled_spec(job, 0, d.path(), &script),
+            "n",
+            Path::new("/x.sock"),
+            upstream(),
+        )
+    };
+    assert_eq!(launch("job-c"), Response::Ok);
+    assert_eq!(
+        procs.leased_uid("job-c"),
+        Some(FIRST + 1),
+        "uid {FIRST} is in use"
+    );
+    let e = refusal(launch("job-d"));
+    assert!(
+        e.contains("every uid of the job pool (61400..61402) is taken"),
+        "{e}"
+    );
+    assert!(e.contains("job-d"), "the refusal names the job: {e}");
+    stray.kill().unwrap();
+    stray.wait().unwrap();
+    assert_eq!(launch("job-d"), Response::Ok);
+    assert_eq!(procs.leased_uid("job-d"), Some(FIRST));
+    std::fs::write(&gate, "").unwrap();
+    wait_until("both uids back in the pool", || {
+        procs.leased_uid("job-c").is_none() && procs.leased_uid("job-d").is_none()
+    })
+    .await;
+}
