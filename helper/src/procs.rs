@@ -22,6 +22,9 @@ use tokio::sync::mpsc;
 const MAX_LINE: usize = 16 * 1024;
 /// Most bytes of text in one `Output` request.
 const MAX_BATCH: usize = 256 * 1024;
+/// How long the output of a process that ended is read before its end is reported
+/// without the rest (the pipes held open by a process out of its group).
+const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 /// How many killed jobs are remembered (their late launches are refused).
 const KILLED_MEMORY: usize = 4096;
 
@@ -386,16 +389,20 @@ impl Procs {
         self.guard('+', pid);
         tracing::info!(job = %spec.job, rank = spec.rank, pid, user = %acct.name, "process started");
         let (tx, rx) = mpsc::unbounded_channel();
+        let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(read_lines(out, Stream::Stdout, tx.clone()));
+            readers.push(tokio::spawn(read_lines(out, Stream::Stdout, tx.clone())));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(read_lines(err, Stream::Stderr, tx.clone()));
+            readers.push(tokio::spawn(read_lines(err, Stream::Stderr, tx.clone())));
         }
         drop(tx);
         let (job, rank, procs) = (spec.job.clone(), spec.rank, self.clone());
         tokio::spawn(async move {
-            forward_output(&frontal, &job, rank, rx).await;
+            let mut forward = {
+                let (frontal, job) = (frontal.clone(), job.clone());
+                tokio::spawn(async move { forward_output(&frontal, &job, rank, rx).await })
+            };
             let exit = match child.wait().await {
                 Ok(s) => {
                     use std::os::unix::process::ExitStatusExt;
@@ -409,6 +416,19 @@ impl Procs {
             };
             // The group may hold children the process left behind: they go too.
             pgroup::kill_groups(&[pid]).await;
+            // Its output is forwarded to the end, unless a process out of its group
+            // (one that called `setsid`) holds the pipes open: the end is reported
+            // anyway, after what was written so far.
+            if tokio::time::timeout(OUTPUT_DRAIN, &mut forward)
+                .await
+                .is_err()
+            {
+                tracing::warn!(%job, rank, "the process ended but a process out of its group still holds its output open: what it writes from now on is not forwarded");
+                for r in &readers {
+                    r.abort();
+                }
+                let _ = forward.await;
+            }
             procs.forget(&job, rank);
             procs.guard('-', pid);
             if pooled {

@@ -325,3 +325,56 @@ async fn a_full_pool_refuses_and_a_uid_in_use_is_never_leased() {
     })
     .await;
 }
+
+/// A process whose children keep its output open ends all the same: a child in its
+/// group is killed with it, and one that left the group (`setsid`) does not hold the
+/// end back beyond the drain time.
+#[tokio::test]
+async fn a_rank_whose_children_hold_its_output_open_still_ends() {
+    let procs = Arc::new(Procs::new(Accounts::current_user()));
+    let d = open_dir();
+    let pidfile = d.path().join("child");
+    let launch = |job: &str, script: &str| {
+        procs.launch(
+            &LaunchSpec {
+                job: job.into(),
+                ..spec(None, d.path(), "/bin/sh", &["-c", script])
+            },
+            "n",
+            Path::new("/x.sock"),
+            upstream(),
+        )
+    };
+    // A background child in the group, with the rank's stdout.
+    let script = format!(
+        "sleep 1000 & echo $! > {p}.tmp; mv {p}.tmp {p}; echo started",
+        p = pidfile.display()
+    );
+    assert_eq!(launch("job-bg", &script), Response::Ok);
+    let child: u32 = wait_file(&pidfile).await.trim().parse().unwrap();
+    wait_until("the rank's end, with a child holding its output", || {
+        procs.is_empty()
+    })
+    .await;
+    let status = std::fs::read_to_string(format!("/proc/{child}/status")).unwrap_or_default();
+    assert!(
+        status.is_empty() || status.contains("State:\tZ"),
+        "the child in the rank's group is killed with it: {status}"
+    );
+    // A child out of the group (setsid) with the rank's stdout: the end comes anyway.
+    std::fs::remove_file(&pidfile).unwrap();
+    let script = format!(
+        "setsid sleep 1000 & echo $! > {p}.tmp; mv {p}.tmp {p}; echo started",
+        p = pidfile.display()
+    );
+    assert_eq!(launch("job-setsid", &script), Response::Ok);
+    let daemon: u32 = wait_file(&pidfile).await.trim().parse().unwrap();
+    wait_until("the rank's end, with a daemon holding its output", || {
+        procs.is_empty()
+    })
+    .await;
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+}
