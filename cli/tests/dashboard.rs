@@ -245,7 +245,15 @@ fn chromium() -> PathBuf {
     let ok = |c: &mut Command| c.status().is_ok_and(|s| s.success());
     let updated = ok(Command::new("apt-get").arg("update"));
     let installed = ok(Command::new("apt-get")
-        .args(["install", "-y", "--no-install-recommends", "chromium"])
+        .args([
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "chromium",
+            // Fonts for a readable screenshot (only recommended by chromium).
+            "fonts-dejavu-core",
+            "fonts-liberation",
+        ])
         .env("DEBIAN_FRONTEND", "noninteractive"));
     find().unwrap_or_else(|| {
         panic!(
