@@ -319,6 +319,20 @@ fn screenshot(url: &str, name: &str) -> PathBuf {
     path
 }
 
+/// The whole answer (head and body) to `GET path` at `addr`, over plain HTTP.
+fn raw_get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: qcg\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    resp
+}
+
 /// The number in the `column`-th cell (0: the technique) of the links table's row
 /// for `technique`.
 fn link_cell(dom: &str, technique: &str, column: usize) -> u64 {
@@ -415,6 +429,16 @@ fn the_dashboard_shows_each_caller_what_it_may_see_and_runs_no_markup() {
     assert!(d.contains(&carol_job) && d.contains("queued"), "{d}");
     assert!(!d.contains(&alice_job) && !d.contains("pwned"), "{d}");
     assert_eq!(link_cell(&d, &technique, 1), 0, "alice's links: {d}");
+
+    // A frontal's certificate is no caller: 403, saying why. Plain HTTP has no
+    // dashboard.
+    let frontal = Forwarder::new(&g, "alpha");
+    let resp = raw_get(frontal.addr, "/dashboard");
+    assert!(resp.starts_with("HTTP/1.1 403"), "{resp}");
+    assert!(resp.contains("client certificate"), "{resp}");
+    assert!(!resp.contains(&alice_job), "{resp}");
+    let resp = raw_get(g.http, "/dashboard");
+    assert!(resp.starts_with("HTTP/1.1 404"), "{resp}");
 
     g.qcg_as("alice", &["cancel", &alice_job]);
     eprintln!(
