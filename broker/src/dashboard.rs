@@ -94,6 +94,9 @@ pub struct View {
     pub links_live: BTreeMap<&'static str, LinkCounts>,
     /// The measured topology (without submitters for a client).
     pub topology: ResourceTopology,
+    /// Whether each of its links (in order) is an estimate: the two gateways could
+    /// not probe each other ([`crate::topology`]).
+    pub estimated: Vec<bool>,
     /// The jobs the caller may see, at most [`MAX_JOBS`].
     pub jobs: Vec<JobRow>,
     /// Jobs the caller may see beyond those.
@@ -125,16 +128,23 @@ impl View {
                 n.submitters = None;
             }
         }
-        let mut jobs: Vec<JobRow> = {
+        let (mut jobs, estimated): (Vec<JobRow>, Vec<bool>) = {
             let book = ctx.book();
-            book.jobs
+            let estimated = topology
+                .links
+                .iter()
+                .map(|l| book.topo.is_estimated(&l.a, &l.b))
+                .collect();
+            let jobs = book
+                .jobs
                 .all()
                 .filter(|j| caller.may_see(&j.submission.owner))
                 .map(|j| JobRow {
                     links: job_links.remove(&j.id).unwrap_or_default(),
                     job: JobView::of(j),
                 })
-                .collect()
+                .collect();
+            (jobs, estimated)
         };
         // Running jobs first, then waiting ones, then the finished.
         let order = |r: &JobRow| match r.job.status {
@@ -159,6 +169,7 @@ impl View {
             links_total,
             links_live,
             topology,
+            estimated,
             jobs,
             more_jobs,
         }
@@ -212,7 +223,7 @@ pub fn render(v: &View) -> String {
     );
     clusters(&mut h, v);
     links(&mut h, v);
-    topology(&mut h, &v.topology, v.caller.admin);
+    topology(&mut h, v);
     jobs(&mut h, v);
     h.push_str("</body></html>\n");
     h
@@ -286,7 +297,8 @@ fn links(h: &mut String, v: &View) {
     h.push_str("</table>\n");
 }
 
-fn topology(h: &mut String, t: &ResourceTopology, admin: bool) {
+fn topology(h: &mut String, v: &View) {
+    let (t, admin) = (&v.topology, v.caller.admin);
     h.push_str("<h2>Measured topology</h2>\n<table id=\"nodes\"><tr><th>cluster</th><th>node</th><th>slots</th><th>memory</th><th>inside the cluster</th>");
     if admin {
         h.push_str("<th>runs jobs of</th>");
@@ -316,16 +328,21 @@ fn topology(h: &mut String, t: &ResourceTopology, admin: bool) {
             h.push_str("</tr>\n");
         }
     }
-    h.push_str("</table>\n<table id=\"interlinks\"><tr><th>between</th><th>and</th><th>measured</th></tr>\n");
+    h.push_str("</table>\n<table id=\"interlinks\"><tr><th>between</th><th>and</th><th>link</th><th>how known</th></tr>\n");
     if t.links.is_empty() {
         h.push_str(
-            "<tr><td colspan=\"3\" class=\"dim\">no link measured between clusters</td></tr>\n",
+            "<tr><td colspan=\"4\" class=\"dim\">no link measured between clusters</td></tr>\n",
         );
     }
-    for l in &t.links {
+    for (i, l) in t.links.iter().enumerate() {
+        let how = if v.estimated.get(i).copied().unwrap_or(false) {
+            "<span class=\"warn\">estimated</span>: the gateways cannot probe each other (latency through the broker or from the processes' links)"
+        } else {
+            "<span class=\"ok\">measured</span> by the gateways' probe"
+        };
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{how}</td></tr>",
             escape(&l.a),
             escape(&l.b),
             quality(l.quality.latency_ms, l.quality.bandwidth_mbps)

@@ -390,6 +390,7 @@ fn the_dashboard_shows_each_caller_what_it_may_see_and_runs_no_markup() {
         "carols-job",
         "<td>a1</td>",
         "<td>b1</td>",
+        "measured</span> by the gateways' probe",
     ] {
         assert!(d.contains(text), "the admin's page lacks {text}: {d}");
     }
