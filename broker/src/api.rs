@@ -15,7 +15,8 @@
 //! | `GET /v1/jobs/ID/output?from=N&wait=SECS` | output lines from the N-th on; waits up to SECS (at most 30) for one when there is none yet |
 //! | `GET /v1/processes` | registered processes with their addresses: the caller's jobs' (every one for an admin) |
 //!
-//! The aggregate views of the plain HTTP API ([`crate::http`]) are served here too.
+//! The aggregate views of the plain HTTP API ([`crate::http`]) are served here too,
+//! and the dashboard page at `/` and `/dashboard` ([`crate::dashboard`]).
 
 use crate::caller::Caller;
 use crate::grid::Ctx;
@@ -164,7 +165,8 @@ pub fn app(ctx: Ctx, caller: Caller) -> Router {
         .route("/v1/jobs/{id}/output", get(output))
         .route("/v1/processes", get(processes))
         .with_state(ctx.clone())
-        .merge(crate::http::app(ctx))
+        .merge(crate::http::app(ctx.clone()))
+        .merge(crate::dashboard::app(ctx))
         .layer(Extension(caller))
 }
 

@@ -27,6 +27,7 @@
 pub mod api;
 pub mod caller;
 pub mod config;
+pub mod dashboard;
 pub mod encrypt;
 pub mod grid;
 pub mod http;

@@ -308,6 +308,9 @@ pub struct Registry {
     /// The clusters each job registered processes from (forgotten with the job; at
     /// most [`MAX_REPORTED`] jobs): only those may end it.
     job_clusters: std::collections::HashMap<String, BTreeSet<String>>,
+    /// Link outcomes per job and technique, of the jobs still registered (forgotten
+    /// with the job, like `reported`): the dashboard's live links.
+    job_links: std::collections::HashMap<String, BTreeMap<Technique, LinkCounts>>,
     /// Which links are encrypted (told in each plan).
     encrypt: crate::encrypt::EncryptPolicy,
 }
@@ -366,6 +369,7 @@ impl Registry {
             reported: Default::default(),
             left: Default::default(),
             job_clusters: Default::default(),
+            job_links: Default::default(),
             encrypt: Default::default(),
         }
     }
@@ -551,6 +555,14 @@ impl Registry {
                     c.failed += 1;
                 }
                 if self.reported.len() < MAX_REPORTED {
+                    let j = self.job_links.entry(key.0.job.clone()).or_default();
+                    let c = j.entry(technique).or_default();
+                    if ok {
+                        c.ok += 1;
+                        c.upgraded += u64::from(upgrade);
+                    } else {
+                        c.failed += 1;
+                    }
                     self.observe(cluster, &key.1, technique, ok);
                     self.reported.insert(key);
                 }
@@ -580,6 +592,7 @@ impl Registry {
                 self.job_clusters.remove(&job);
                 self.processes.retain(|p, _| p.job != job);
                 self.reported.retain(|(p, _, _)| p.job != job);
+                self.job_links.remove(&job);
                 self.left.retain(|p| p.job != job);
                 (
                     Response::Ok,
@@ -608,6 +621,7 @@ impl Registry {
         self.job_clusters.remove(job);
         self.processes.retain(|p, _| p.job != job);
         self.reported.retain(|(p, _, _)| p.job != job);
+        self.job_links.remove(job);
         self.left.retain(|p| p.job != job);
         Invalidation {
             job: job.to_string(),
@@ -1017,6 +1031,15 @@ impl Registry {
             .map(|t| (t.name(), self.links.get(t).copied().unwrap_or_default()))
             .collect()
     }
+    /// Link outcomes per technique of each job still registered (only the
+    /// techniques it reported on).
+    pub fn job_links(&self) -> BTreeMap<String, BTreeMap<&'static str, LinkCounts>> {
+        self.job_links
+            .iter()
+            .map(|(job, l)| (job.clone(), l.iter().map(|(t, c)| (t.name(), *c)).collect()))
+            .collect()
+    }
+
     /// Prometheus text exposition of the counters.
     pub fn metrics(&self) -> String {
         use std::fmt::Write;
@@ -1293,6 +1316,46 @@ mod tests {
         }
         assert_eq!(summary(&r, "b").mismatch, None);
         assert_eq!(first(&mut r), Technique::Direct);
+    }
+
+    /// Issue 22: each running job's links by technique, for the dashboard; a
+    /// repeated report counts once, and the job's ending forgets them.
+    #[test]
+    fn links_are_counted_per_job_until_it_ends() {
+        let mut r = Registry::default();
+        for c in ["a", "b"] {
+            r.handle(None, Request::RegisterCluster(cluster(c, Policy::Open)));
+        }
+        for (job, c) in [("j", "a"), ("j", "b"), ("k", "a"), ("k", "b")] {
+            let rank = u32::from(c == "b");
+            r.handle(Some(c), Request::Register(ap(job, rank, c)));
+        }
+        let report = |r: &mut Registry, job: &str, technique: Technique, ok: bool| {
+            r.handle(
+                Some("a"),
+                Request::Report {
+                    from: ProcName::new(job, 0),
+                    target: ProcName::new(job, 1),
+                    technique,
+                    ok,
+                    rtt_us: None,
+                    upgrade: false,
+                },
+            )
+        };
+        report(&mut r, "j", Technique::Direct, false);
+        report(&mut r, "j", Technique::Reversed, true);
+        report(&mut r, "j", Technique::Reversed, true);
+        report(&mut r, "k", Technique::Direct, true);
+        let links = r.job_links();
+        assert_eq!(links["j"]["direct"].failed, 1);
+        assert_eq!(links["j"]["reversed"].ok, 1);
+        assert!(!links["j"].contains_key("relayed"));
+        assert_eq!(links["k"]["direct"].ok, 1);
+        r.end_job("j");
+        assert_eq!(r.job_links().keys().collect::<Vec<_>>(), ["k"]);
+        r.handle(Some("a"), Request::JobEnd { job: "k".into() });
+        assert!(r.job_links().is_empty());
     }
 
     /// Issue 12, item 6: the active check (a relay proxy dialling a node's check
