@@ -273,6 +273,19 @@ struct Cluster {
     node: &'static str,
     slots: u32,
     slurm: Option<&'static str>,
+    /// `allow_root` under `[slurm]` (the test runs as root).
+    root: bool,
+}
+
+/// A cluster of one node, `a1`, run by Slurm.
+fn slurm_cluster(name: &'static str, slots: u32, partition: &'static str) -> Cluster {
+    Cluster {
+        name,
+        node: NODE,
+        slots,
+        slurm: Some(partition),
+        root: true,
+    }
 }
 
 struct Grid {
@@ -309,8 +322,9 @@ fn grid(slurm: &Slurm, clusters: &[Cluster]) -> Grid {
         let (name, node, slots) = (c.name, c.node, c.slots);
         let section = match c.slurm {
             Some(partition) => format!(
-                "\n[slurm]\npartition = \"{partition}\"\nhelper_socket = \"{{node}}.sock\"\nconf = \"{}\"\n",
-                slurm.conf().display()
+                "\n[slurm]\npartition = \"{partition}\"\nhelper_socket = \"{{node}}.sock\"\nconf = \"{}\"\nallow_root = {}\n",
+                slurm.conf().display(),
+                c.root
             ),
             None => String::new(),
         };
@@ -444,17 +458,13 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     let g = grid(
         &slurm,
         &[
-            Cluster {
-                name: "alpha",
-                node: NODE,
-                slots: CPUS,
-                slurm: Some("qcg"),
-            },
+            slurm_cluster("alpha", CPUS, "qcg"),
             Cluster {
                 name: "beta",
                 node: "b1",
                 slots: 4,
                 slurm: None,
+                root: false,
             },
         ],
     );
@@ -536,15 +546,7 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     drop(g);
 
     // A partition Slurm does not have: the job fails with Slurm's words.
-    let g = grid(
-        &slurm,
-        &[Cluster {
-            name: "gamma",
-            node: NODE,
-            slots: CPUS,
-            slurm: Some("nope"),
-        }],
-    );
+    let g = grid(&slurm, &[slurm_cluster("gamma", CPUS, "nope")]);
     let o = g.submit_sh("nopart", 1, "echo never");
     let (out, err) = texts(&o);
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
@@ -559,15 +561,7 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     // More ranks than Slurm gives the node (the frontal offers 4 slots, Slurm has 2
     // cores): the rank Slurm cannot start now fails the job, and the ranks it did
     // start are cancelled in Slurm.
-    let g = grid(
-        &slurm,
-        &[Cluster {
-            name: "delta",
-            node: NODE,
-            slots: 4,
-            slurm: Some("qcg"),
-        }],
-    );
+    let g = grid(&slurm, &[slurm_cluster("delta", 4, "qcg")]);
     let o = g.submit_sh("toomany", CPUS + 1, "exec sleep 3029");
     let (out, err) = texts(&o);
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
@@ -577,4 +571,34 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
         slurm.queue().is_empty()
     });
     wait_until("no sleep left", || count_procs(&["sleep", "3029"]) == 0);
+
+    // A rank's own exit status and its last words come back through srun.
+    let script = "if [ \"$QCG_RANK\" = 1 ]; then echo dying >&2; exit 7; fi; exec sleep 3031";
+    let o = g.submit_sh("dies", 2, script);
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("[1] dying"), "{err}");
+    assert!(err.contains("failed: rank 1 exited with status 7"), "{err}");
+    // srun's own report of it is not passed on as the rank's output.
+    assert!(!err.contains("srun:"), "{err}");
+    wait_until("an empty Slurm queue after the failure", || {
+        slurm.queue().is_empty()
+    });
+    wait_until("no sleep left", || count_procs(&["sleep", "3031"]) == 0);
+    drop(g);
+
+    // A frontal running as root does not hand grid jobs to Slurm as root unless its
+    // config says so.
+    let g = grid(
+        &slurm,
+        &[Cluster {
+            root: false,
+            ..slurm_cluster("epsilon", CPUS, "qcg")
+        }],
+    );
+    let o = g.submit_sh("asroot", 1, "echo never");
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("allow_root = true"), "{err}");
+    assert!(slurm.queue().is_empty());
 }

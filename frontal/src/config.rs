@@ -189,6 +189,9 @@ impl Config {
         }
         .problems();
         out.extend(qcg_proto::check::port_free("listen", self.listen, true));
+        if let Some(s) = &self.slurm {
+            out.extend(s.problems(crate::slurm::running_as_root()));
+        }
         out
     }
 }
@@ -242,5 +245,41 @@ mod tests {
         );
         let e = load_text("neg", &format!("{BASE}internal_latency_ms = -1\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("internal_latency_ms"), "{e}");
+    }
+
+    #[test]
+    fn the_slurm_section_loads_and_bad_fields_are_named() {
+        let c = load_text(
+            "slurm",
+            &format!("{BASE}[slurm]\npartition = \"batch\"\nhelper_socket = \"run/{{node}}.sock\"\nconf = \"/etc/slurm/slurm.conf\"\n"),
+        )
+        .unwrap();
+        let s = c.settings().slurm.unwrap();
+        assert_eq!(s.partition.as_deref(), Some("batch"));
+        assert!(!s.allow_root);
+        // Relative to the config's folder, `{node}` kept for each node.
+        let sock = s.socket_for("n1");
+        assert!(
+            sock.starts_with('/') && sock.ends_with("run/n1.sock"),
+            "{sock}"
+        );
+        let e = load_text(
+            "slurm-unknown",
+            &format!("{BASE}[slurm]\nhelper_socket = \"x\"\nqueue = \"q\"\n"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("queue"), "{e}");
+        let e = load_text(
+            "slurm-empty",
+            &format!("{BASE}[slurm]\npartition = \"\"\nhelper_socket = \"x\"\n"),
+        )
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("partition"), "{e}");
+        let e = load_text(
+            "slurm-nosock",
+            &format!("{BASE}[slurm]\npartition = \"p\"\n"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("helper_socket"), "{e}");
     }
 }

@@ -687,6 +687,11 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
 /// ended, naming the node, so that their jobs fail (and the rest of them are
 /// stopped) instead of running on unseen. The helper's guardian has stopped them.
 async fn lost(inner: &Inner, node: &str) {
+    // Ranks Slurm runs there lose their links with the helper: their allocations are
+    // cancelled, and their ends reported as their steps end.
+    if let Some(s) = &inner.slurm {
+        s.cancel_node(node).await;
+    }
     let procs = lock(&inner.launched).remove(node).unwrap_or_default();
     {
         let mut placed = lock(&inner.placed);

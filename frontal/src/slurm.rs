@@ -52,6 +52,10 @@ pub struct SlurmConfig {
     pub bin_dir: Option<PathBuf>,
     /// Slurm account to charge (`--account`), if the site wants one.
     pub account: Option<String>,
+    /// Ranks run as the frontal's own Unix account (Slurm 22.05's `salloc` has no
+    /// `--uid`): a frontal running as root refuses to launch unless this is `true`.
+    #[serde(default)]
+    pub allow_root: bool,
 }
 
 impl SlurmConfig {
@@ -59,6 +63,66 @@ impl SlurmConfig {
     pub fn socket_for(&self, node: &str) -> String {
         self.helper_socket.replace("{node}", node)
     }
+
+    /// Where `name` (`salloc`, `srun`, `scancel`) is, if it can be found.
+    pub fn find(&self, name: &str) -> Option<PathBuf> {
+        match &self.bin_dir {
+            Some(d) => Some(d.join(name)).filter(|p| p.is_file()),
+            None => std::env::var_os("PATH").and_then(|path| {
+                std::env::split_paths(&path)
+                    .map(|d| d.join(name))
+                    .find(|p| p.is_file())
+            }),
+        }
+    }
+
+    /// What `--check-config` finds wrong in the `[slurm]` section: Slurm's commands
+    /// missing, its config missing, root without `allow_root`.
+    pub fn problems(&self, running_as_root: bool) -> Vec<qcg_proto::check::Problem> {
+        let mut out = Vec::new();
+        for cmd in ["salloc", "srun", "scancel"] {
+            if self.find(cmd).is_none() {
+                out.push(qcg_proto::check::Problem {
+                    field: "slurm.bin_dir".into(),
+                    message: format!(
+                        "Slurm's `{cmd}` is not in {}: install Slurm's client commands \
+                         (Debian: apt-get install slurm-client) or set `bin_dir`",
+                        self.bin_dir
+                            .as_ref()
+                            .map(|d| d.display().to_string())
+                            .unwrap_or_else(|| "PATH".into())
+                    ),
+                });
+            }
+        }
+        if let Some(conf) = self.conf.as_ref().filter(|c| !c.is_file()) {
+            out.push(qcg_proto::check::Problem {
+                field: "slurm.conf".into(),
+                message: format!(
+                    "{} is not a file: name the cluster's slurm.conf, or omit `conf` to use \
+                     Slurm's own",
+                    conf.display()
+                ),
+            });
+        }
+        if running_as_root && !self.allow_root {
+            out.push(qcg_proto::check::Problem {
+                field: "slurm.allow_root".into(),
+                message: ROOT_REFUSAL.into(),
+            });
+        }
+        out
+    }
+}
+
+const ROOT_REFUSAL: &str = "ranks started through Slurm run as the frontal's own account, \
+     and this frontal runs as root: run it as an unprivileged account Slurm knows, or set \
+     `allow_root = true` under [slurm]";
+
+/// Whether this process runs as root.
+pub fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// The Slurm job name of a rank's allocation: `qcg-JOB.RANK`.
@@ -207,6 +271,12 @@ impl Slurm {
     /// step is started; Slurm's refusal otherwise, naming the rank and the node.
     pub async fn launch(self: &std::sync::Arc<Self>, spec: &LaunchSpec) -> Response {
         let (job, rank, node) = (spec.job.clone(), spec.rank, spec.node.clone());
+        if !self.cfg.allow_root && running_as_root() {
+            return Response::error(
+                ErrorKind::Forbidden,
+                format!("rank {rank} of job {job} not started on node {node}: {ROOT_REFUSAL}"),
+            );
+        }
         if lock(&self.killed).iter().any(|j| *j == job) {
             return Response::error(
                 ErrorKind::Forbidden,
@@ -283,10 +353,12 @@ impl Slurm {
         tracing::info!(%job, rank, %node, slurm_job = id, "rank started under Slurm");
         let (tx, rx) = mpsc::unbounded_channel();
         if let Some(o) = child.stdout.take() {
-            tokio::spawn(read_lines(o, Stream::Stdout, tx.clone()));
+            tokio::spawn(read_lines(o, Stream::Stdout, None, tx.clone()));
         }
         if let Some(e) = child.stderr.take() {
-            tokio::spawn(read_lines(e, Stream::Stderr, tx.clone()));
+            // srun's own word on the task's end says what the exit report says.
+            let own = format!("srun: error: {node}: task 0: ");
+            tokio::spawn(read_lines(e, Stream::Stderr, Some(own), tx.clone()));
         }
         drop(tx);
         let me = self.clone();
@@ -342,6 +414,26 @@ impl Slurm {
         ids.len()
     }
 
+    /// Cancels the allocations of the ranks on `node` (its helper went away: they
+    /// cannot make links any more) and returns those ranks; their ends are reported
+    /// as their steps end.
+    pub async fn cancel_node(&self, node: &str) -> Vec<qcg_proto::ProcName> {
+        let (ranks, ids): (Vec<_>, Vec<_>) = lock(&self.running)
+            .iter()
+            .flat_map(|(job, ranks)| {
+                ranks
+                    .iter()
+                    .filter(|(_, a)| a.node == node)
+                    .map(|(&r, a)| (qcg_proto::ProcName::new(job, r), a.id))
+            })
+            .unzip();
+        if !ids.is_empty() {
+            tracing::warn!(%node, allocations = ?ids, "the node's helper went away: cancelling its Slurm ranks");
+            self.scancel(&ids).await;
+        }
+        ranks
+    }
+
     /// The allocation is no longer needed (its step ended).
     async fn release(&self, id: u64) {
         self.scancel(&[id]).await;
@@ -395,9 +487,11 @@ impl Slurm {
     }
 }
 
+/// Sends the lines of `r` on `tx`, but those starting with `skip` (srun's own).
 async fn read_lines<R: AsyncRead + Unpin>(
     r: R,
     stream: Stream,
+    skip: Option<String>,
     tx: mpsc::UnboundedSender<OutputLine>,
 ) {
     let mut r = BufReader::new(r);
@@ -412,6 +506,10 @@ async fn read_lines<R: AsyncRead + Unpin>(
             buf.pop();
         }
         let mut text = String::from_utf8_lossy(&buf).into_owned();
+        if skip.as_deref().is_some_and(|p| text.starts_with(p)) {
+            tracing::debug!(line = %text, "srun");
+            continue;
+        }
         if text.len() > MAX_LINE {
             let mut cut = MAX_LINE;
             while !text.is_char_boundary(cut) {
@@ -451,6 +549,7 @@ mod tests {
             conf: None,
             bin_dir: None,
             account: None,
+            allow_root: false,
         };
         let a = salloc_args(&cfg, &spec());
         assert!(a.contains(&"--nodelist=a1".to_string()), "{a:?}");
@@ -467,6 +566,25 @@ mod tests {
             .collect();
         assert_eq!(tail, ["--", "/w/bin/app", "--x", "1"]);
         assert_eq!(cfg.socket_for("a1"), "/run/qcg/a1.sock");
+        let missing = SlurmConfig {
+            bin_dir: Some("/nonexistent".into()),
+            conf: Some("/nonexistent/slurm.conf".into()),
+            ..cfg.clone()
+        };
+        let p = missing.problems(true);
+        let fields: Vec<&str> = p.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "slurm.bin_dir",
+                "slurm.bin_dir",
+                "slurm.bin_dir",
+                "slurm.conf",
+                "slurm.allow_root"
+            ]
+        );
+        assert!(p[0].message.contains("`salloc`"), "{}", p[0]);
+        assert!(missing.problems(false).len() == 4);
     }
 
     #[test]
