@@ -552,7 +552,8 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
     assert!(!out.contains("never"), "{out}");
     assert!(
-        err.contains("Slurm refused rank 0 of job") && err.contains("partition `nope`"),
+        err.contains("failed: rank 0 could not be started: Slurm refused rank 0 of job")
+            && err.contains("on node a1 (partition `nope`)"),
         "{err}"
     );
     assert!(err.contains("Invalid partition name"), "{err}");

@@ -10,7 +10,8 @@
 //! connected helpers, with figures from the config's `[[nodes]]`), measures the link
 //! to another cluster's frontal when the broker asks (`ProbePeer`: three empty QUIC
 //! echoes for the latency, then one echo of 256 KiB for the bandwidth), and passes
-//! the broker's `Launch` and `Kill` on to the helpers of its nodes. Other frontals may
+//! the broker's `Launch` and `Kill` on to the helpers of its nodes, or, for a cluster
+//! run by Slurm, to Slurm ([`slurm`]: `salloc`, `srun`, `scancel`). Other frontals may
 //! connect, but only to be probed.
 //!
 //! ```no_run

@@ -356,7 +356,9 @@ impl Slurm {
             tokio::spawn(read_lines(o, Stream::Stdout, None, tx.clone()));
         }
         if let Some(e) = child.stderr.take() {
-            // srun's own word on the task's end says what the exit report says.
+            // srun's own word on the task's end (`Exited with exit code 7`,
+            // `Terminated`) says what the exit report says; slurmstepd's (`*** STEP
+            // 7.0 ON a1 CANCELLED AT …`, a time limit) is passed on: it says why.
             let own = format!("srun: error: {node}: task 0: ");
             tokio::spawn(read_lines(e, Stream::Stderr, Some(own), tx.clone()));
         }
