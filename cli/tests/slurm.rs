@@ -290,7 +290,7 @@ fn slurm_cluster(name: &'static str, slots: u32, partition: &'static str) -> Clu
 
 struct Grid {
     dir: tempfile::TempDir,
-    _services: Services,
+    services: Services,
     url: String,
     http: SocketAddr,
 }
@@ -364,7 +364,7 @@ fn grid(slurm: &Slurm, clusters: &[Cluster]) -> Grid {
     }
     Grid {
         dir,
-        _services: services,
+        services,
         url,
         http,
     }
@@ -387,6 +387,20 @@ impl Grid {
             &sh_profile(name, n, script),
         );
         self.qcg(&["submit", p.to_str().unwrap()])
+    }
+
+    /// `qcg submit` in the background, killed when the guard goes (a failed test
+    /// leaves none behind).
+    fn submit_bg(&self, xml: &Path) -> Services {
+        let child = Command::new(bin("qcg"))
+            .arg("submit")
+            .arg(xml)
+            .args(self.client_args())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Services(vec![child])
     }
 
     fn client_args(&self) -> Vec<PathBuf> {
@@ -517,14 +531,8 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
         "sleepy.xml",
         &sh_profile("sleepy", 6, "exec sleep 3023"),
     );
-    let mut child = Command::new(bin("qcg"))
-        .arg("submit")
-        .arg(&xml)
-        .args(g.client_args())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut bg = g.submit_bg(&xml);
+    let child = &mut bg.0[0];
     wait_until("six sleeps", || count_procs(&["sleep", "3023"]) == 6);
     let queue = slurm.queue();
     assert_eq!(queue.len(), CPUS as usize, "{queue:?}");
@@ -543,6 +551,35 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     wait_until("no sleep left", || count_procs(&["sleep", "3023"]) == 0);
     let o = g.qcg(&["status", &id]);
     assert!(texts(&o).0.contains(": cancelled"), "{}", texts(&o).0);
+
+    // The helper of a1 goes away while its ranks run under Slurm: they cannot make
+    // links any more, so their allocations are cancelled and the job fails naming it.
+    let mut bg = g.submit_bg(&xml);
+    let child = &mut bg.0[0];
+    wait_until("six sleeps again", || count_procs(&["sleep", "3023"]) == 6);
+    assert_eq!(slurm.queue().len(), CPUS as usize);
+    let mut g = g;
+    // Services in start order: broker, alpha's frontal, a1's helper, ...
+    let helper = &mut g.services.0[2];
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    wait_until("an empty Slurm queue after the helper left", || {
+        slurm.queue().is_empty()
+    });
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(1), "{err}");
+    assert!(
+        err.contains("the helper of node a1 (cluster `alpha`) went away"),
+        "{err}"
+    );
+    wait_until("no sleep left", || count_procs(&["sleep", "3023"]) == 0);
     drop(g);
 
     // A partition Slurm does not have: the job fails with Slurm's words.

@@ -688,10 +688,15 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
 /// ended, naming the node, so that their jobs fail (and the rest of them are
 /// stopped) instead of running on unseen. The helper's guardian has stopped them.
 async fn lost(inner: &Inner, node: &str) {
+    let why = format!(
+        "the helper of node {node} (cluster `{}`) went away; its processes were stopped",
+        inner.cluster.name
+    );
     // Ranks Slurm runs there lose their links with the helper: their allocations are
-    // cancelled, and their ends reported as their steps end.
+    // cancelled, and their ends reported so once their steps have ended (after their
+    // last output).
     if let Some(s) = &inner.slurm {
-        s.cancel_node(node).await;
+        s.cancel_node(node, &why).await;
     }
     let procs = lock(&inner.launched).remove(node).unwrap_or_default();
     {
@@ -705,10 +710,7 @@ async fn lost(inner: &Inner, node: &str) {
         let req = Request::ProcessExited {
             job: job.clone(),
             rank,
-            exit: qcg_proto::ExitReport::not_started(format!(
-                "the helper of node {node} (cluster `{}`) went away; its processes were stopped",
-                inner.cluster.name
-            )),
+            exit: qcg_proto::ExitReport::not_started(why.clone()),
         };
         if let Err(e) = inner.broker.request(&req).await {
             tracing::warn!(%job, rank, error = %e, "the loss of a process was not delivered");

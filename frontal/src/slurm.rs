@@ -215,6 +215,9 @@ const KILLED_MEMORY: usize = 4096;
 struct Alloc {
     id: u64,
     node: String,
+    /// Why the rank is lost, when it was cancelled for something other than its job
+    /// (its node's helper went away): its end is reported so.
+    lost: Option<String>,
 }
 
 /// The ranks this frontal runs through Slurm.
@@ -344,6 +347,7 @@ impl Slurm {
             Alloc {
                 id,
                 node: node.clone(),
+                lost: None,
             },
         );
         // A cancel that came while the allocation was being made finds it now.
@@ -378,15 +382,18 @@ impl Slurm {
                 Err(e) => ExitReport::not_started(format!("`srun` could not be waited for: {e}")),
             };
             me.release(id).await;
-            {
+            let lost = {
                 let mut running = lock(&me.running);
-                if let Some(r) = running.get_mut(&job) {
-                    r.remove(&rank);
-                    if r.is_empty() {
-                        running.remove(&job);
-                    }
+                let alloc = running.get_mut(&job).and_then(|r| r.remove(&rank));
+                if running.get(&job).is_some_and(|r| r.is_empty()) {
+                    running.remove(&job);
                 }
-            }
+                alloc.and_then(|a| a.lost)
+            };
+            let exit = match lost {
+                Some(why) => ExitReport::not_started(why),
+                None => exit,
+            };
             tracing::info!(%job, rank, slurm_job = id, %exit, "rank ended under Slurm");
             let _ = me.reports.send(Request::ProcessExited { job, rank, exit });
         });
@@ -417,16 +424,19 @@ impl Slurm {
     }
 
     /// Cancels the allocations of the ranks on `node` (its helper went away: they
-    /// cannot make links any more) and returns those ranks; their ends are reported
-    /// as their steps end.
-    pub async fn cancel_node(&self, node: &str) -> Vec<qcg_proto::ProcName> {
+    /// cannot make links any more) and returns those ranks; each one's end is
+    /// reported, once its step has ended, as lost for `why`.
+    pub async fn cancel_node(&self, node: &str, why: &str) -> Vec<qcg_proto::ProcName> {
         let (ranks, ids): (Vec<_>, Vec<_>) = lock(&self.running)
-            .iter()
+            .iter_mut()
             .flat_map(|(job, ranks)| {
                 ranks
-                    .iter()
+                    .iter_mut()
                     .filter(|(_, a)| a.node == node)
-                    .map(|(&r, a)| (qcg_proto::ProcName::new(job, r), a.id))
+                    .map(|(&r, a)| {
+                        a.lost = Some(why.to_string());
+                        (qcg_proto::ProcName::new(job, r), a.id)
+                    })
             })
             .unzip();
         if !ids.is_empty() {
