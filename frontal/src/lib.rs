@@ -168,12 +168,15 @@ impl Inner {
                 let Some(s) = &self.slurm else {
                     return Response::error(ErrorKind::Internal, "no Slurm");
                 };
+                // Placed before the step starts: the rank registers through the
+                // node's helper as soon as it runs, maybe before `launch` returns.
+                lock(&self.placed)
+                    .entry(spec.job.clone())
+                    .or_default()
+                    .insert(spec.rank, spec.node.clone());
                 let r = s.launch(&spec).await;
-                if matches!(r, Response::Ok) {
-                    lock(&self.placed)
-                        .entry(spec.job.clone())
-                        .or_default()
-                        .insert(spec.rank, spec.node.clone());
+                if !matches!(r, Response::Ok) {
+                    forget_placed(&mut lock(&self.placed), &spec.job, spec.rank);
                 }
                 r
             }
