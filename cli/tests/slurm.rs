@@ -7,8 +7,10 @@
 //! Then a grid of real services (broker, frontals, helpers) whose cluster `alpha` has
 //! a `[slurm]` frontal: a job's ranks placed in `alpha` run as Slurm steps (they see
 //! `SLURM_JOB_ID`, Slurm lists them), a qcg program spanning `alpha` and a plain
-//! cluster computes its result, a cancel ends the Slurm jobs, and Slurm's refusals
-//! (no such partition, more ranks than the node's cores) fail the job naming them.
+//! cluster computes its result, a cancel ends the Slurm jobs, a node whose helper goes
+//! away has its Slurm ranks cancelled, a rank's exit status comes back through `srun`,
+//! and Slurm's refusals (no such partition, more ranks than the node's cores) and a
+//! frontal running as root without `allow_root` fail the job naming them.
 //!
 //! Needs the workspace's binaries and examples built first
 //! (`cargo build --workspace --bins --examples`).
