@@ -45,6 +45,10 @@ pub struct Config {
     pub internal_latency_ms: Option<f64>,
     /// Bandwidth inside the cluster in Mbit/s (default 1000).
     pub internal_bandwidth_mbps: Option<f64>,
+    /// The cluster's nodes are run by Slurm: ranks are started with `salloc` and
+    /// `srun`, cancelled with `scancel` ([`crate::slurm`]). Absent: the nodes'
+    /// helpers start them.
+    pub slurm: Option<crate::slurm::SlurmConfig>,
 }
 
 impl Config {
@@ -120,6 +124,29 @@ impl Config {
         c.cert = resolve(path, &c.cert);
         c.key = resolve(path, &c.key);
         c.crl = c.crl.map(|p| resolve(path, &p));
+        if let Some(s) = &mut c.slurm {
+            if s.helper_socket.trim().is_empty() {
+                return Err(ConfigError::field(
+                    path,
+                    &text,
+                    "helper_socket",
+                    "must name the socket of a node's helper (`{node}` is the node's name)",
+                ));
+            }
+            if s.partition.as_deref().is_some_and(|p| p.trim().is_empty()) {
+                return Err(ConfigError::field(
+                    path,
+                    &text,
+                    "partition",
+                    "must not be empty (omit it for Slurm's default partition)",
+                ));
+            }
+            s.helper_socket = resolve(path, Path::new(&s.helper_socket))
+                .display()
+                .to_string();
+            s.conf = s.conf.as_ref().map(|p| resolve(path, p));
+            s.bin_dir = s.bin_dir.as_ref().map(|p| resolve(path, p));
+        }
         Ok(c)
     }
 
@@ -139,6 +166,7 @@ impl Config {
             nodes: self.nodes.clone(),
             internal_latency_ms: self.internal_latency_ms,
             internal_bandwidth_mbps: self.internal_bandwidth_mbps.unwrap_or(1000.0),
+            slurm: self.slurm.clone(),
         }
     }
 
@@ -161,6 +189,9 @@ impl Config {
         }
         .problems();
         out.extend(qcg_proto::check::port_free("listen", self.listen, true));
+        if let Some(s) = &self.slurm {
+            out.extend(s.problems(crate::slurm::running_as_root()));
+        }
         out
     }
 }
@@ -214,5 +245,41 @@ mod tests {
         );
         let e = load_text("neg", &format!("{BASE}internal_latency_ms = -1\n")).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("internal_latency_ms"), "{e}");
+    }
+
+    #[test]
+    fn the_slurm_section_loads_and_bad_fields_are_named() {
+        let c = load_text(
+            "slurm",
+            &format!("{BASE}[slurm]\npartition = \"batch\"\nhelper_socket = \"run/{{node}}.sock\"\nconf = \"/etc/slurm/slurm.conf\"\n"),
+        )
+        .unwrap();
+        let s = c.settings().slurm.unwrap();
+        assert_eq!(s.partition.as_deref(), Some("batch"));
+        assert!(!s.allow_root);
+        // Relative to the config's folder, `{node}` kept for each node.
+        let sock = s.socket_for("n1");
+        assert!(
+            sock.starts_with('/') && sock.ends_with("run/n1.sock"),
+            "{sock}"
+        );
+        let e = load_text(
+            "slurm-unknown",
+            &format!("{BASE}[slurm]\nhelper_socket = \"x\"\nqueue = \"q\"\n"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("queue"), "{e}");
+        let e = load_text(
+            "slurm-empty",
+            &format!("{BASE}[slurm]\npartition = \"\"\nhelper_socket = \"x\"\n"),
+        )
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("partition"), "{e}");
+        let e = load_text(
+            "slurm-nosock",
+            &format!("{BASE}[slurm]\npartition = \"p\"\n"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("helper_socket"), "{e}");
     }
 }

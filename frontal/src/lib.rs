@@ -10,7 +10,8 @@
 //! connected helpers, with figures from the config's `[[nodes]]`), measures the link
 //! to another cluster's frontal when the broker asks (`ProbePeer`: three empty QUIC
 //! echoes for the latency, then one echo of 256 KiB for the bandwidth), and passes
-//! the broker's `Launch` and `Kill` on to the helpers of its nodes. Other frontals may
+//! the broker's `Launch` and `Kill` on to the helpers of its nodes, or, for a cluster
+//! run by Slurm, to Slurm ([`slurm`]: `salloc`, `srun`, `scancel`). Other frontals may
 //! connect, but only to be probed.
 //!
 //! ```no_run
@@ -24,6 +25,7 @@ pub mod cache;
 pub mod config;
 pub mod held;
 pub mod nodes;
+pub mod slurm;
 
 use cache::PlanCache;
 use qcg_proto::quic::{self, Upstream};
@@ -79,6 +81,8 @@ struct Inner {
     /// node), from its launches and the helpers' reports: a rank acts only from the
     /// helper of its node ([`placed`]).
     placed: Mutex<Placed>,
+    /// Set when the cluster's nodes are run by Slurm: ranks start through it.
+    slurm: Option<Arc<slurm::Slurm>>,
 }
 
 /// Job → rank → node, for the submitted jobs placed in this cluster.
@@ -93,12 +97,13 @@ impl Inner {
     fn running(&self) -> Request {
         let nodes: Vec<String> = lock(&self.helpers).keys().cloned().collect();
         let launched = lock(&self.launched);
-        let processes = nodes
+        let mut processes: Vec<qcg_proto::ProcName> = nodes
             .iter()
             .filter_map(|n| launched.get(n))
             .flatten()
             .map(|(job, rank)| qcg_proto::ProcName::new(job, *rank))
             .collect();
+        processes.extend(self.under_slurm(|n| nodes.iter().any(|m| m == n)));
         Request::Running { nodes, processes }
     }
 
@@ -120,6 +125,18 @@ impl Inner {
         if let Err(e) = self.broker.request(&self.report()).await {
             tracing::debug!(error = %e, "could not report the cluster's nodes");
         }
+    }
+
+    /// The ranks running under Slurm on the nodes `on` accepts.
+    fn under_slurm(&self, on: impl Fn(&str) -> bool) -> Vec<qcg_proto::ProcName> {
+        self.slurm
+            .as_ref()
+            .map(|s| s.processes())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(_, node)| on(node))
+            .map(|(p, _)| p)
+            .collect()
     }
 
     fn helper(&self, node: &str) -> Option<quinn::Connection> {
@@ -145,6 +162,24 @@ impl Inner {
                     format!("cannot probe the frontal of `{cluster}` at {addr}: {e}"),
                 ),
             },
+            // Under Slurm the node's helper must be there too (the rank's links go
+            // through it), but Slurm starts the rank.
+            Request::Launch(spec) if self.slurm.is_some() && self.helper(&spec.node).is_some() => {
+                let Some(s) = &self.slurm else {
+                    return Response::error(ErrorKind::Internal, "no Slurm");
+                };
+                // Placed before the step starts: the rank registers through the
+                // node's helper as soon as it runs, maybe before `launch` returns.
+                lock(&self.placed)
+                    .entry(spec.job.clone())
+                    .or_default()
+                    .insert(spec.rank, spec.node.clone());
+                let r = s.launch(&spec).await;
+                if !matches!(r, Response::Ok) {
+                    forget_placed(&mut lock(&self.placed), &spec.job, spec.rank);
+                }
+                r
+            }
             Request::Launch(spec) => match self.helper(&spec.node) {
                 Some(conn) => match quic::request(&conn, &Request::Launch(spec.clone())).await {
                     Ok(Response::Ok) => {
@@ -192,6 +227,9 @@ impl Inner {
             }
             Request::Kill { job } => {
                 lock(&self.placed).remove(&job);
+                if let Some(s) = &self.slurm {
+                    s.cancel(&job).await;
+                }
                 let conns: Vec<_> = lock(&self.helpers)
                     .values()
                     .map(|(c, _, _)| c.clone())
@@ -288,6 +326,11 @@ impl Frontal {
         let addr = endpoint.local_addr()?;
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let (reports, mut slurm_reports) = tokio::sync::mpsc::unbounded_channel();
+        let slurm = settings
+            .slurm
+            .clone()
+            .map(|c| Arc::new(slurm::Slurm::new(c, reports)));
 
         let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
             let weak = weak.clone();
@@ -384,6 +427,26 @@ impl Frontal {
                 launched: Default::default(),
                 held: Default::default(),
                 placed: Default::default(),
+                slurm,
+            }
+        });
+
+        // What the ranks run by Slurm print, and their ends, go to the broker as a
+        // helper's would (kept while it is away).
+        let (inn, c) = (inner.clone(), cancel.clone());
+        tracker.spawn(async move {
+            loop {
+                let req = tokio::select! {
+                    _ = c.cancelled() => break,
+                    r = slurm_reports.recv() => match r { Some(r) => r, None => break },
+                };
+                if let Request::ProcessExited { job, rank, .. } = &req {
+                    forget_placed(&mut lock(&inn.placed), job, *rank);
+                }
+                match forward(&inn, &req).await {
+                    Response::Ok => {}
+                    other => tracing::warn!(kind = req.kind(), answer = ?other, "the broker did not take a Slurm rank's report"),
+                }
             }
         });
 
@@ -547,6 +610,9 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                             .insert(p.rank, name.clone());
                     }
                 }
+                // The ranks Slurm runs on the node are the frontal's to report.
+                let mut processes = processes;
+                processes.extend(inner.under_slurm(|n| n == name));
                 let up = Request::Running {
                     nodes: vec![name],
                     processes,
@@ -625,6 +691,16 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
 /// ended, naming the node, so that their jobs fail (and the rest of them are
 /// stopped) instead of running on unseen. The helper's guardian has stopped them.
 async fn lost(inner: &Inner, node: &str) {
+    let why = format!(
+        "the helper of node {node} (cluster `{}`) went away; its processes were stopped",
+        inner.cluster.name
+    );
+    // Ranks Slurm runs there lose their links with the helper: their allocations are
+    // cancelled, and their ends reported so once their steps have ended (after their
+    // last output).
+    if let Some(s) = &inner.slurm {
+        s.cancel_node(node, &why).await;
+    }
     let procs = lock(&inner.launched).remove(node).unwrap_or_default();
     {
         let mut placed = lock(&inner.placed);
@@ -637,10 +713,7 @@ async fn lost(inner: &Inner, node: &str) {
         let req = Request::ProcessExited {
             job: job.clone(),
             rank,
-            exit: qcg_proto::ExitReport::not_started(format!(
-                "the helper of node {node} (cluster `{}`) went away; its processes were stopped",
-                inner.cluster.name
-            )),
+            exit: qcg_proto::ExitReport::not_started(why.clone()),
         };
         if let Err(e) = inner.broker.request(&req).await {
             tracing::warn!(%job, rank, error = %e, "the loss of a process was not delivered");

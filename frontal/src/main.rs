@@ -12,8 +12,10 @@ struct Cli {
     /// Configuration file (TOML): `cluster`, `policy`, `nat`, `public_address`,
     /// `broker`, `listen`, `ca`, `cert`, `key`, and optionally `internal_latency_ms`,
     /// `internal_bandwidth_mbps` and `[[nodes]]` entries (`name`, `slots`,
-    /// `cpu_speed_mhz`, `memory_mib`) overriding what each node's helper reports.
-    /// See configs/frontal-*.toml.
+    /// `cpu_speed_mhz`, `memory_mib`) overriding what each node's helper reports,
+    /// and a `[slurm]` section when Slurm runs the cluster's nodes (`partition`,
+    /// `helper_socket`, `conf`, `bin_dir`, `account`, `allow_root`; see the README's
+    /// "A cluster run by Slurm"). See configs/frontal-*.toml.
     #[arg(long, short)]
     config: PathBuf,
     /// Check the config and exit (0: fine; 2: each problem printed, naming the

@@ -35,6 +35,8 @@ pub struct Settings {
     pub internal_latency_ms: Option<f64>,
     /// Bandwidth inside the cluster, Mbit/s.
     pub internal_bandwidth_mbps: f64,
+    /// Launch ranks through Slurm ([`crate::slurm`]) instead of the nodes' helpers.
+    pub slurm: Option<crate::slurm::SlurmConfig>,
 }
 
 impl Default for Settings {
@@ -43,6 +45,7 @@ impl Default for Settings {
             nodes: Vec::new(),
             internal_latency_ms: None,
             internal_bandwidth_mbps: 1000.0,
+            slurm: None,
         }
     }
 }

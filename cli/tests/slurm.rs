@@ -1,0 +1,644 @@
+//! The Slurm hand-off against a real Slurm: this test starts `munged`, `slurmctld`
+//! and `slurmd` itself (Debian `slurm-wlm` and `munge`, installed with apt-get when
+//! missing) on this machine, one node named `a1` on 127.0.0.1, with a config, ports,
+//! a munge key and state folders of its own in a temp dir, and stops them at the end,
+//! pass or fail. It needs root (Slurm's daemons run as root here: `SlurmUser=root`).
+//!
+//! Then a grid of real services (broker, frontals, helpers) whose cluster `alpha` has
+//! a `[slurm]` frontal: a job's ranks placed in `alpha` run as Slurm steps (they see
+//! `SLURM_JOB_ID`, Slurm lists them), a qcg program spanning `alpha` and a plain
+//! cluster computes its result, a cancel ends the Slurm jobs, a node whose helper goes
+//! away has its Slurm ranks cancelled, a rank's exit status comes back through `srun`,
+//! and Slurm's refusals (no such partition, more ranks than the node's cores) and a
+//! frontal running as root without `allow_root` fail the job naming them.
+//!
+//! Needs the workspace's binaries and examples built first
+//! (`cargo build --workspace --bins --examples`).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+use common::*;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The Slurm node's name, which is also the qcg node's name (`--nodelist`).
+const NODE: &str = "a1";
+/// Cores Slurm gives the node (`CPUs=`, trusted as configured).
+const CPUS: u32 = 2;
+
+/// Installs Slurm and munge if they are missing; fails loudly if that cannot be done.
+fn ensure_packages() {
+    let have = [
+        "/usr/sbin/slurmctld",
+        "/usr/sbin/slurmd",
+        "/usr/sbin/munged",
+    ]
+    .iter()
+    .all(|p| Path::new(p).exists())
+        && which("salloc")
+        && which("srun");
+    if have {
+        return;
+    }
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    };
+    let pkgs = [
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "slurm-wlm",
+        "munge",
+    ];
+    let ok = apt(&pkgs) || (apt(&["update"]) && apt(&pkgs));
+    assert!(
+        ok,
+        "this test needs Slurm (Debian packages slurm-wlm and munge) and could not install \
+         them with apt-get: install them, as root, and run it again"
+    );
+}
+
+fn which(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).exists()))
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// munged, slurmctld and slurmd of this test; stopped (jobs cancelled first) on drop.
+struct Slurm {
+    dir: tempfile::TempDir,
+    daemons: Vec<Child>,
+}
+
+impl Slurm {
+    fn conf(&self) -> PathBuf {
+        self.dir.path().join("slurm.conf")
+    }
+
+    /// A Slurm client command against this test's cluster.
+    fn cmd(&self, name: &str, args: &[&str]) -> Output {
+        Command::new(name)
+            .args(args)
+            .env("SLURM_CONF", self.conf())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {name}: {e}"))
+    }
+
+    fn text(&self, name: &str, args: &[&str]) -> String {
+        let o = self.cmd(name, args);
+        assert!(
+            o.status.success(),
+            "{name} {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// The names of the Slurm jobs in the queue.
+    fn queue(&self) -> Vec<String> {
+        self.text("squeue", &["-h", "-o", "%j"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn start() -> Slurm {
+        assert!(
+            rustix::process::geteuid().is_root(),
+            "the Slurm test starts slurmctld and slurmd, which needs root: run it as root \
+             (CI does)"
+        );
+        ensure_packages();
+        let dir = tempfile::Builder::new()
+            .prefix("qcg-slurm-")
+            .tempdir()
+            .unwrap();
+        let d = &dir.path().to_path_buf();
+        for sub in ["munge", "state", "spool", "log"] {
+            std::fs::create_dir(d.join(sub)).unwrap();
+        }
+        let mut key = vec![0u8; 1024];
+        use std::io::Read;
+        std::fs::File::open("/dev/urandom")
+            .unwrap()
+            .read_exact(&mut key)
+            .unwrap();
+        std::fs::write(d.join("munge/key"), key).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.join("munge/key"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        std::fs::set_permissions(d.join("munge"), std::fs::Permissions::from_mode(0o711)).unwrap();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap()
+            .trim()
+            .to_string();
+        let p = |s: &str| d.join(s).display().to_string();
+        let conf = format!(
+            "ClusterName=qcgtest\n\
+             SlurmctldHost=localhost(127.0.0.1)\n\
+             SlurmctldPort={ctld}\n\
+             SlurmdPort={slurmd}\n\
+             SlurmUser=root\n\
+             SlurmdUser=root\n\
+             AuthType=auth/munge\n\
+             CredType=cred/munge\n\
+             AuthInfo=socket={sock}\n\
+             StateSaveLocation={state}\n\
+             SlurmdSpoolDir={spool}\n\
+             SlurmctldPidFile={ctldpid}\n\
+             SlurmdPidFile={slurmdpid}\n\
+             SlurmctldLogFile={ctldlog}\n\
+             SlurmdLogFile={slurmdlog}\n\
+             ProctrackType=proctrack/linuxproc\n\
+             TaskPlugin=task/none\n\
+             SelectType=select/cons_tres\n\
+             SelectTypeParameters=CR_Core\n\
+             SlurmdParameters=config_overrides\n\
+             MpiDefault=none\n\
+             ReturnToService=2\n\
+             KillWait=2\n\
+             AccountingStorageType=accounting_storage/none\n\
+             JobAcctGatherType=jobacct_gather/none\n\
+             NodeName={NODE} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={CPUS} State=UNKNOWN\n\
+             PartitionName=qcg Nodes={NODE} Default=YES MaxTime=INFINITE State=UP\n",
+            ctld = free_port(),
+            slurmd = free_port(),
+            sock = p("munge/sock"),
+            state = p("state"),
+            spool = p("spool"),
+            ctldpid = p("ctld.pid"),
+            slurmdpid = p("slurmd.pid"),
+            ctldlog = p("log/slurmctld.log"),
+            slurmdlog = p("log/slurmd.log"),
+        );
+        std::fs::write(d.join("slurm.conf"), conf).unwrap();
+        let mut s = Slurm {
+            dir,
+            daemons: Vec::new(),
+        };
+        let spawn = |prog: &str, args: &[String]| -> Child {
+            Command::new(prog)
+                .args(args)
+                .env("SLURM_CONF", d.join("slurm.conf"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {prog}: {e}"))
+        };
+        let munged = spawn(
+            "/usr/sbin/munged",
+            &[
+                "--foreground".into(),
+                "--force".into(),
+                format!("--socket={}", p("munge/sock")),
+                format!("--key-file={}", p("munge/key")),
+                format!("--pid-file={}", p("munge/pid")),
+                format!("--seed-file={}", p("munge/seed")),
+                format!("--log-file={}", p("log/munged.log")),
+            ],
+        );
+        s.daemons.push(munged);
+        wait_until("munged's socket", || d.join("munge/sock").exists());
+        let conf = p("slurm.conf");
+        s.daemons.push(spawn(
+            "/usr/sbin/slurmctld",
+            &["-D".into(), "-i".into(), "-f".into(), conf.clone()],
+        ));
+        s.daemons.push(spawn(
+            "/usr/sbin/slurmd",
+            &["-D".into(), "-N".into(), NODE.into(), "-f".into(), conf],
+        ));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let o = s.cmd("sinfo", &["-h", "-n", NODE, "-o", "%t"]);
+            let state = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            if state == "idle" {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Slurm's node {NODE} is not idle (state `{state}`, {}); slurmctld's log:\n{}\nslurmd's log:\n{}",
+                String::from_utf8_lossy(&o.stderr).trim(),
+                std::fs::read_to_string(p("log/slurmctld.log")).unwrap_or_default(),
+                std::fs::read_to_string(p("log/slurmd.log")).unwrap_or_default(),
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        s
+    }
+}
+
+impl Drop for Slurm {
+    fn drop(&mut self) {
+        // Whatever a failed test left in the queue, then the daemons, newest first.
+        let _ = self.cmd("scancel", &["--user=root"]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && !self.queue().is_empty() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for c in self.daemons.iter_mut().rev() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One cluster of a test grid: its name, its one node, the node's slots as the
+/// frontal offers them, and the Slurm partition when Slurm runs it.
+struct Cluster {
+    name: &'static str,
+    node: &'static str,
+    slots: u32,
+    slurm: Option<&'static str>,
+    /// `allow_root` under `[slurm]` (the test runs as root).
+    root: bool,
+}
+
+/// A cluster of one node, `a1`, run by Slurm.
+fn slurm_cluster(name: &'static str, slots: u32, partition: &'static str) -> Cluster {
+    Cluster {
+        name,
+        node: NODE,
+        slots,
+        slurm: Some(partition),
+        root: true,
+    }
+}
+
+struct Grid {
+    dir: tempfile::TempDir,
+    services: Services,
+    url: String,
+    http: SocketAddr,
+}
+
+fn grid(slurm: &Slurm, clusters: &[Cluster]) -> Grid {
+    let mut holders = vec![("broker", "broker"), ("client", "alice")];
+    for c in clusters {
+        holders.push(("frontal", c.name));
+        holders.push(("helper", c.node));
+    }
+    let dir = grid_ca(&holders);
+    let d = dir.path();
+    let mut services = Services(Vec::new());
+    let cfg = write(
+        d,
+        "broker.toml",
+        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
+    );
+    let lines = start(&mut services, "qcg-broker", &cfg);
+    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
+    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
+        .parse()
+        .unwrap();
+    let url = format!(
+        "https://{}",
+        wait_for(&lines, "qcg-broker: HTTPS API on https://")
+    );
+    for c in clusters {
+        let (name, node, slots) = (c.name, c.node, c.slots);
+        let section = match c.slurm {
+            Some(partition) => format!(
+                "\n[slurm]\npartition = \"{partition}\"\nhelper_socket = \"{{node}}.sock\"\nconf = \"{}\"\nallow_root = {}\n",
+                slurm.conf().display(),
+                c.root
+            ),
+            None => String::new(),
+        };
+        let cfg = write(
+            d,
+            &format!("frontal-{name}.toml"),
+            &format!(
+                "cluster = \"{name}\"\npolicy = \"open\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/{name}.pem\"\nkey = \"ca/{name}.key\"\n\n[[nodes]]\nname = \"{node}\"\nslots = {slots}\n{section}"
+            ),
+        );
+        let lines = start(&mut services, "qcg-frontal", &cfg);
+        let at = wait_for(
+            &lines,
+            &format!("qcg-frontal: cluster {name} serving helpers on"),
+        );
+        let cfg = write(
+            d,
+            &format!("helper-{node}.toml"),
+            &format!(
+                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
+            ),
+        );
+        let lines = start(&mut services, "qcg-helper", &cfg);
+        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
+    }
+    let want_links = clusters.len() * (clusters.len() - 1) / 2;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t: serde_json::Value = serde_json::from_str(&http_get(http, "/v1/topology")).unwrap();
+        let n = t["clusters"].as_array().map_or(0, |c| c.len());
+        let links = t["links"].as_array().map_or(0, |l| l.len());
+        if n == clusters.len() && links == want_links {
+            break;
+        }
+        assert!(Instant::now() < deadline, "topology incomplete: {t}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Grid {
+        dir,
+        services,
+        url,
+        http,
+    }
+}
+
+impl Grid {
+    fn qcg(&self, args: &[&str]) -> Output {
+        Command::new(bin("qcg"))
+            .args(args)
+            .args(self.client_args())
+            .output()
+            .unwrap()
+    }
+
+    /// `qcg submit` of a profile of `n` ranks running `/bin/sh -c script`; waits.
+    fn submit_sh(&self, name: &str, n: u32, script: &str) -> Output {
+        let p = write(
+            self.dir.path(),
+            &format!("{name}.xml"),
+            &sh_profile(name, n, script),
+        );
+        self.qcg(&["submit", p.to_str().unwrap()])
+    }
+
+    /// `qcg submit` in the background, killed when the guard goes (a failed test
+    /// leaves none behind).
+    fn submit_bg(&self, xml: &Path) -> Services {
+        let child = Command::new(bin("qcg"))
+            .arg("submit")
+            .arg(xml)
+            .args(self.client_args())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Services(vec![child])
+    }
+
+    fn client_args(&self) -> Vec<PathBuf> {
+        let ca = self.dir.path().join("ca");
+        vec![
+            "--broker".into(),
+            self.url.clone().into(),
+            "--cert".into(),
+            ca.join("alice.pem"),
+            "--key".into(),
+            ca.join("alice.key"),
+            "--ca".into(),
+            ca.join("ca.pem"),
+        ]
+    }
+}
+
+/// A profile of `n` ranks running `/bin/sh -c script`.
+fn sh_profile(name: &str, n: u32, script: &str) -> String {
+    let script = script
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    format!(
+        r#"<grmsJob appId="{name}">
+  <task taskId="t">
+    <resourcesDescription><topology>
+      <group groupId="g"><processes><processesCount><value>{n}</value></processesCount></processes></group>
+    </topology></resourcesDescription>
+    <execution type="qcg"><executable>/bin/sh</executable><arguments><value>-c</value><value>{script}</value></arguments></execution>
+  </task>
+</grmsJob>
+"#
+    )
+}
+
+fn texts(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Processes whose command line is exactly `words`.
+fn count_procs(words: &[&str]) -> usize {
+    let want: Vec<u8> = words.iter().flat_map(|w| w.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+        .filter(|c| *c == want)
+        .count()
+}
+
+#[test]
+fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_the_job() {
+    let slurm = Slurm::start();
+    // Slurm itself runs a step (the simpler path works before qcg is involved).
+    assert_eq!(
+        slurm
+            .text(
+                "srun",
+                &["--nodelist", NODE, "--ntasks=1", "echo", "slurm-ok"]
+            )
+            .trim(),
+        "slurm-ok"
+    );
+
+    // alpha: Slurm's node a1, as many slots as Slurm gives it cores; beta: plain.
+    let g = grid(
+        &slurm,
+        &[
+            slurm_cluster("alpha", CPUS, "qcg"),
+            Cluster {
+                name: "beta",
+                node: "b1",
+                slots: 4,
+                slurm: None,
+                root: false,
+            },
+        ],
+    );
+
+    // Six ranks fill both clusters: the two in alpha are Slurm steps, with qcg's job
+    // environment and the socket of a1's helper; the four in beta are not.
+    let script = "echo \"where rank=$QCG_RANK of $QCG_SIZE slurm=${SLURM_JOB_ID:-none} name=${SLURM_JOB_NAME:-none} helper=$(basename $QCG_HELPER) secret=${#QCG_JOB_SECRET}\"";
+    let o = g.submit_sh("where", 6, script);
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains("where rank=")).collect();
+    assert_eq!(lines.len(), 6, "{out}");
+    let under_slurm: Vec<&&str> = lines.iter().filter(|l| !l.contains("slurm=none")).collect();
+    assert_eq!(under_slurm.len(), CPUS as usize, "{out}");
+    for l in &under_slurm {
+        assert!(l.contains("helper=a1.sock"), "{l}");
+        assert!(l.contains("name=qcg-job"), "{l}");
+        assert!(l.contains("secret=64"), "{l}");
+        assert!(l.contains(" of 6 "), "{l}");
+    }
+    for l in lines.iter().filter(|l| l.contains("slurm=none")) {
+        assert!(l.contains("helper=b1.sock"), "{l}");
+    }
+    // Each Slurm allocation was released when its rank ended.
+    wait_until("an empty Slurm queue", || slurm.queue().is_empty());
+
+    // A qcg program across both clusters: the ranks Slurm runs make their links
+    // through a1's helper and the job computes its result.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let xml = std::fs::read_to_string(repo.join("jobprofile/examples-xml/master-worker.xml"))
+        .unwrap()
+        .replace(
+            "<executable>master_worker<",
+            &format!("<executable>{}<", example("master_worker").display()),
+        );
+    let p = write(g.dir.path(), "mw.xml", &xml);
+    let o = g.qcg(&["submit", p.to_str().unwrap()]);
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains(": correct"), "{out}\n{err}");
+    assert!(
+        err.contains(" on alpha"),
+        "no rank was placed in alpha: {err}"
+    );
+    assert_eq!(metric(g.http, "qcg_broker_processes"), 0);
+
+    // A cancel reaches Slurm: the allocations go, and the processes with them.
+    let xml = write(
+        g.dir.path(),
+        "sleepy.xml",
+        &sh_profile("sleepy", 6, "exec sleep 3023"),
+    );
+    let mut bg = g.submit_bg(&xml);
+    let child = &mut bg.0[0];
+    wait_until("six sleeps", || count_procs(&["sleep", "3023"]) == 6);
+    let queue = slurm.queue();
+    assert_eq!(queue.len(), CPUS as usize, "{queue:?}");
+    assert!(queue.iter().all(|n| n.starts_with("qcg-job")), "{queue:?}");
+    let id = queue[0]
+        .strip_prefix("qcg-")
+        .and_then(|n| n.rsplit_once('.'))
+        .map(|(job, _)| job.to_string())
+        .unwrap();
+    let o = g.qcg(&["cancel", &id]);
+    assert!(o.status.success(), "{}", texts(&o).1);
+    assert_eq!(child.wait().unwrap().code(), Some(3));
+    wait_until("an empty Slurm queue after the cancel", || {
+        slurm.queue().is_empty()
+    });
+    wait_until("no sleep left", || count_procs(&["sleep", "3023"]) == 0);
+    let o = g.qcg(&["status", &id]);
+    assert!(texts(&o).0.contains(": cancelled"), "{}", texts(&o).0);
+
+    // The helper of a1 goes away while its ranks run under Slurm: they cannot make
+    // links any more, so their allocations are cancelled and the job fails naming it.
+    let mut bg = g.submit_bg(&xml);
+    let child = &mut bg.0[0];
+    wait_until("six sleeps again", || count_procs(&["sleep", "3023"]) == 6);
+    assert_eq!(slurm.queue().len(), CPUS as usize);
+    let mut g = g;
+    // Services in start order: broker, alpha's frontal, a1's helper, ...
+    let helper = &mut g.services.0[2];
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    wait_until("an empty Slurm queue after the helper left", || {
+        slurm.queue().is_empty()
+    });
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(1), "{err}");
+    assert!(
+        err.contains("the helper of node a1 (cluster `alpha`) went away"),
+        "{err}"
+    );
+    wait_until("no sleep left", || count_procs(&["sleep", "3023"]) == 0);
+    drop(g);
+
+    // A partition Slurm does not have: the job fails with Slurm's words.
+    let g = grid(&slurm, &[slurm_cluster("gamma", CPUS, "nope")]);
+    let o = g.submit_sh("nopart", 1, "echo never");
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(!out.contains("never"), "{out}");
+    assert!(
+        err.contains("failed: rank 0 could not be started: Slurm refused rank 0 of job")
+            && err.contains("on node a1 (partition `nope`)"),
+        "{err}"
+    );
+    assert!(err.contains("Invalid partition name"), "{err}");
+    drop(g);
+
+    // More ranks than Slurm gives the node (the frontal offers 4 slots, Slurm has 2
+    // cores): the rank Slurm cannot start now fails the job, and the ranks it did
+    // start are cancelled in Slurm.
+    let g = grid(&slurm, &[slurm_cluster("delta", 4, "qcg")]);
+    let o = g.submit_sh("toomany", CPUS + 1, "exec sleep 3029");
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("Slurm refused rank"), "{err}");
+    assert!(err.contains("Requested nodes are busy"), "{err}");
+    wait_until("an empty Slurm queue after the refusal", || {
+        slurm.queue().is_empty()
+    });
+    wait_until("no sleep left", || count_procs(&["sleep", "3029"]) == 0);
+
+    // A rank's own exit status and its last words come back through srun.
+    let script = "if [ \"$QCG_RANK\" = 1 ]; then echo dying >&2; exit 7; fi; exec sleep 3031";
+    let o = g.submit_sh("dies", 2, script);
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("[1] dying"), "{err}");
+    assert!(err.contains("failed: rank 1 exited with status 7"), "{err}");
+    // srun's own report of it is not passed on as the rank's output.
+    assert!(!err.contains("srun:"), "{err}");
+    wait_until("an empty Slurm queue after the failure", || {
+        slurm.queue().is_empty()
+    });
+    wait_until("no sleep left", || count_procs(&["sleep", "3031"]) == 0);
+    drop(g);
+
+    // A frontal running as root does not hand grid jobs to Slurm as root unless its
+    // config says so.
+    let g = grid(
+        &slurm,
+        &[Cluster {
+            root: false,
+            ..slurm_cluster("epsilon", CPUS, "qcg")
+        }],
+    );
+    let o = g.submit_sh("asroot", 1, "echo never");
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("allow_root = true"), "{err}");
+    assert!(slurm.queue().is_empty());
+}
