@@ -222,10 +222,12 @@ impl Broker {
             Some(addr) => {
                 let listener = bind(addr, "HTTP API").await?;
                 let addr = listener.local_addr()?;
+                let caps = http::plain_caps(nofile);
+                lock(&ctx.listeners).push(("http", caps.clone()));
                 tracker.spawn(http::serve(
                     listener,
                     http::app(ctx.clone()),
-                    http::plain_caps(nofile),
+                    caps,
                     cancel.clone(),
                     tracker.clone(),
                 ));
@@ -241,11 +243,13 @@ impl Broker {
                 let mut tls = id.server_config()?;
                 tls.alpn_protocols = vec![b"http/1.1".to_vec()];
                 let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+                let caps = http::tls_caps(nofile);
+                lock(&ctx.listeners).push(("https", caps.clone()));
                 tracker.spawn(serve_https(
                     listener,
                     acceptor,
                     ctx.clone(),
-                    http::tls_caps(nofile),
+                    caps,
                     cancel.clone(),
                     tracker.clone(),
                 ));
@@ -257,6 +261,7 @@ impl Broker {
         let ep = endpoint.clone();
         let (cx, c, t) = (ctx.clone(), cancel.clone(), tracker.clone());
         let caps = qcg_proto::limits::Caps::new(QUIC_PER_ADDRESS, QUIC_TOTAL);
+        lock(&ctx.listeners).push(("quic", caps.clone()));
         tracker.spawn(async move {
             loop {
                 let incoming = tokio::select! {

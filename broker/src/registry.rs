@@ -290,6 +290,8 @@ pub struct Registry {
     processes: BTreeMap<ProcName, AccessPoint>,
     links: BTreeMap<Technique, LinkCounts>,
     requests: BTreeMap<&'static str, u64>,
+    /// Error answers by kind ([`qcg_proto::metrics::error_kind_name`]).
+    errors: BTreeMap<&'static str, u64>,
     lookups: BTreeMap<&'static str, u64>,
     proxies: Vec<ProxyEntry>,
     next_proxy: usize,
@@ -356,6 +358,7 @@ impl Registry {
             processes: Default::default(),
             links: Default::default(),
             requests: Default::default(),
+            errors: Default::default(),
             lookups: Default::default(),
             proxies: Vec::new(),
             next_proxy: 0,
@@ -411,6 +414,15 @@ impl Registry {
     /// registered its cluster). Returns the answer and what the shell must do.
     pub fn handle(&mut self, cluster: Option<&str>, req: Request) -> (Response, Vec<Effect>) {
         *self.requests.entry(req.kind()).or_default() += 1;
+        let (resp, effects) = self.answer(cluster, req);
+        if let Response::Error(e) = &resp {
+            let kind = qcg_proto::metrics::error_kind_name(e.kind);
+            *self.errors.entry(kind).or_default() += 1;
+        }
+        (resp, effects)
+    }
+
+    fn answer(&mut self, cluster: Option<&str>, req: Request) -> (Response, Vec<Effect>) {
         if let Err(why) = check_names(&req) {
             return err(ErrorKind::TooLarge, why);
         }
@@ -1028,6 +1040,16 @@ impl Registry {
         let _ = writeln!(out, "# TYPE qcg_broker_requests_total counter");
         for (k, v) in &self.requests {
             let _ = writeln!(out, "qcg_broker_requests_total{{kind=\"{k}\"}} {v}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP qcg_broker_error_answers_total Control-plane requests answered with an error, by error kind."
+        );
+        let _ = writeln!(out, "# TYPE qcg_broker_error_answers_total counter");
+        for k in qcg_proto::metrics::ERROR_KINDS {
+            let k = qcg_proto::metrics::error_kind_name(k);
+            let v = self.errors.get(k).copied().unwrap_or(0);
+            let _ = writeln!(out, "qcg_broker_error_answers_total{{kind=\"{k}\"}} {v}");
         }
         let _ = writeln!(
             out,

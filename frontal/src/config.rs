@@ -45,12 +45,20 @@ pub struct Config {
     pub internal_latency_ms: Option<f64>,
     /// Bandwidth inside the cluster in Mbit/s (default 1000).
     pub internal_bandwidth_mbps: Option<f64>,
+    /// TCP address of the Prometheus metrics listener (`GET /metrics`, aggregate
+    /// figures only); omit to serve none. It must be a loopback address unless
+    /// `metrics_public` is true.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Serve metrics on a non-loopback address (default false).
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 impl Config {
     /// Loads and checks a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let (mut c, text): (Config, _) = load(path)?;
+        qcg_proto::metrics::check_listen(path, &text, c.metrics_listen, c.metrics_public)?;
         if c.cluster.trim().is_empty() {
             return Err(ConfigError::field(
                 path,
@@ -161,6 +169,10 @@ impl Config {
         }
         .problems();
         out.extend(qcg_proto::check::port_free("listen", self.listen, true));
+        out.extend(
+            self.metrics_listen
+                .and_then(|a| qcg_proto::check::port_free("metrics_listen", a, false)),
+        );
         out
     }
 }
