@@ -348,3 +348,51 @@ fn a_public_metrics_address_needs_metrics_public() {
     let cfg = write(d, "proxy.toml", &format!("{body}metrics_public = true\n"));
     assert!(qcg_proxy::config::Config::load(&cfg).is_ok());
 }
+
+/// A metrics port already taken stops each service at start (exit status 1) with
+/// an error naming the address and the config field, not a bare OS error.
+#[test]
+fn a_taken_metrics_port_stops_the_service_naming_the_field() {
+    let dir = grid_ca(&[("proxy", "relay"), ("frontal", "alpha"), ("helper", "a1")]);
+    let d = dir.path();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap();
+    let configs = [
+        (
+            "qcg-proxy",
+            format!(
+                "listen = \"127.0.0.1:0\"\nbroker = \"127.0.0.1:9\"\nca = \"ca/ca.pem\"\ncert = \"ca/relay.pem\"\nkey = \"ca/relay.key\"\nmetrics_listen = \"{at}\"\n"
+            ),
+        ),
+        (
+            "qcg-frontal",
+            format!(
+                "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"127.0.0.1:9\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/alpha.pem\"\nkey = \"ca/alpha.key\"\nmetrics_listen = \"{at}\"\n"
+            ),
+        ),
+        (
+            "qcg-helper",
+            format!(
+                "node = \"a1\"\nfrontal = \"127.0.0.1:9\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\nmetrics_listen = \"{at}\"\n\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
+            ),
+        ),
+    ];
+    for (service, text) in configs {
+        let cfg = write(d, &format!("{service}.toml"), &text);
+        let o = Command::new(bin(service))
+            .arg("--config")
+            .arg(&cfg)
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{service}: {err}");
+        assert!(
+            err.contains(&format!("cannot serve metrics on {at}"))
+                && err.contains("config field `metrics_listen`")
+                && err.contains("in use"),
+            "{service}: {err}"
+        );
+    }
+    drop(taken);
+}
