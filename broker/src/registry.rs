@@ -1585,6 +1585,31 @@ mod tests {
         );
     }
 
+    /// Error answers are counted by kind in `/metrics`, every kind listed.
+    #[test]
+    fn error_answers_are_counted_by_kind() {
+        let mut r = setup();
+        let lookup = Request::Lookup {
+            from: ProcName::new("j", 0),
+            target: ProcName::new("j", 9),
+        };
+        for _ in 0..2 {
+            assert_eq!(
+                kind(&r.handle(Some("a"), lookup.clone()).0),
+                Some(ErrorKind::UnknownProcess)
+            );
+        }
+        let m = r.metrics();
+        assert!(
+            m.contains("\nqcg_broker_error_answers_total{kind=\"unknown_process\"} 2\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("\nqcg_broker_error_answers_total{kind=\"forbidden\"} 0\n"),
+            "{m}"
+        );
+    }
+
     #[test]
     fn lookup_of_unknown_process_is_named() {
         let mut r = setup();

@@ -294,6 +294,9 @@ mod tests {
         b.read_to_end(&mut got).unwrap();
         w.join().unwrap();
         assert!(got == big);
+        // The end of the stream came after the last splice was counted.
+        assert_eq!(t.stats.bytes.load(Ordering::Relaxed), big.len() as u64);
+        assert_eq!(t.stats.open.load(Ordering::Relaxed), 1);
         b.write_all(b"back").unwrap();
         let mut back = [0u8; 4];
         a.read_exact(&mut back).unwrap();
