@@ -55,7 +55,13 @@ pub struct Ctx {
     pub lost_node_grace: Duration,
     /// Since when each node (cluster, node) where a job runs has been away.
     pub away: Arc<Mutex<HashMap<(String, String), Instant>>>,
+    /// The caps of the broker's listeners by name (`quic`, `http`, `https`), for
+    /// the connection metrics.
+    pub listeners: Arc<Mutex<Vec<Listener>>>,
 }
+
+/// A listener's name and its caps.
+pub type Listener = (&'static str, qcg_proto::limits::Caps<std::net::IpAddr>);
 
 /// Default [`Ctx::lost_node_grace`].
 pub const DEFAULT_LOST_NODE_GRACE: Duration = Duration::from_secs(30);
@@ -77,6 +83,7 @@ impl Ctx {
             store: Default::default(),
             lost_node_grace: DEFAULT_LOST_NODE_GRACE,
             away: Default::default(),
+            listeners: Default::default(),
         }
     }
 

@@ -181,16 +181,53 @@ async fn links(State(s): State<Shared>) -> impl IntoResponse {
 }
 
 async fn metrics(State(ctx): State<Ctx>) -> impl IntoResponse {
-    let mut text = lock(&ctx.registry).metrics();
-    let (jobs, bytes) = {
+    use crate::jobs::JobState;
+    let mut e = qcg_proto::metrics::Exposition::default();
+    e.raw(&lock(&ctx.registry).metrics());
+    // Jobs by state: the queue is the `queued` ones.
+    let (states, bytes) = {
         let book = ctx.book();
-        (book.jobs.all().count(), book.jobs.output_bytes())
+        let mut n = [0usize; 5];
+        for j in book.jobs.all() {
+            n[match j.state {
+                JobState::Queued => 0,
+                JobState::Running => 1,
+                JobState::Succeeded => 2,
+                JobState::Failed { .. } => 3,
+                JobState::Cancelled => 4,
+            }] += 1;
+        }
+        (n, book.jobs.output_bytes())
     };
-    text.push_str(&format!(
-        "# HELP qcg_broker_jobs Jobs the broker knows.\n# TYPE qcg_broker_jobs gauge\nqcg_broker_jobs {jobs}\n\
-         # HELP qcg_broker_output_bytes Bytes of job output the broker holds.\n# TYPE qcg_broker_output_bytes gauge\nqcg_broker_output_bytes {bytes}\n"
-    ));
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+    let mut f = e.gauge(
+        "qcg_broker_jobs",
+        "Jobs the broker knows, by state (queued: waiting for slots; the finished ones \
+         until their record is dropped).",
+    );
+    for (s, n) in ["queued", "running", "succeeded", "failed", "cancelled"]
+        .iter()
+        .zip(states)
+    {
+        f.sample(&[("state", s)], n);
+    }
+    e.gauge(
+        "qcg_broker_output_bytes",
+        "Bytes of job output the broker holds.",
+    )
+    .value(bytes);
+    let listeners: Vec<_> = lock_listeners(&ctx)
+        .iter()
+        .map(|(name, caps)| (*name, caps.counts()))
+        .collect();
+    e.connections("qcg_broker", &listeners);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        e.finish(),
+    )
+}
+
+fn lock_listeners(ctx: &Ctx) -> std::sync::MutexGuard<'_, Vec<(&'static str, Caps<IpAddr>)>> {
+    ctx.listeners.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

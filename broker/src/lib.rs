@@ -167,10 +167,57 @@ fn random<const N: usize>() -> [u8; N] {
     b
 }
 
-async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot bind the {what} on {addr}: {e}"))
+/// Why a broker did not start; each names the config field to look at.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The QUIC endpoint for frontals and proxies (`listen`) could not be made:
+    /// the address, or the certificate, key or CA.
+    #[error("cannot serve frontals on {addr} (config field `listen`): {source}")]
+    Quic {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: quic::QuicError,
+    },
+    /// An HTTP listener could not be bound.
+    #[error("cannot bind the {what} on {addr} (config field `{field}`): {source}")]
+    Bind {
+        /// Which API.
+        what: &'static str,
+        /// Its config field.
+        field: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The HTTPS API's TLS setup failed (the broker's certificate or key).
+    #[error("cannot set up TLS for the HTTPS API (config fields `cert`, `key`, `ca`): {0}")]
+    Tls(#[from] qcg_proto::tls::TlsError),
+    /// The job database could not be opened or read.
+    #[error("job database {} (config field `database`): {source}", path.display())]
+    Database {
+        /// Its path.
+        path: std::path::PathBuf,
+        /// Why.
+        source: store::StoreError,
+    },
+}
+
+async fn bind(
+    addr: SocketAddr,
+    what: &'static str,
+    field: &'static str,
+) -> Result<(tokio::net::TcpListener, SocketAddr), StartError> {
+    let err = |source| StartError::Bind {
+        what,
+        field,
+        addr,
+        source,
+    };
+    let l = tokio::net::TcpListener::bind(addr).await.map_err(err)?;
+    let bound = l.local_addr().map_err(err)?;
+    Ok((l, bound))
 }
 
 impl Broker {
@@ -180,7 +227,7 @@ impl Broker {
         id: Identity,
         quic_addr: SocketAddr,
         http_addr: Option<SocketAddr>,
-    ) -> anyhow::Result<Broker> {
+    ) -> Result<Broker, StartError> {
         Broker::start_with(
             id,
             Options {
@@ -193,9 +240,18 @@ impl Broker {
     }
 
     /// Binds and starts serving.
-    pub async fn start_with(id: Identity, opts: Options) -> anyhow::Result<Broker> {
-        let endpoint = quic::server_endpoint(opts.quic, &id)?;
-        let quic_addr = endpoint.local_addr()?;
+    pub async fn start_with(id: Identity, opts: Options) -> Result<Broker, StartError> {
+        let quic_err = |source| StartError::Quic {
+            addr: opts.quic,
+            source,
+        };
+        let endpoint = quic::server_endpoint(opts.quic, &id).map_err(quic_err)?;
+        let quic_addr = endpoint.local_addr().map_err(|source| {
+            quic_err(quic::QuicError::Bind {
+                addr: opts.quic,
+                source,
+            })
+        })?;
         let state: http::Shared =
             Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
         let l = &opts.limits;
@@ -205,8 +261,12 @@ impl Broker {
         ctx.lost_node_grace = opts.lost_node_grace;
         ctx.book().jobs.set_limits(l.jobs.clone());
         if let Some(path) = &opts.database {
-            let mut store = store::Store::open(path)?;
-            let records = store.load()?;
+            let db_err = |source| StartError::Database {
+                path: path.clone(),
+                source,
+            };
+            let mut store = store::Store::open(path).map_err(db_err)?;
+            let records = store.load().map_err(db_err)?;
             let n = records.len();
             let refused = ctx.book().jobs.restore(records, std::time::Instant::now());
             for (job, why) in &refused {
@@ -221,12 +281,13 @@ impl Broker {
 
         let http_addr = match opts.http {
             Some(addr) => {
-                let listener = bind(addr, "HTTP API").await?;
-                let addr = listener.local_addr()?;
+                let (listener, addr) = bind(addr, "HTTP API", "http_listen").await?;
+                let caps = http::plain_caps(nofile);
+                lock(&ctx.listeners).push(("http", caps.clone()));
                 tracker.spawn(http::serve(
                     listener,
                     http::app(ctx.clone()),
-                    http::plain_caps(nofile),
+                    caps,
                     cancel.clone(),
                     tracker.clone(),
                 ));
@@ -237,16 +298,17 @@ impl Broker {
 
         let https_addr = match opts.https {
             Some(addr) => {
-                let listener = bind(addr, "HTTPS API").await?;
-                let addr = listener.local_addr()?;
+                let (listener, addr) = bind(addr, "HTTPS API", "https_listen").await?;
                 let mut tls = id.server_config()?;
                 tls.alpn_protocols = vec![b"http/1.1".to_vec()];
                 let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+                let caps = http::tls_caps(nofile);
+                lock(&ctx.listeners).push(("https", caps.clone()));
                 tracker.spawn(serve_https(
                     listener,
                     acceptor,
                     ctx.clone(),
-                    http::tls_caps(nofile),
+                    caps,
                     cancel.clone(),
                     tracker.clone(),
                 ));
@@ -258,6 +320,7 @@ impl Broker {
         let ep = endpoint.clone();
         let (cx, c, t) = (ctx.clone(), cancel.clone(), tracker.clone());
         let caps = qcg_proto::limits::Caps::new(QUIC_PER_ADDRESS, QUIC_TOTAL);
+        lock(&ctx.listeners).push(("quic", caps.clone()));
         tracker.spawn(async move {
             loop {
                 let incoming = tokio::select! {

@@ -290,6 +290,8 @@ pub struct Registry {
     processes: BTreeMap<ProcName, AccessPoint>,
     links: BTreeMap<Technique, LinkCounts>,
     requests: BTreeMap<&'static str, u64>,
+    /// Error answers by kind ([`qcg_proto::metrics::error_kind_name`]).
+    errors: BTreeMap<&'static str, u64>,
     lookups: BTreeMap<&'static str, u64>,
     proxies: Vec<ProxyEntry>,
     next_proxy: usize,
@@ -359,6 +361,7 @@ impl Registry {
             processes: Default::default(),
             links: Default::default(),
             requests: Default::default(),
+            errors: Default::default(),
             lookups: Default::default(),
             proxies: Vec::new(),
             next_proxy: 0,
@@ -415,6 +418,15 @@ impl Registry {
     /// registered its cluster). Returns the answer and what the shell must do.
     pub fn handle(&mut self, cluster: Option<&str>, req: Request) -> (Response, Vec<Effect>) {
         *self.requests.entry(req.kind()).or_default() += 1;
+        let (resp, effects) = self.answer(cluster, req);
+        if let Response::Error(e) = &resp {
+            let kind = qcg_proto::metrics::error_kind_name(e.kind);
+            *self.errors.entry(kind).or_default() += 1;
+        }
+        (resp, effects)
+    }
+
+    fn answer(&mut self, cluster: Option<&str>, req: Request) -> (Response, Vec<Effect>) {
         if let Err(why) = check_names(&req) {
             return err(ErrorKind::TooLarge, why);
         }
@@ -1054,6 +1066,16 @@ impl Registry {
         }
         let _ = writeln!(
             out,
+            "# HELP qcg_broker_error_answers_total Control-plane requests answered with an error, by error kind."
+        );
+        let _ = writeln!(out, "# TYPE qcg_broker_error_answers_total counter");
+        for k in qcg_proto::metrics::ERROR_KINDS {
+            let k = qcg_proto::metrics::error_kind_name(k);
+            let v = self.errors.get(k).copied().unwrap_or(0);
+            let _ = writeln!(out, "qcg_broker_error_answers_total{{kind=\"{k}\"}} {v}");
+        }
+        let _ = writeln!(
+            out,
             "# HELP qcg_broker_lookups_total Lookups answered, by result."
         );
         let _ = writeln!(out, "# TYPE qcg_broker_lookups_total counter");
@@ -1622,6 +1644,31 @@ mod tests {
         );
         assert!(
             m.contains("qcg_broker_links_total{technique=\"traversed\",outcome=\"failed\"} 1"),
+            "{m}"
+        );
+    }
+
+    /// Error answers are counted by kind in `/metrics`, every kind listed.
+    #[test]
+    fn error_answers_are_counted_by_kind() {
+        let mut r = setup();
+        let lookup = Request::Lookup {
+            from: ProcName::new("j", 0),
+            target: ProcName::new("j", 9),
+        };
+        for _ in 0..2 {
+            assert_eq!(
+                kind(&r.handle(Some("a"), lookup.clone()).0),
+                Some(ErrorKind::UnknownProcess)
+            );
+        }
+        let m = r.metrics();
+        assert!(
+            m.contains("\nqcg_broker_error_answers_total{kind=\"unknown_process\"} 2\n"),
+            "{m}"
+        );
+        assert!(
+            m.contains("\nqcg_broker_error_answers_total{kind=\"forbidden\"} 0\n"),
             "{m}"
         );
     }

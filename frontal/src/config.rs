@@ -49,12 +49,20 @@ pub struct Config {
     /// `srun`, cancelled with `scancel` ([`crate::slurm`]). Absent: the nodes'
     /// helpers start them.
     pub slurm: Option<crate::slurm::SlurmConfig>,
+    /// TCP address of the Prometheus metrics listener (`GET /metrics`, aggregate
+    /// figures only); omit to serve none. It must be a loopback address unless
+    /// `metrics_public` is true.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Serve metrics on a non-loopback address (default false).
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 impl Config {
     /// Loads and checks a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let (mut c, text): (Config, _) = load(path)?;
+        qcg_proto::metrics::check_listen(path, &text, c.metrics_listen, c.metrics_public)?;
         if c.cluster.trim().is_empty() {
             return Err(ConfigError::field(
                 path,
@@ -192,6 +200,10 @@ impl Config {
         if let Some(s) = &self.slurm {
             out.extend(s.problems(crate::slurm::running_as_root()));
         }
+        out.extend(
+            self.metrics_listen
+                .and_then(|a| qcg_proto::check::port_free("metrics_listen", a, false)),
+        );
         out
     }
 }

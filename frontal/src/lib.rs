@@ -24,6 +24,7 @@
 pub mod cache;
 pub mod config;
 pub mod held;
+pub mod metrics;
 pub mod nodes;
 pub mod slurm;
 
@@ -83,6 +84,8 @@ struct Inner {
     placed: Mutex<Placed>,
     /// Set when the cluster's nodes are run by Slurm: ranks start through it.
     slurm: Option<Arc<slurm::Slurm>>,
+    /// What it counts ([`metrics`]).
+    metrics: metrics::Metrics,
 }
 
 /// Job → rank → node, for the submitted jobs placed in this cluster.
@@ -294,6 +297,28 @@ pub struct Frontal {
     endpoint: quinn::Endpoint,
 }
 
+/// Why a frontal did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The QUIC endpoint for helpers (`listen`) could not be made: the address,
+    /// or the certificate, key or CA.
+    #[error("cannot serve helpers on {addr} (config field `listen`): {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: qcg_proto::quic::QuicError,
+    },
+    /// The metrics address (`metrics_listen`) could not be bound.
+    #[error("cannot serve metrics on {addr} (config field `metrics_listen`): {source}")]
+    Metrics {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 /// Failed QUIC handshakes, summed up in the log.
 static HANDSHAKES_FAILED: std::sync::Mutex<qcg_proto::limits::Tally> =
     std::sync::Mutex::new(qcg_proto::limits::Tally::new());
@@ -310,7 +335,7 @@ impl Frontal {
         cluster: ClusterConfig,
         broker: SocketAddr,
         listen: SocketAddr,
-    ) -> anyhow::Result<Frontal> {
+    ) -> Result<Frontal, StartError> {
         Frontal::start_with(id, cluster, broker, listen, nodes::Settings::default()).await
     }
 
@@ -321,9 +346,18 @@ impl Frontal {
         broker: SocketAddr,
         listen: SocketAddr,
         settings: nodes::Settings,
-    ) -> anyhow::Result<Frontal> {
-        let endpoint = quic::server_endpoint(listen, &id)?;
-        let addr = endpoint.local_addr()?;
+    ) -> Result<Frontal, StartError> {
+        let endpoint = quic::server_endpoint(listen, &id).map_err(|source| StartError::Listen {
+            addr: listen,
+            source,
+        })?;
+        let addr = endpoint.local_addr().map_err(|e| StartError::Listen {
+            addr: listen,
+            source: qcg_proto::quic::QuicError::Bind {
+                addr: listen,
+                source: e,
+            },
+        })?;
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
         let (reports, mut slurm_reports) = tokio::sync::mpsc::unbounded_channel();
@@ -331,6 +365,9 @@ impl Frontal {
             .slurm
             .clone()
             .map(|c| Arc::new(slurm::Slurm::new(c, reports)));
+        // Helpers of the cluster and other clusters' frontals probing: a few per
+        // address (a node's helper, a frontal host), a bounded number in all.
+        let caps = qcg_proto::limits::Caps::new(QUIC_PER_ADDRESS, QUIC_TOTAL);
 
         let inner = Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| {
             let weak = weak.clone();
@@ -371,6 +408,7 @@ impl Frontal {
                             let mut held = inner.held.lock().await;
                             let (reqs, dropped) = held.take();
                             if dropped > 0 {
+                                inner.metrics.errors.add("output_dropped", dropped as u64);
                                 tracing::warn!(dropped, "output lines dropped while the broker was away (over the bound)");
                             }
                             for (n, r) in reqs.iter().enumerate() {
@@ -428,6 +466,7 @@ impl Frontal {
                 held: Default::default(),
                 placed: Default::default(),
                 slurm,
+                metrics: metrics::Metrics::new(caps.clone()),
             }
         });
 
@@ -465,9 +504,6 @@ impl Frontal {
 
         let ep = endpoint.clone();
         let (inn, c, t) = (inner.clone(), cancel.clone(), tracker.clone());
-        // Helpers of the cluster and other clusters' frontals probing: a few per
-        // address (a node's helper, a frontal host), a bounded number in all.
-        let caps = qcg_proto::limits::Caps::new(QUIC_PER_ADDRESS, QUIC_TOTAL);
         tracker.spawn(async move {
             loop {
                 let incoming = tokio::select! {
@@ -484,11 +520,14 @@ impl Frontal {
                     let _permit = permit;
                     match incoming.await {
                         Ok(conn) => serve_helper(conn, inn).await,
-                        Err(e) => qcg_proto::limits::warn_summed(
-                            &HANDSHAKES_FAILED,
-                            "helper handshakes failed",
-                            format_args!("{peer}: {e}"),
-                        ),
+                        Err(e) => {
+                            inn.metrics.errors.note("handshake_failed");
+                            qcg_proto::limits::warn_summed(
+                                &HANDSHAKES_FAILED,
+                                "helper handshakes failed",
+                                format_args!("{peer}: {e}"),
+                            )
+                        }
                     }
                 });
             }
@@ -525,6 +564,38 @@ impl Frontal {
         &self.inner.stats
     }
 
+    /// One scrape of the frontal's metrics ([`metrics::render`]).
+    pub fn metrics(&self) -> String {
+        render_metrics(&self.inner)
+    }
+
+    /// Serves the frontal's metrics on `listen` until it stops; returns the bound
+    /// address.
+    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
+        let err = |source| StartError::Metrics {
+            addr: listen,
+            source,
+        };
+        let l = qcg_proto::metrics::bind(listen).await.map_err(err)?;
+        let at = l.local_addr().map_err(err)?;
+        let inner = Arc::downgrade(&self.inner);
+        let render = move || {
+            inner
+                .upgrade()
+                .map(|i| render_metrics(&i))
+                .unwrap_or_default()
+        };
+        let c = self.cancel.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                _ = c.cancelled() => {}
+                _ = qcg_proto::metrics::serve(l, Arc::new(render)) => {}
+            }
+        });
+        tracing::info!(%at, "metrics served");
+        Ok(at)
+    }
+
     /// Stops serving and waits for the tasks.
     pub async fn shutdown(self) {
         self.cancel.cancel();
@@ -532,6 +603,16 @@ impl Frontal {
         self.tracker.close();
         self.tracker.wait().await;
     }
+}
+
+fn render_metrics(inner: &Inner) -> String {
+    let now = metrics::Now {
+        helpers: lock(&inner.helpers).len(),
+        processes: lock(&inner.registrations).len(),
+        lookups: inner.stats.lookups.load(Ordering::Relaxed),
+        cache_hits: inner.stats.cache_hits.load(Ordering::Relaxed),
+    };
+    metrics::render(&inner.metrics, now)
 }
 
 async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
@@ -556,6 +637,7 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
         return;
     }
     if let Err(e) = quic::check_peer_role(&conn, Role::Helper) {
+        inner.metrics.errors.note("wrong_role");
         tracing::warn!(%peer, error = %e, "refused connection");
         conn.close(1u32.into(), b"a helper certificate is required");
         return;
@@ -644,7 +726,10 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                     format!("`{}` refused: {why}", req.kind()),
                 );
             }
-            handle(&inner, &conn, req).await
+            let kind = req.kind();
+            let resp = handle(&inner, &conn, req).await;
+            inner.metrics.answers.note(kind, &resp);
+            resp
         }
     };
     let why = quic::serve(conn.clone(), handler).await;
@@ -830,6 +915,18 @@ fn placed(placed: &Placed, node: Option<&str>, req: &Request) -> Result<(), Stri
 
 async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Response {
     let resp = forward(inner, &req).await;
+    if let (
+        Request::Report {
+            technique,
+            ok,
+            upgrade,
+            ..
+        },
+        Response::Ok,
+    ) = (&req, &resp)
+    {
+        inner.metrics.links.note(*technique, *ok, *upgrade);
+    }
     // What this frontal keeps of a process changes only as the broker took it: a
     // refused request leaves the job as it was.
     let refused = matches!(&resp, Response::Error(e) if e.kind == ErrorKind::Forbidden);
@@ -885,6 +982,7 @@ async fn forward(inner: &Inner, req: &Request) -> Response {
             match inner.broker.request(&req).await {
                 Ok(r) => r,
                 Err(e) => {
+                    inner.metrics.errors.note("broker_unreachable");
                     tracing::warn!(error = %e, kind = req.kind(), "broker away; kept for when it is back");
                     inner.held.lock().await.push(req);
                     Response::Ok

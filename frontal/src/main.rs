@@ -13,9 +13,10 @@ struct Cli {
     /// `broker`, `listen`, `ca`, `cert`, `key`, and optionally `internal_latency_ms`,
     /// `internal_bandwidth_mbps` and `[[nodes]]` entries (`name`, `slots`,
     /// `cpu_speed_mhz`, `memory_mib`) overriding what each node's helper reports,
-    /// and a `[slurm]` section when Slurm runs the cluster's nodes (`partition`,
-    /// `helper_socket`, `conf`, `bin_dir`, `account`, `allow_root`; see the README's
-    /// "A cluster run by Slurm"). See configs/frontal-*.toml.
+    /// `crl`, `metrics_listen` and `metrics_public`, and a `[slurm]` section when Slurm
+    /// runs the cluster's nodes (`partition`, `helper_socket`, `conf`, `bin_dir`,
+    /// `account`, `allow_root`; see the README's "A cluster run by Slurm"). See
+    /// configs/frontal-*.toml.
     #[arg(long, short)]
     config: PathBuf,
     /// Check the config and exit (0: fine; 2: each problem printed, naming the
@@ -46,6 +47,13 @@ async fn main() {
         "qcg-frontal: cluster {} serving helpers on {}",
         cfg.cluster, frontal.addr
     );
+    if let Some(at) = cfg.metrics_listen {
+        let at = frontal
+            .serve_metrics(at)
+            .await
+            .unwrap_or_else(|e| fail("qcg-frontal", 1, e));
+        println!("qcg-frontal: metrics on http://{at}/metrics");
+    }
     shutdown.wait().await;
     frontal.shutdown().await;
 }

@@ -39,6 +39,13 @@ pub struct Config {
     /// user for everyone, root refused).
     #[serde(default)]
     pub accounts: crate::accounts::Accounts,
+    /// TCP address of the Prometheus metrics listener (`GET /metrics`, aggregate
+    /// figures only); omit to serve none. It must be a loopback address unless
+    /// `metrics_public` is true.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Serve metrics on a non-loopback address (default false).
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 /// A group's id from its name (looked up in the text of /etc/group) or its number.
@@ -57,6 +64,7 @@ impl Config {
     /// Loads and checks a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let (mut c, text): (Config, _) = load(path)?;
+        qcg_proto::metrics::check_listen(path, &text, c.metrics_listen, c.metrics_public)?;
         if c.node.trim().is_empty() {
             return Err(ConfigError::field(path, &text, "node", "must not be empty"));
         }
@@ -153,6 +161,10 @@ impl Config {
                 message: format!("{}: {e} (an address of this node)", self.bind_address),
             });
         }
+        out.extend(
+            self.metrics_listen
+                .and_then(|a| qcg_proto::check::port_free("metrics_listen", a, false)),
+        );
         out
     }
 }

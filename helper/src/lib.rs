@@ -26,6 +26,7 @@
 pub mod access;
 pub mod accounts;
 pub mod config;
+pub mod metrics;
 pub mod node;
 pub mod pgroup;
 pub mod procs;
@@ -60,6 +61,8 @@ struct Inner {
     procs: Arc<procs::Procs>,
     /// Which user owns each job on this node ([`access`]).
     owners: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// What it counts ([`metrics`]).
+    metrics: Arc<metrics::Metrics>,
 }
 
 /// A running helper.
@@ -70,6 +73,37 @@ pub struct Helper {
     endpoint: quinn::Endpoint,
     cancel: CancellationToken,
     tracker: TaskTracker,
+    metrics: Arc<metrics::Metrics>,
+}
+
+/// Why a helper did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The QUIC endpoint toward the frontal could not be made (the certificate,
+    /// key or CA, or a local UDP port).
+    #[error("cannot make the QUIC endpoint toward the frontal: {0}")]
+    Quic(#[from] qcg_proto::quic::QuicError),
+    /// Another helper answers on the socket (config field `socket`).
+    #[error("{} is in use by another helper (config field `socket`)", .0.display())]
+    SocketInUse(PathBuf),
+    /// The socket could not be made (config fields `socket`, `socket_group`).
+    #[error("cannot {what} {} (config field `socket`): {source}", path.display())]
+    Socket {
+        /// What was being done.
+        what: &'static str,
+        /// The socket's path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The metrics address (`metrics_listen`) could not be bound.
+    #[error("cannot serve metrics on {addr} (config field `metrics_listen`): {source}")]
+    Metrics {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// Answers what the frontal asks of this helper: start or kill processes, pass a
@@ -240,7 +274,7 @@ impl Helper {
         frontal: SocketAddr,
         socket: PathBuf,
         bind_addr: IpAddr,
-    ) -> anyhow::Result<Helper> {
+    ) -> Result<Helper, StartError> {
         let spec = node::detect(&node);
         Helper::start_with(id, spec, frontal, socket, bind_addr).await
     }
@@ -253,7 +287,7 @@ impl Helper {
         frontal: SocketAddr,
         socket: PathBuf,
         bind_addr: IpAddr,
-    ) -> anyhow::Result<Helper> {
+    ) -> Result<Helper, StartError> {
         Helper::start_full(
             id,
             node,
@@ -276,8 +310,10 @@ impl Helper {
         bind_addr: IpAddr,
         socket_group: Option<u32>,
         accounts: accounts::Accounts,
-    ) -> anyhow::Result<Helper> {
+    ) -> Result<Helper, StartError> {
         let endpoint = quic::client_endpoint(&id)?;
+        let caps = socket_caps(qcg_proto::limits::nofile());
+        let counts = Arc::new(metrics::Metrics::new(caps.clone()));
         // The broker places a job only on nodes that can run it as someone.
         let mut node = node;
         let uid = rustix::process::getuid().as_raw();
@@ -349,15 +385,19 @@ impl Helper {
                 socket: socket.clone(),
                 procs: procs.clone(),
                 owners: Default::default(),
+                metrics: counts.clone(),
             }
         });
         if socket.exists() {
             // Only replace a socket nobody answers on: never steal a live helper's.
             if UnixStream::connect(&socket).await.is_ok() {
-                anyhow::bail!("{} is in use by another helper", socket.display());
+                return Err(StartError::SocketInUse(socket));
             }
-            std::fs::remove_file(&socket)
-                .map_err(|e| anyhow::anyhow!("cannot remove stale {}: {e}", socket.display()))?;
+            std::fs::remove_file(&socket).map_err(|source| StartError::Socket {
+                what: "remove the stale",
+                path: socket.clone(),
+                source,
+            })?;
         }
         let listener = bind_private(&socket, socket_group)?;
         let cancel = CancellationToken::new();
@@ -371,7 +411,6 @@ impl Helper {
             }
         });
         let (c, t) = (cancel.clone(), tracker.clone());
-        let caps = socket_caps(qcg_proto::limits::nofile());
         let (per_uid, total) = caps.limits();
         tracing::info!(per_uid, total, "local connections taken at most");
         tracker.spawn(async move {
@@ -395,6 +434,7 @@ impl Helper {
                 let uid = match stream.peer_cred() {
                     Ok(c) => c.uid(),
                     Err(e) => {
+                        inner.metrics.errors.note("no_credentials");
                         tracing::warn!(error = %e, "no peer credentials on the helper socket; closing");
                         continue;
                     }
@@ -420,12 +460,40 @@ impl Helper {
             endpoint,
             cancel,
             tracker,
+            metrics: counts,
         })
     }
 
     /// Number of job processes running on this node.
     pub fn running(&self) -> usize {
         self.procs.len()
+    }
+
+    /// One scrape of the helper's metrics ([`metrics::render`]).
+    pub fn metrics(&self) -> String {
+        metrics::render(&self.metrics, self.procs.len())
+    }
+
+    /// Serves the helper's metrics on `listen` until it stops; returns the bound
+    /// address.
+    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
+        let err = |source| StartError::Metrics {
+            addr: listen,
+            source,
+        };
+        let l = qcg_proto::metrics::bind(listen).await.map_err(err)?;
+        let at = l.local_addr().map_err(err)?;
+        let (m, procs) = (self.metrics.clone(), Arc::downgrade(&self.procs));
+        let render = move || metrics::render(&m, procs.upgrade().map_or(0, |p| p.len()));
+        let c = self.cancel.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                _ = c.cancelled() => {}
+                _ = qcg_proto::metrics::serve(l, Arc::new(render)) => {}
+            }
+        });
+        tracing::info!(%at, "metrics served");
+        Ok(at)
     }
 
     /// Stops serving, kills the job processes still running, removes the socket and
@@ -455,14 +523,19 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
         }
     };
     loop {
+        let kind;
         let resp = match read_request(&mut stream).await {
             Ok(Some(req)) => match (refuse(&inner, peer, &req), req) {
-                (Err(refusal), _) => refusal,
+                (Err(refusal), req) => {
+                    kind = req.kind();
+                    refusal
+                }
                 (Ok(_), Request::Subscribe { process }) => {
+                    inner.metrics.answers.note("subscribe", &Response::Ok);
                     return subscribed(stream, inner, process).await;
                 }
                 (Ok(claimed), req) => {
-                    let kind = req.kind();
+                    kind = req.kind();
                     let resp = handle(&inner, req).await;
                     if let Response::Error(e) = &resp {
                         if e.kind == ErrorKind::Forbidden {
@@ -486,6 +559,7 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
                 return;
             }
             Err(e) => {
+                inner.metrics.errors.note("bad_frame");
                 qcg_proto::limits::warn_summed(
                     &BAD_FRAMES,
                     "bad frames from local processes",
@@ -503,6 +577,7 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
                 continue;
             }
         };
+        inner.metrics.answers.note(kind, &resp);
         match tokio::time::timeout(FRAME_DEADLINE, frame::write_frame(&mut stream, &resp)).await {
             Ok(Ok(())) => {}
             _ => return,
@@ -584,23 +659,30 @@ fn warn_unreachable_socket(accounts: &accounts::Accounts, helper_uid: u32, group
 
 /// Binds the socket so that it is never reachable with a wider mode than 0660: bound
 /// under a temporary name, given its mode and group, then renamed into place.
-fn bind_private(socket: &std::path::Path, group: Option<u32>) -> anyhow::Result<UnixListener> {
+fn bind_private(socket: &std::path::Path, group: Option<u32>) -> Result<UnixListener, StartError> {
     use std::os::unix::fs::PermissionsExt;
     let mut tmp = socket.as_os_str().to_owned();
     tmp.push(format!(".{}.tmp", std::process::id()));
     let tmp = PathBuf::from(tmp);
     let _ = std::fs::remove_file(&tmp);
-    let fail = |what: &str, e: &dyn std::fmt::Display| {
-        let _ = std::fs::remove_file(&tmp);
-        anyhow::anyhow!("cannot {what} {}: {e}", socket.display())
+    let fail = |what: &'static str| {
+        let tmp = tmp.clone();
+        move |source| {
+            let _ = std::fs::remove_file(&tmp);
+            StartError::Socket {
+                what,
+                path: socket.to_path_buf(),
+                source,
+            }
+        }
     };
-    let listener = UnixListener::bind(&tmp).map_err(|e| fail("listen on", &e))?;
+    let listener = UnixListener::bind(&tmp).map_err(fail("listen on"))?;
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o660))
-        .map_err(|e| fail("set the mode of", &e))?;
+        .map_err(fail("set the mode of"))?;
     if let Some(g) = group {
-        std::os::unix::fs::chown(&tmp, None, Some(g)).map_err(|e| fail("set the group of", &e))?;
+        std::os::unix::fs::chown(&tmp, None, Some(g)).map_err(fail("set the group of"))?;
     }
-    std::fs::rename(&tmp, socket).map_err(|e| fail("move into place", &e))?;
+    std::fs::rename(&tmp, socket).map_err(fail("move into place"))?;
     Ok(listener)
 }
 
@@ -737,10 +819,14 @@ async fn watch_syn(inner: Arc<Inner>, req: Request) -> Response {
                     })
                     .await;
                 if !matches!(r, Response::Ok) {
+                    inner.metrics.errors.note("syn_not_delivered");
                     tracing::warn!(?r, "SYN not delivered");
                 }
             }
-            other => tracing::warn!(?other, %local, %remote, "no SYN seen"),
+            other => {
+                inner.metrics.errors.note("syn_not_delivered");
+                tracing::warn!(?other, %local, %remote, "no SYN seen")
+            }
         }
     });
     Response::Ok
@@ -763,9 +849,20 @@ async fn handle(inner: &Arc<Inner>, req: Request) -> Response {
         | Request::Register(_)
         | Request::Unregister { .. }
         | Request::Lookup { .. }
-        | Request::Report { .. }
         | Request::Rendezvous { .. }
         | Request::JobEnd { .. } => inner.frontal.forward(&req).await,
+        Request::Report {
+            technique,
+            ok,
+            upgrade,
+            ..
+        } => {
+            let resp = inner.frontal.forward(&req).await;
+            if resp == Response::Ok {
+                inner.metrics.links.note(technique, ok, upgrade);
+            }
+            resp
+        }
         other => Response::error(
             ErrorKind::Forbidden,
             format!("`{}` is not a request a process may send", other.kind()),

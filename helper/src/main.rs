@@ -49,6 +49,13 @@ async fn main() {
         cfg.node,
         cfg.socket.display()
     );
+    if let Some(at) = cfg.metrics_listen {
+        let at = helper
+            .serve_metrics(at)
+            .await
+            .unwrap_or_else(|e| fail("qcg-helper", 1, e));
+        println!("qcg-helper: metrics on http://{at}/metrics");
+    }
     shutdown.wait().await;
     helper.shutdown().await;
 }

@@ -24,6 +24,7 @@ pub mod check;
 pub mod config;
 pub mod der;
 pub mod limits;
+pub mod metrics;
 pub mod packet;
 pub mod quic;
 pub mod revocation;

@@ -199,6 +199,20 @@ struct Open<K> {
     by_peer: HashMap<K, usize>,
     sum: usize,
     refused: Tally,
+    counts: Counts,
+}
+
+/// What a [`Caps`] did since it was made, for metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Connections open now.
+    pub open: usize,
+    /// Connections taken.
+    pub accepted: u64,
+    /// Connections refused because their peer held its share.
+    pub refused_peer: u64,
+    /// Connections refused because the service held as many as it takes.
+    pub refused_total: u64,
 }
 
 /// Caps on the connections open at once, per peer `K` and in total. Cloning shares
@@ -229,6 +243,7 @@ impl<K: Hash + Eq + Clone> Caps<K> {
                 by_peer: HashMap::new(),
                 sum: 0,
                 refused: Tally::default(),
+                counts: Counts::default(),
             })),
         }
     }
@@ -245,15 +260,18 @@ impl<K: Hash + Eq + Clone> Caps<K> {
     pub fn try_open(&self, peer: K) -> Result<Permit<K>, Refusal> {
         let mut o = lock(&self.open);
         if o.sum >= o.total {
+            o.counts.refused_total += 1;
             return Err(Refusal::Total);
         }
         let per_peer = o.per_peer;
         let n = o.by_peer.entry(peer.clone()).or_insert(0);
         if *n >= per_peer {
+            o.counts.refused_peer += 1;
             return Err(Refusal::Peer);
         }
         *n += 1;
         o.sum += 1;
+        o.counts.accepted += 1;
         Ok(Permit {
             open: self.open.clone(),
             peer: Some(peer),
@@ -275,6 +293,15 @@ impl<K: Hash + Eq + Clone> Caps<K> {
     /// Connections open now.
     pub fn open(&self) -> usize {
         lock(&self.open).sum
+    }
+
+    /// Open, taken and refused connections, for metrics.
+    pub fn counts(&self) -> Counts {
+        let o = lock(&self.open);
+        Counts {
+            open: o.sum,
+            ..o.counts
+        }
     }
 }
 

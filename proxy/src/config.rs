@@ -26,12 +26,20 @@ pub struct Config {
     /// CA folder). Peers whose certificate it lists fail the handshake; the file is
     /// read again whenever it changes. Omit to check no revocations.
     pub crl: Option<PathBuf>,
+    /// TCP address of the Prometheus metrics listener (`GET /metrics`, aggregate
+    /// figures only); omit to serve none. It must be a loopback address unless
+    /// `metrics_public` is true.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Serve metrics on a non-loopback address (default false).
+    #[serde(default)]
+    pub metrics_public: bool,
 }
 
 impl Config {
     /// Loads a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let (mut c, _): (Config, _) = load(path)?;
+        let (mut c, text): (Config, _) = load(path)?;
+        qcg_proto::metrics::check_listen(path, &text, c.metrics_listen, c.metrics_public)?;
         c.ca = resolve(path, &c.ca);
         c.cert = resolve(path, &c.cert);
         c.key = resolve(path, &c.key);
@@ -61,6 +69,10 @@ impl Config {
         }
         .problems();
         out.extend(qcg_proto::check::port_free("listen", self.listen, false));
+        out.extend(
+            self.metrics_listen
+                .and_then(|a| qcg_proto::check::port_free("metrics_listen", a, false)),
+        );
         out
     }
 }

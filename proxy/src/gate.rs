@@ -39,6 +39,8 @@ pub struct GateStats {
     pub malformed: AtomicU64,
     /// Handshakes waiting now.
     pub pending: AtomicU64,
+    /// Pairs that got no relay thread (the system refused one).
+    pub thread_failed: AtomicU64,
 }
 
 /// Why a handshake failed.
@@ -180,10 +182,12 @@ async fn handshake(mut s: TcpStream, tokens: Tokens, stats: &GateStats) {
     // Checking the token does not block; only a completed pair (two ends holding a
     // token the broker announced) gets a thread, for the life of its relay.
     if let Some((a, b)) = tokens.admit(std, token) {
+        let relays = tokens.stats.clone();
         let spawned = std::thread::Builder::new()
             .name("qcg-relay".into())
-            .spawn(move || crate::relay::relay(a, b));
+            .spawn(move || crate::relay::relay(a, b, &relays));
         if let Err(e) = spawned {
+            stats.thread_failed.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %e, "cannot start a relay thread");
         }
     }

@@ -6,15 +6,21 @@
 //! the two connections that present it ([`relay`]) and moves bytes between them with
 //! splice(2), with no cap on bytes or time. Anything else knocking is refused.
 //!
+//! Its counters are served in Prometheus's text format on a separate listener
+//! when the config names one ([`Proxy::serve_metrics`], [`metrics`]).
+//!
 //! ```no_run
 //! # async fn f(id: qcg_proto::tls::Identity) -> anyhow::Result<()> {
-//! let p = qcg_proxy::Proxy::start(id, "0.0.0.0:7800".parse()?, None, "127.0.0.1:7700".parse()?).await?;
+//! let mut p = qcg_proxy::Proxy::start(id, "0.0.0.0:7800".parse()?, None, "127.0.0.1:7700".parse()?).await?;
 //! println!("relaying on {}", p.addr);
+//! let at = p.serve_metrics("127.0.0.1:9102".parse()?).await?;
+//! println!("metrics on http://{at}/metrics");
 //! # Ok(()) }
 //! ```
 
 pub mod config;
 pub mod gate;
+pub mod metrics;
 pub mod relay;
 
 use qcg_proto::quic::{self, Upstream};
@@ -33,7 +39,10 @@ pub struct Proxy {
     pub tokens: Tokens,
     /// What its door did ([`gate`]).
     pub gate: Arc<gate::GateStats>,
+    /// Errors it met, by kind ([`metrics::ERRORS`]).
+    pub errors: Arc<qcg_proto::metrics::Errors>,
     task: tokio::task::JoinHandle<()>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
     door: tokio::task::JoinHandle<()>,
     endpoint: quinn::Endpoint,
     stopped: Arc<std::sync::atomic::AtomicBool>,
@@ -58,6 +67,31 @@ async fn dial_check(addr: SocketAddr) -> Response {
     }
 }
 
+/// Why a proxy did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The relay address (`listen`) could not be bound.
+    #[error("cannot listen for relayed links on {addr} (config field `listen`): {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The QUIC endpoint toward the broker could not be made (its certificate,
+    /// key or CA, or a local UDP port).
+    #[error("cannot make the QUIC endpoint toward the broker: {0}")]
+    Quic(#[from] qcg_proto::quic::QuicError),
+    /// The metrics address (`metrics_listen`) could not be bound.
+    #[error("cannot serve metrics on {addr} (config field `metrics_listen`): {source}")]
+    Metrics {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
 impl Proxy {
     /// Listens for relayed connections on `listen` and registers with the broker at
     /// `broker`, announcing `public` (default: the bound address).
@@ -66,11 +100,15 @@ impl Proxy {
         listen: SocketAddr,
         public: Option<SocketAddr>,
         broker: SocketAddr,
-    ) -> anyhow::Result<Proxy> {
+    ) -> Result<Proxy, StartError> {
+        let listen_err = |source| StartError::Listen {
+            addr: listen,
+            source,
+        };
         let listener = tokio::net::TcpListener::bind(listen)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
-        let addr = listener.local_addr()?;
+            .map_err(listen_err)?;
+        let addr = listener.local_addr().map_err(listen_err)?;
         let public = public.unwrap_or(addr);
         let tokens = Tokens::default();
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -107,10 +145,20 @@ impl Proxy {
         );
         // Register now and every two seconds: it keeps the broker's view of this proxy
         // fresh and reconnects after a broker restart.
+        let errors = Arc::new(qcg_proto::metrics::Errors::new(metrics::ERRORS));
+        let errs = errors.clone();
         let task = tokio::spawn(async move {
             loop {
-                if let Err(e) = up.request(&hello).await {
-                    tracing::warn!(%broker, error = %e, "broker unreachable");
+                match up.request(&hello).await {
+                    Ok(Response::Ok) => {}
+                    Ok(other) => {
+                        errs.note("broker_refused");
+                        tracing::warn!(%broker, answer = ?other, "the broker refused the registration");
+                    }
+                    Err(e) => {
+                        errs.note("broker_unreachable");
+                        tracing::warn!(%broker, error = %e, "broker unreachable");
+                    }
                 }
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
@@ -120,22 +168,51 @@ impl Proxy {
             addr,
             tokens,
             gate,
+            errors,
             task,
+            metrics: None,
             door,
             endpoint,
             stopped,
         })
     }
 
+    /// Serves this proxy's metrics ([`metrics::render`]) on `listen` until it
+    /// stops; returns the bound address.
+    pub async fn serve_metrics(&mut self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
+        let err = |source| StartError::Metrics {
+            addr: listen,
+            source,
+        };
+        let l = qcg_proto::metrics::bind(listen).await.map_err(err)?;
+        let at = l.local_addr().map_err(err)?;
+        let (tokens, gate, errors) = (self.tokens.clone(), self.gate.clone(), self.errors.clone());
+        let render = move || metrics::render(&tokens, &gate, &errors);
+        if let Some(old) = self
+            .metrics
+            .replace(tokio::spawn(qcg_proto::metrics::serve(l, Arc::new(render))))
+        {
+            old.abort();
+        }
+        tracing::info!(%at, "metrics served");
+        Ok(at)
+    }
+
     /// Stops registering (relays in progress go on until their ends close).
     pub fn shutdown(self) {
         self.task.abort();
+        if let Some(m) = &self.metrics {
+            m.abort();
+        }
     }
 
     /// Stops everything at once, as a killed proxy would: no more registrations or
     /// tokens, no new relays, and the relays in progress cut.
     pub fn kill(self) {
         self.task.abort();
+        if let Some(m) = &self.metrics {
+            m.abort();
+        }
         self.door.abort();
         self.endpoint.close(0u32.into(), b"proxy killed");
         self.stopped

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 #[command(version, about, long_about = None)]
 struct Cli {
     /// Configuration file (TOML): `listen`, `public_address`, `broker`, `ca`, `cert`,
-    /// `key`. See configs/proxy.toml.
+    /// `key`, and optionally `crl`, `metrics_listen` and `metrics_public`. See
+    /// configs/proxy.toml.
     #[arg(long, short)]
     config: PathBuf,
     /// Check the config and exit (0: fine; 2: each problem printed, naming the
@@ -33,10 +34,17 @@ async fn main() {
         qcg_proto::check::report("qcg-proxy", &cli.config, &cfg.problems());
     }
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-proxy", 2, e));
-    let proxy = qcg_proxy::Proxy::start(id, cfg.listen, cfg.public_address, cfg.broker)
+    let mut proxy = qcg_proxy::Proxy::start(id, cfg.listen, cfg.public_address, cfg.broker)
         .await
         .unwrap_or_else(|e| fail("qcg-proxy", 1, e));
     println!("qcg-proxy: relaying on {}", proxy.addr);
+    if let Some(at) = cfg.metrics_listen {
+        let at = proxy
+            .serve_metrics(at)
+            .await
+            .unwrap_or_else(|e| fail("qcg-proxy", 1, e));
+        println!("qcg-proxy: metrics on http://{at}/metrics");
+    }
     shutdown.wait().await;
     proxy.shutdown();
 }

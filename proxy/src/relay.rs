@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,11 +39,24 @@ struct Expected {
 pub struct Tokens {
     inner: Arc<Mutex<HashMap<String, Expected>>>,
     /// Relays made.
-    pub paired: Arc<std::sync::atomic::AtomicU64>,
+    pub paired: Arc<AtomicU64>,
     /// Connections refused.
-    pub refused: Arc<std::sync::atomic::AtomicU64>,
+    pub refused: Arc<AtomicU64>,
+    /// What the relays in progress and past moved.
+    pub stats: Arc<RelayStats>,
     /// Sockets of the relays in progress (to cut them when the proxy stops).
     live: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+/// What the relays did, for metrics.
+#[derive(Debug, Default)]
+pub struct RelayStats {
+    /// Bytes moved, both directions summed.
+    pub bytes: AtomicU64,
+    /// Relays in progress.
+    pub open: AtomicU64,
+    /// Relays that ended on an error (a reset or a failed splice), not a close.
+    pub broken: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -84,8 +98,7 @@ impl Tokens {
         {
             Some(token) => self.arrive_with_token(s, token),
             None => {
-                self.refused
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.refused.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!("relay connection refused: not a qcg relay request");
             }
         }
@@ -95,7 +108,7 @@ impl Tokens {
     /// `refused`; logged at debug level only: strangers get no line each).
     pub fn arrive_with_token(&self, s: TcpStream, token: String) {
         if let Some((a, b)) = self.admit(s, token) {
-            pair(a, b);
+            relay(a, b, &self.stats);
         }
     }
 
@@ -104,8 +117,7 @@ impl Tokens {
     /// completes a pair, returned to be relayed ([`relay`]).
     pub fn admit(&self, s: TcpStream, token: String) -> Option<(TcpStream, TcpStream)> {
         let refuse = |why: &str| {
-            self.refused
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.refused.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(why, "relay connection refused");
         };
         let other = {
@@ -134,14 +146,19 @@ impl Tokens {
             refuse("unknown, expired or already used token");
             return None;
         };
-        self.paired
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.paired.fetch_add(1, Ordering::Relaxed);
         {
             let mut live = lock(&self.live);
             live.retain(|s| s.peer_addr().is_ok());
             live.extend([first.try_clone(), s.try_clone()].into_iter().flatten());
         }
         Some((first, s))
+    }
+
+    /// Tokens announced and not used yet (expired ones included until the next
+    /// announcement sweeps them).
+    pub fn waiting(&self) -> usize {
+        lock(&self.inner).len()
     }
 
     /// Cuts every relay in progress, as if the proxy had died: both ends of each see
@@ -155,12 +172,14 @@ impl Tokens {
 }
 
 /// Relays between two paired connections until both have closed (blocks; the
-/// caller gives it a thread of its own).
-pub fn relay(a: TcpStream, b: TcpStream) {
-    pair(a, b)
+/// caller gives it a thread of its own), counting in `stats`.
+pub fn relay(a: TcpStream, b: TcpStream, stats: &Arc<RelayStats>) {
+    stats.open.fetch_add(1, Ordering::Relaxed);
+    pair(a, b, stats);
+    stats.open.fetch_sub(1, Ordering::Relaxed);
 }
 
-fn pair(mut a: TcpStream, mut b: TcpStream) {
+fn pair(mut a: TcpStream, mut b: TcpStream, stats: &Arc<RelayStats>) {
     // No Nagle: the ends send small messages and wait for answers.
     let ok = a
         .set_read_timeout(None)
@@ -178,28 +197,30 @@ fn pair(mut a: TcpStream, mut b: TcpStream) {
         (Ok(x), Ok(y)) => (x, y),
         _ => return,
     };
-    let t = std::thread::spawn(move || pump(a2, b2));
-    pump(b, a);
+    let s2 = stats.clone();
+    let t = std::thread::spawn(move || pump(a2, b2, &s2));
+    pump(b, a, stats);
     let _ = t.join();
 }
 
 /// Moves bytes from `src` to `dst` until `src` ends, then half-closes `dst`. On an
 /// error both sockets are shut down, so that both processes see the link break
 /// rather than wait or take a short stream for a complete one.
-fn pump(src: TcpStream, dst: TcpStream) {
-    match splice_all(&src, &dst) {
+fn pump(src: TcpStream, dst: TcpStream, stats: &RelayStats) {
+    match splice_all(&src, &dst, &stats.bytes) {
         Ok(()) => {
             let _ = dst.shutdown(Shutdown::Write);
         }
         Err(e) => {
             tracing::debug!(error = %e, "relay broke");
+            stats.broken.fetch_add(1, Ordering::Relaxed);
             let _ = src.shutdown(Shutdown::Both);
             let _ = dst.shutdown(Shutdown::Both);
         }
     }
 }
 
-fn splice_all(src: &TcpStream, dst: &TcpStream) -> nix::Result<()> {
+fn splice_all(src: &TcpStream, dst: &TcpStream, moved: &AtomicU64) -> nix::Result<()> {
     use nix::fcntl::{splice, SpliceFFlags};
     let (pr, pw) = nix::unistd::pipe()?;
     // Not SPLICE_F_MORE: it corks the outgoing socket, holding a small message back
@@ -217,6 +238,7 @@ fn splice_all(src: &TcpStream, dst: &TcpStream) -> nix::Result<()> {
                 return Err(nix::errno::Errno::EPIPE);
             }
             left -= m;
+            moved.fetch_add(m as u64, Ordering::Relaxed);
         }
     }
 }
@@ -272,6 +294,9 @@ mod tests {
         b.read_to_end(&mut got).unwrap();
         w.join().unwrap();
         assert!(got == big);
+        // The end of the stream came after the last splice was counted.
+        assert_eq!(t.stats.bytes.load(Ordering::Relaxed), big.len() as u64);
+        assert_eq!(t.stats.open.load(Ordering::Relaxed), 1);
         b.write_all(b"back").unwrap();
         let mut back = [0u8; 4];
         a.read_exact(&mut back).unwrap();
@@ -295,6 +320,6 @@ mod tests {
         junk.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
         junk.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         assert!(!answered(&mut junk));
-        assert!(t.refused.load(std::sync::atomic::Ordering::Relaxed) >= 3);
+        assert!(t.refused.load(Ordering::Relaxed) >= 3);
     }
 }

@@ -36,12 +36,12 @@ proptest! {
 /// A proxy on loopback whose broker is not there (its door works without one).
 fn start_proxy(rt: &tokio::runtime::Runtime) -> Result<qcg_proxy::Proxy> {
     let ca = Ca::generate()?;
-    rt.block_on(qcg_proxy::Proxy::start(
+    Ok(rt.block_on(qcg_proxy::Proxy::start(
         ca.identity(Role::Proxy, "p")?,
         "127.0.0.1:0".parse()?,
         None,
         "127.0.0.1:9".parse()?,
-    ))
+    ))?)
 }
 
 #[test]

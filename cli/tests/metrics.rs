@@ -1,0 +1,398 @@
+//! Every service's `/metrics`, scraped from the real binaries on loopback after a
+//! job ran across two clusters through a relay proxy, checked by Prometheus's own
+//! parser and linter (`promtool check metrics`, from Debian's `prometheus`
+//! package: `scripts/metrics-deps.sh` installs it, and the test fails if it cannot),
+//! and read for what an operator would look at: links by technique, relayed bytes,
+//! connections, errors.
+//!
+//! Needs the workspace's binaries and examples built first
+//! (`cargo build --workspace --bins --examples`), as the test command does.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+use common::*;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// promtool on PATH, installed by the project's script if missing; panics (never
+/// skips) when it cannot be had.
+fn promtool() -> &'static str {
+    let have = || {
+        Command::new("promtool")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !have() {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/metrics-deps.sh");
+        let o = Command::new("bash").arg(&script).output().unwrap();
+        assert!(
+            o.status.success() && have(),
+            "promtool is needed to check the metrics and {} could not install it:\n{}",
+            script.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    "promtool"
+}
+
+/// `promtool check metrics` on one scrape: parse errors and lint problems (names,
+/// suffixes, help) both fail.
+fn check(service: &str, text: &str) {
+    let mut child = Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "promtool rejects the metrics of {service}:\n{}{}\n--- scrape:\n{text}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// The value of the sample written exactly `series` (name and labels as exposed).
+fn value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (name, v) = l.rsplit_once(' ')?;
+            (name == series).then(|| v.parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
+}
+
+/// The sum of every sample of `name` whose labels include all of `labels`.
+fn sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(s, _)| {
+            s.split_once('{').map_or(*s, |(n, _)| n) == name
+                && labels.iter().all(|want| s.contains(want))
+        })
+        .map(|(_, v)| v.parse::<f64>().unwrap())
+        .sum()
+}
+
+fn scrape(at: SocketAddr) -> String {
+    http_get(at, "/metrics")
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < Duration::from_secs(30), "{what}: never");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn every_service_exposes_metrics_that_promtool_accepts_and_that_count_the_job() {
+    // Check promtool first: a missing checker fails here, before any service.
+    promtool();
+    let dir = grid_ca(&[
+        ("broker", "broker"),
+        ("frontal", "alpha"),
+        ("frontal", "beta"),
+        ("helper", "a1"),
+        ("helper", "b1"),
+        ("proxy", "relay"),
+    ]);
+    let d = dir.path();
+    let mut services = Services(Vec::new());
+    let cfg = write(
+        d,
+        "broker.toml",
+        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
+    );
+    let lines = start(&mut services, "qcg-broker", &cfg);
+    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
+    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
+        .parse()
+        .unwrap();
+
+    let cfg = write(
+        d,
+        "proxy.toml",
+        &format!(
+            "listen = \"127.0.0.1:0\"\nbroker = \"{broker}\"\nca = \"ca/ca.pem\"\ncert = \"ca/relay.pem\"\nkey = \"ca/relay.key\"\nmetrics_listen = \"127.0.0.1:0\"\n"
+        ),
+    );
+    let lines = start(&mut services, "qcg-proxy", &cfg);
+    wait_for(&lines, "qcg-proxy: relaying on");
+    let proxy_m: SocketAddr = wait_for(&lines, "qcg-proxy: metrics on http://")
+        .trim_end_matches("/metrics")
+        .parse()
+        .unwrap();
+
+    // Two closed clusters behind random-port NATs: neither can be dialled, nor
+    // punched (on loopback, closed clusters without NAT punch), so every link
+    // between them goes through the relay proxy.
+    let mut frontal_m = Vec::new();
+    let mut helper_m = Vec::new();
+    let mut sockets = Vec::new();
+    for (cluster, node) in [("alpha", "a1"), ("beta", "b1")] {
+        let cfg = write(
+            d,
+            &format!("frontal-{cluster}.toml"),
+            &format!(
+                "cluster = \"{cluster}\"\npolicy = \"closed\"\nnat = \"random-port\"\npublic_address = \"127.0.0.1\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/{cluster}.pem\"\nkey = \"ca/{cluster}.key\"\nmetrics_listen = \"127.0.0.1:0\"\n"
+            ),
+        );
+        let lines = start(&mut services, "qcg-frontal", &cfg);
+        let at = wait_for(
+            &lines,
+            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
+        );
+        let m: SocketAddr = wait_for(&lines, "qcg-frontal: metrics on http://")
+            .trim_end_matches("/metrics")
+            .parse()
+            .unwrap();
+        frontal_m.push(m);
+        let socket = d.join(format!("{node}.sock"));
+        let cfg = write(
+            d,
+            &format!("helper-{node}.toml"),
+            &format!(
+                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\nmetrics_listen = \"127.0.0.1:0\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
+            ),
+        );
+        let lines = start(&mut services, "qcg-helper", &cfg);
+        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
+        let m: SocketAddr = wait_for(&lines, "qcg-helper: metrics on http://")
+            .trim_end_matches("/metrics")
+            .parse()
+            .unwrap();
+        helper_m.push(m);
+        sockets.push(socket);
+    }
+    wait_until("the proxy registered", || {
+        metric(http, "qcg_broker_proxies_alive") == 1
+    });
+    wait_until("both helpers connected", || {
+        frontal_m
+            .iter()
+            .all(|m| value(&scrape(*m), "qcg_frontal_helpers_connected") == 1.0)
+    });
+
+    // Before any job: every scrape parses, and nothing was relayed.
+    check("qcg-proxy (idle)", &scrape(proxy_m));
+    assert_eq!(
+        value(&scrape(proxy_m), "qcg_proxy_relayed_bytes_total"),
+        0.0
+    );
+
+    // The ring: four ranks, alternately on alpha and beta, each link between the
+    // two clusters.
+    let o = Command::new(bin("qcg"))
+        .args(["run", "--tag-output", "-n", "4", "--timeout", "60"])
+        .args(["--helper", sockets[0].to_str().unwrap()])
+        .args(["--helper", sockets[1].to_str().unwrap()])
+        .arg("--")
+        .arg(example("ring"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("[0] round 0: token came back as 4 after visiting 4 ranks"),
+        "{out}"
+    );
+
+    // Each scrape parses and passes promtool's lint.
+    let b = scrape(http);
+    check("qcg-broker", &b);
+    let p = scrape(proxy_m);
+    check("qcg-proxy", &p);
+    let f: Vec<String> = frontal_m.iter().map(|m| scrape(*m)).collect();
+    let h: Vec<String> = helper_m.iter().map(|m| scrape(*m)).collect();
+    for (i, t) in f.iter().enumerate() {
+        check(&format!("qcg-frontal #{i}"), t);
+    }
+    for (i, t) in h.iter().enumerate() {
+        check(&format!("qcg-helper #{i}"), t);
+    }
+
+    // Links by technique: the broker counts each rank's report once; the links
+    // were relayed, none direct; every report came through a helper and a frontal.
+    let relayed = "qcg_broker_links_total{technique=\"relayed\",outcome=\"ok\"}";
+    let made = value(&b, relayed);
+    assert!(made >= 4.0, "4 ring links, {made} relayed\n{b}");
+    assert_eq!(
+        value(
+            &b,
+            "qcg_broker_links_total{technique=\"direct\",outcome=\"ok\"}"
+        ),
+        0.0,
+        "{b}"
+    );
+    let via = |texts: &[String], name: &str| -> f64 {
+        texts
+            .iter()
+            .map(|t| sum(t, name, &["technique=\"relayed\"", "outcome=\"ok\""]))
+            .sum()
+    };
+    assert_eq!(via(&f, "qcg_frontal_links_total"), made, "{f:?}");
+    assert_eq!(via(&h, "qcg_helper_links_total"), made, "{h:?}");
+    // Each cluster's ranks dialled some of the links.
+    for t in &f {
+        assert!(
+            sum(
+                t,
+                "qcg_frontal_links_total",
+                &["technique=\"relayed\"", "outcome=\"ok\""]
+            ) >= 1.0,
+            "{t}"
+        );
+    }
+
+    // The proxy: a relay per link at least, bytes through it, none refused, none
+    // still open once the job ended.
+    assert!(
+        value(&p, "qcg_proxy_relays_total") >= made,
+        "{made} relayed links\n{p}"
+    );
+    let bytes = value(&p, "qcg_proxy_relayed_bytes_total");
+    assert!(bytes > 0.0, "{p}");
+    assert_eq!(
+        sum(&p, "qcg_proxy_connections_refused_total", &[]),
+        0.0,
+        "{p}"
+    );
+    wait_until("the relays closed", || {
+        value(&scrape(proxy_m), "qcg_proxy_relays_open") == 0.0
+    });
+
+    // Connections: each frontal took its helper (and the broker the frontals and
+    // the proxy) and refused none.
+    for t in &f {
+        assert!(
+            value(
+                t,
+                "qcg_frontal_connections_accepted_total{listener=\"quic\"}"
+            ) >= 1.0,
+            "{t}"
+        );
+        assert_eq!(sum(t, "qcg_frontal_connections_refused_total", &[]), 0.0);
+        assert_eq!(sum(t, "qcg_frontal_errors_total", &[]), 0.0, "{t}");
+    }
+    assert!(
+        value(
+            &b,
+            "qcg_broker_connections_accepted_total{listener=\"quic\"}"
+        ) >= 3.0,
+        "{b}"
+    );
+    for t in &h {
+        // Each rank opened lines to its helper; the job is over.
+        assert!(
+            value(
+                t,
+                "qcg_helper_connections_accepted_total{listener=\"socket\"}"
+            ) >= 2.0,
+            "{t}"
+        );
+        assert_eq!(value(t, "qcg_helper_processes_running"), 0.0, "{t}");
+        assert!(
+            value(t, "qcg_helper_requests_total{kind=\"register\"}") >= 2.0,
+            "{t}"
+        );
+        assert_eq!(sum(t, "qcg_helper_errors_total", &[]), 0.0, "{t}");
+    }
+
+    // Only /metrics is served, and the listener is where the config said.
+    assert_eq!(proxy_m.ip(), std::net::Ipv4Addr::LOCALHOST);
+    let mut s = std::net::TcpStream::connect(frontal_m[0]).unwrap();
+    s.write_all(b"GET /v1/processes HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut resp = String::new();
+    std::io::Read::read_to_string(&mut s, &mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 404"), "{resp}");
+}
+
+/// A metrics address off loopback is refused at load time unless the config says
+/// `metrics_public = true`, with the field named.
+#[test]
+fn a_public_metrics_address_needs_metrics_public() {
+    let dir = grid_ca(&[("proxy", "relay")]);
+    let d = dir.path();
+    let body = "listen = \"127.0.0.1:0\"\nbroker = \"127.0.0.1:7700\"\nca = \"ca/ca.pem\"\ncert = \"ca/relay.pem\"\nkey = \"ca/relay.key\"\nmetrics_listen = \"0.0.0.0:0\"\n";
+    let cfg = write(d, "proxy.toml", body);
+    let e = qcg_proxy::config::Config::load(&cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("metrics_listen") && e.contains("metrics_public"),
+        "{e}"
+    );
+    let cfg = write(d, "proxy.toml", &format!("{body}metrics_public = true\n"));
+    assert!(qcg_proxy::config::Config::load(&cfg).is_ok());
+}
+
+/// A metrics port already taken stops each service at start (exit status 1) with
+/// an error naming the address and the config field, not a bare OS error.
+#[test]
+fn a_taken_metrics_port_stops_the_service_naming_the_field() {
+    let dir = grid_ca(&[("proxy", "relay"), ("frontal", "alpha"), ("helper", "a1")]);
+    let d = dir.path();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = taken.local_addr().unwrap();
+    let configs = [
+        (
+            "qcg-proxy",
+            format!(
+                "listen = \"127.0.0.1:0\"\nbroker = \"127.0.0.1:9\"\nca = \"ca/ca.pem\"\ncert = \"ca/relay.pem\"\nkey = \"ca/relay.key\"\nmetrics_listen = \"{at}\"\n"
+            ),
+        ),
+        (
+            "qcg-frontal",
+            format!(
+                "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"127.0.0.1:9\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/alpha.pem\"\nkey = \"ca/alpha.key\"\nmetrics_listen = \"{at}\"\n"
+            ),
+        ),
+        (
+            "qcg-helper",
+            format!(
+                "node = \"a1\"\nfrontal = \"127.0.0.1:9\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\nmetrics_listen = \"{at}\"\n\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
+            ),
+        ),
+    ];
+    for (service, text) in configs {
+        let cfg = write(d, &format!("{service}.toml"), &text);
+        let o = Command::new(bin(service))
+            .arg("--config")
+            .arg(&cfg)
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{service}: {err}");
+        assert!(
+            err.contains(&format!("cannot serve metrics on {at}"))
+                && err.contains("config field `metrics_listen`")
+                && err.contains("in use"),
+            "{service}: {err}"
+        );
+    }
+    drop(taken);
+}
