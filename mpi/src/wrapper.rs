@@ -244,18 +244,163 @@ pub fn main(var: &str, default: &str) -> ! {
         println!("{compiler} {}", cmd.join(" "));
         std::process::exit(0);
     }
-    match Command::new(&compiler).args(&cmd).status() {
-        Ok(s) => std::process::exit(s.code().unwrap_or(1)),
+    let mut child = match Command::new(&compiler)
+        .args(&cmd)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("{name}: cannot run {compiler}: {e}");
             std::process::exit(127);
         }
+    };
+    // The compiler's messages go on to ours as they come; a function or constant of
+    // a part of MPI we lack is then named (the linker or gfortran alone would say
+    // `undefined reference` or `no IMPLICIT type`).
+    let mut said = String::new();
+    if let Some(err) = child.stderr.take() {
+        use std::io::{BufRead, Write};
+        let mut out = std::io::stderr();
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = writeln!(out, "{line}");
+            if said.len() < 1 << 20 {
+                said.push_str(&line);
+                said.push('\n');
+            }
+        }
     }
+    let status = child.wait().map_or(1, |s| s.code().unwrap_or(1));
+    if status != 0 {
+        for why in absent_named(&said) {
+            eprintln!("{name}: {why}");
+        }
+    }
+    std::process::exit(status);
+}
+
+/// The table of what we provide and lack, as built into the wrappers.
+fn table() -> crate::api::Api {
+    crate::api::parse(include_str!("../api/functions.txt")).unwrap_or_default()
+}
+
+/// What a failed build's messages show the program uses of the MPI we lack: each
+/// function the linker did not find (`mpi_file_open_`, `MPI_File_open`) that the
+/// table lists as absent, and each undeclared Fortran name of such a part
+/// (`MPI_MODE_CREATE` of I/O), one sentence each, in order, without repeats.
+pub fn absent_named(messages: &str) -> Vec<String> {
+    let api = table();
+    let mut out: Vec<String> = Vec::new();
+    let mut push = |s: String| {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    };
+    for line in messages.lines() {
+        if let Some(sym) = quoted_after(line, "undefined reference to ") {
+            let bare = sym.trim_end_matches('_').to_ascii_lowercase();
+            let bare = bare
+                .strip_prefix('p')
+                .filter(|b| b.starts_with("mpi_"))
+                .unwrap_or(&bare);
+            if let Some(a) = api
+                .absent
+                .iter()
+                .find(|a| a.name.to_ascii_lowercase() == bare)
+            {
+                let what = if a.chapter == 0 {
+                    format!("{}, not in MPI 3.1", a.part)
+                } else {
+                    format!("{}, MPI 3.1 chapter {}", a.part, a.chapter)
+                };
+                // Fortran's names are the upper-case ones; C's the table's.
+                let named = if sym.ends_with('_') || sym == sym.to_ascii_lowercase() {
+                    a.name.to_ascii_uppercase()
+                } else {
+                    a.name.clone()
+                };
+                push(format!("qcg does not provide {named} ({what})"));
+            }
+        }
+        if let Some(sym) = quoted_after(line, "Symbol ") {
+            if line.contains("has no IMPLICIT type") {
+                if let Some(part) = constant_part(&sym.to_ascii_uppercase()) {
+                    push(format!(
+                        "qcg does not provide {} ({part}): qcg's `mpi` module and mpif.h leave it out",
+                        sym.to_ascii_uppercase()
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The part of MPI a constant we leave out belongs to, by its name.
+fn constant_part(name: &str) -> Option<&'static str> {
+    const PARTS: [(&str, &str); 12] = [
+        (
+            "MPI_MODE_",
+            "I/O or one-sided communication, MPI 3.1 chapters 11 and 13",
+        ),
+        ("MPI_SEEK_", "I/O, MPI 3.1 chapter 13"),
+        ("MPI_DISPLACEMENT_CURRENT", "I/O, MPI 3.1 chapter 13"),
+        ("MPI_FILE_NULL", "I/O, MPI 3.1 chapter 13"),
+        ("MPI_ORDER_", "I/O, MPI 3.1 chapter 13"),
+        ("MPI_WIN_", "one-sided communication, MPI 3.1 chapter 11"),
+        ("MPI_LOCK_", "one-sided communication, MPI 3.1 chapter 11"),
+        ("MPI_REPLACE", "one-sided communication, MPI 3.1 chapter 11"),
+        ("MPI_NO_OP", "one-sided communication, MPI 3.1 chapter 11"),
+        ("MPI_ARGV_NULL", "dynamic processes, MPI 3.1 chapter 10"),
+        ("MPI_ARGVS_NULL", "dynamic processes, MPI 3.1 chapter 10"),
+        (
+            "MPI_ERRCODES_IGNORE",
+            "dynamic processes, MPI 3.1 chapter 10",
+        ),
+    ];
+    PARTS
+        .iter()
+        .find(|(p, _)| name.starts_with(p))
+        .map(|(_, part)| *part)
+}
+
+/// The name quoted just after `key` on `line`, whatever the quotes (`x', 'x', ‘x’).
+fn quoted_after(line: &str, key: &str) -> Option<String> {
+    let rest = &line[line.find(key)? + key.len()..];
+    let rest = rest.trim_start_matches(['`', '\'', '‘', '"']);
+    let end = rest.find(['`', '\'', '’', '"'])?;
+    Some(rest[..end].to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_build_names_what_qcg_lacks() {
+        let said = "/usr/bin/ld: /tmp/ccX.o: in function `MAIN__':\n\
+            io.f90:(.text+0x5c): undefined reference to `mpi_file_open_'\n\
+            io.f90:(.text+0x9c): undefined reference to `mpi_file_open_'\n\
+            x.c:(.text+0x1): undefined reference to `PMPI_Win_create'\n\
+            x.c:(.text+0x1): undefined reference to `not_mpi_at_all'\n\
+            io.f90:7:30:\n\
+            Error: Symbol 'mpi_mode_create' at (1) has no IMPLICIT type\n\
+            Error: Symbol 'my_var' at (1) has no IMPLICIT type\n";
+        let got = absent_named(said);
+        assert_eq!(
+            got,
+            vec![
+                "qcg does not provide MPI_FILE_OPEN (I/O, MPI 3.1 chapter 13)".to_string(),
+                "qcg does not provide MPI_Win_create (one-sided communication, MPI 3.1 chapter 11)"
+                    .to_string(),
+                "qcg does not provide MPI_MODE_CREATE (I/O or one-sided communication, MPI 3.1 \
+                 chapters 11 and 13): qcg's `mpi` module and mpif.h leave it out"
+                    .to_string(),
+            ]
+        );
+        assert!(absent_named("undefined reference to `mpi_send_'\n").is_empty());
+        assert!(absent_named("").is_empty());
+    }
 
     #[test]
     fn linking_adds_the_library_and_its_rpath_compiling_does_not() {

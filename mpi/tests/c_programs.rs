@@ -525,6 +525,40 @@ fn a_call_to_a_function_qcg_lacks_fails_to_build_naming_it() -> Result<()> {
     Ok(())
 }
 
+/// The same in Fortran: gfortran alone says `undefined reference to mpi_file_open_`
+/// or `Symbol 'mpi_mode_create' has no IMPLICIT type`; `qcg-mpif90` then names the
+/// function or constant and says qcg does not provide it.
+#[test]
+fn a_fortran_call_to_a_function_qcg_lacks_fails_to_build_naming_it() -> Result<()> {
+    gfortran()?;
+    let programs = [
+        (
+            "absent_call",
+            "program p\n  use mpi\n  implicit none\n  integer :: fh, ierr\n  call MPI_INIT(ierr)\n  call MPI_FILE_OPEN(MPI_COMM_WORLD, 'x', 5, MPI_INFO_NULL, fh, ierr)\n  call MPI_FINALIZE(ierr)\nend program p\n",
+            "qcg-mpif90: qcg does not provide MPI_FILE_OPEN (I/O, MPI 3.1 chapter 13)",
+        ),
+        (
+            "absent_constant",
+            "program p\n  use mpi\n  implicit none\n  integer :: ierr, mode\n  call MPI_INIT(ierr)\n  mode = MPI_MODE_CREATE\n  call MPI_FINALIZE(ierr)\nend program p\n",
+            "qcg-mpif90: qcg does not provide MPI_MODE_CREATE",
+        ),
+    ];
+    for (name, body, want) in programs {
+        let src = out_dir().join(format!("{name}.f90"));
+        std::fs::write(&src, body)?;
+        let o = Command::new(env!("CARGO_BIN_EXE_qcg-mpif90"))
+            .arg(&src)
+            .arg("-o")
+            .arg(out_dir().join(name))
+            .current_dir(out_dir())
+            .output()?;
+        let err = String::from_utf8_lossy(&o.stderr);
+        ensure!(!o.status.success(), "{name}: it built");
+        ensure!(err.contains(want), "{name}: {err}");
+    }
+    Ok(())
+}
+
 /// gfortran, installed through apt-get when missing and we are root.
 fn gfortran() -> Result<()> {
     static FOUND: OnceLock<std::result::Result<(), String>> = OnceLock::new();
