@@ -234,6 +234,8 @@ struct Shm {
 }
 /// Tokens of connections still in their handshake start here.
 const HANDSHAKE_BASE: usize = 1 << 40;
+/// Why an accepted connection that closed before its handshake ended was dropped.
+const CLOSED_EARLY: &str = "closed during the handshake";
 /// Handshakes in progress at once; past it the oldest is dropped.
 pub const MAX_HANDSHAKES: usize = 256;
 /// Time a stranger gets to send its first bytes.
@@ -1003,7 +1005,9 @@ impl Engine {
         }
     }
 
-    /// Drives handshake `key` as far as its bytes allow.
+    /// Drives handshake `key` as far as its bytes allow. A connection closed before
+    /// its handshake ended ([`CLOSED_EARLY`]) is logged at debug level only; one that
+    /// fails it is a stranger's (`drop_stranger`).
     fn handshake(&self, lp: &mut Loop, key: usize) {
         let outcome: Result<Option<Linked>, String> = (|| {
             let Some(a) = lp.accepting.get_mut(key) else {
@@ -1024,7 +1028,7 @@ impl Engine {
                 }
                 let mut buf = vec![0u8; a.need];
                 match a.stream.read(&mut buf) {
-                    Ok(0) => return Err("closed during the handshake".into()),
+                    Ok(0) => return Err(CLOSED_EARLY.into()),
                     Ok(n) => {
                         a.got_any = true;
                         match a.acceptor.feed(&buf[..n]) {
@@ -1057,7 +1061,11 @@ impl Engine {
             }
             Err(why) => {
                 let a = lp.accepting.remove(key);
-                if !self.closed.load(Ordering::SeqCst) {
+                if why == CLOSED_EARLY {
+                    // Most often a peer's own attempt that lost its race (the dialer
+                    // closes the techniques it no longer needs): nothing to warn of.
+                    tracing::debug!(connection = %a.addr, "an incoming connection closed during the handshake");
+                } else if !self.closed.load(Ordering::SeqCst) {
                     self.drop_stranger(lp, a.addr, &why);
                 }
             }
