@@ -47,6 +47,12 @@ const CLOCK_EVERY: u32 = 16;
 /// Spinning turns that look at the shared-memory links only, between two that also
 /// ask epoll (a system call each).
 const SKIP_POLL: u32 = 32;
+/// The same when every link of the process is in shared memory and the node has a
+/// core per rank: epoll then only brings new connections, doorbells and dials, none
+/// of them urgent, and a system call (with the full turn's clock reads and dialer
+/// timers) on the path of a message that arrives meanwhile delays it by more than the
+/// message's own cost.
+const SKIP_POLL_MEMORY: u32 = 1024;
 /// Shell frames: a shared-memory offer, its acceptance, a refusal.
 const SHM_OFFER: u32 = 1;
 const SHM_ACCEPT: u32 = 2;
@@ -306,6 +312,11 @@ struct Loop {
     next_tick: Instant,
     /// Spinning turns since the last that asked epoll.
     skipped: u32,
+    /// How many may pass before one asks epoll (`SKIP_POLL`, or `SKIP_POLL_MEMORY`).
+    skip_limit: u32,
+    /// Readiness of the last turn, per token: readable, read side closed (or
+    /// failed), writable.
+    ready: Vec<(Token, bool, bool, bool)>,
 }
 
 /// Work the loop advances after every turn, whoever drives it (a waiting caller or
@@ -432,6 +443,8 @@ impl Engine {
                 accept_failed: Dropped::default(),
                 next_tick: Instant::now() + TICK,
                 skipped: 0,
+                skip_limit: SKIP_POLL,
+                ready: Vec::new(),
             }),
             shm,
             in_memory: AtomicBool::new(false),
@@ -627,9 +640,13 @@ impl Engine {
         mut check: impl FnMut(&mut Core<Link>) -> Option<R>,
         deadline: Option<Instant>,
     ) -> Option<R> {
-        if let Some(r) = check(&mut self.core()) {
-            return Some(r);
-        }
+        let mut moved = {
+            let mut core = self.core();
+            if let Some(r) = check(&mut core) {
+                return Some(r);
+            }
+            core.moved()
+        };
         self.active.fetch_add(1, Ordering::SeqCst);
         if self.bg_in_loop.load(Ordering::SeqCst) {
             let _ = self.waker.wake();
@@ -644,7 +661,6 @@ impl Engine {
         // large message streaming in (or out) keeps the caller polling, since each
         // readiness it slept for would cost a wake-up (30-55 µs here) per socket
         // buffer's worth of bytes.
-        let mut moved = self.core().accounting().moved;
         let mut slept = false;
         // The clock is read every few spinning turns only: a turn over shared memory
         // takes a fraction of a microsecond, and a clock read can cost as much.
@@ -689,7 +705,7 @@ impl Engine {
             if let Some(r) = check(&mut core) {
                 break Some(r);
             }
-            let m = core.accounting().moved;
+            let m = core.moved();
             if m - moved >= BULK {
                 moved = m;
                 spin_until = Instant::now() + spin;
@@ -713,6 +729,8 @@ impl Engine {
             spin.as_micros() as u64 / 2
         };
         self.spin_now.store(next, Ordering::Relaxed);
+        // A fresh reading: `now` may be from before a sleep, and a stale one makes
+        // the background thread take the loop from a caller that is still busy.
         self.last_call
             .store(self.epoch.elapsed().as_micros() as u64, Ordering::Relaxed);
         self.active.fetch_sub(1, Ordering::SeqCst);
@@ -754,7 +772,11 @@ impl Engine {
 
     /// One turn of the loop: waits up to `timeout` for readiness, handles it.
     fn turn(&self, lp: &mut Loop, timeout: Duration) {
-        if timeout.is_zero() && lp.skipped < SKIP_POLL && self.in_memory.load(Ordering::Relaxed) {
+        if timeout.is_zero()
+            && lp.skipped < lp.skip_limit
+            && self.in_memory.load(Ordering::Relaxed)
+            && !self.dial_work.load(Ordering::Relaxed)
+        {
             // A spinning turn: the shared-memory links only, no system call, and
             // epoll once every few turns (the full turn below).
             lp.skipped += 1;
@@ -772,9 +794,21 @@ impl Engine {
         if !lp.accepting.is_empty() {
             timeout = timeout.min(Duration::from_millis(100));
         }
-        if let Some(t) = lock(&self.dial).next_timer() {
+        let dialing = lock(&self.dial).next_timer();
+        if let Some(t) = dialing {
             timeout = timeout.min(t.saturating_duration_since(now));
         }
+        // Not on a crowded node: there every spinning turn yields its core (a system
+        // call already), and asking epoll every few turns costs little beside it.
+        lp.skip_limit = if dialing.is_none()
+            && lp.accepting.is_empty()
+            && !self.crowded.load(Ordering::Relaxed)
+            && self.core().all_polled()
+        {
+            SKIP_POLL_MEMORY
+        } else {
+            SKIP_POLL
+        };
         if self.dial_work.load(Ordering::SeqCst) {
             timeout = Duration::ZERO;
         }
@@ -802,7 +836,9 @@ impl Engine {
         }
         let mut accept = false;
         // Per token: readable, read side closed (or failed), writable.
-        let mut ready: Vec<(Token, bool, bool, bool)> = Vec::new();
+        // Kept in the loop between turns: a turn allocates nothing.
+        let mut ready = std::mem::take(&mut lp.ready);
+        ready.clear();
         for ev in lp.events.iter() {
             let closed = ev.is_read_closed() || ev.is_error();
             ready.push((
@@ -869,6 +905,7 @@ impl Engine {
             self.expire_handshakes(lp, now);
             self.log_dropped(lp, now, false);
         }
+        lp.ready = ready;
     }
 
     fn drop_stranger(&self, lp: &mut Loop, addr: SocketAddr, why: &str) {

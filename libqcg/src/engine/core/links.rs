@@ -121,6 +121,12 @@ impl<C: LinkIo> Core<C> {
         any
     }
 
+    /// Whether every connection is polled (in shared memory): the poller's
+    /// descriptors then carry nothing urgent.
+    pub fn all_polled(&self) -> bool {
+        self.polled.len() == self.conns.len()
+    }
+
     /// Raises (or lowers) the sleep flag of every polled connection.
     pub fn polled_sleep(&self, on: bool) {
         for &c in &self.polled {

@@ -406,6 +406,8 @@ pub struct Core<C> {
     single_copy_refused: bool,
     /// The time, as the shell last said ([`Core::set_now`]).
     now: Instant,
+    /// Sends a flush finished (its scratch list, kept between flushes).
+    done: Vec<ReqId>,
     /// Bumped whenever a request completes: what waiting callers watch.
     pub completions: u64,
     /// The process is leaving: what arrives is read and dropped until each peer
@@ -450,6 +452,7 @@ impl<C: LinkIo> Core<C> {
             shell_partial: Slab::new(),
             peer_addr: HashMap::default(),
             single_copy_refused: false,
+            done: Vec::new(),
             completions: 0,
             draining: false,
         }
@@ -464,6 +467,11 @@ impl<C: LinkIo> Core<C> {
     /// The settings.
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// Bytes written to and read from links so far (`accounting().moved`).
+    pub fn moved(&self) -> u64 {
+        self.acct.moved
     }
 
     /// What the engine holds now.

@@ -161,7 +161,8 @@ impl<C: LinkIo> Core<C> {
     }
 
     pub(super) fn flush(&mut self, c: ConnId) {
-        let mut done: Vec<ReqId> = Vec::new();
+        // Kept in the core between flushes: a message costs no allocation.
+        let mut done = std::mem::take(&mut self.done);
         let result = loop {
             let Some(conn) = self.conns.get_mut(c) else {
                 return;
@@ -177,26 +178,17 @@ impl<C: LinkIo> Core<C> {
                     Err(e) => break Err(self.link_failure(c, &e)),
                 }
             }
-            // On the stack: a flush per message must not cost an allocation.
-            let mut slices = [IoSlice::new(&[]); IOVECS];
-            let mut k = 0;
-            for o in conn.out.iter() {
-                if k + 2 > IOVECS {
-                    break;
-                }
-                if o.off < HEADER {
-                    slices[k] = IoSlice::new(&o.head[o.off..]);
-                    k += 1;
-                    if let Some(b) = &o.body {
-                        slices[k] = IoSlice::new(b.as_slice());
-                        k += 1;
-                    }
-                } else if let Some(b) = &o.body {
-                    slices[k] = IoSlice::new(&b.as_slice()[o.off - HEADER..]);
-                    k += 1;
-                }
-            }
-            let r = conn.io.write_vectored(&slices[..k]);
+            // On the stack: a flush per message must not cost an allocation, and
+            // one message (the usual case) fills two slices, not `IOVECS`.
+            let r = if conn.out.len() == 1 {
+                let mut slices = [IoSlice::new(&[]); 2];
+                let k = gather(&conn.out, &mut slices);
+                conn.io.write_vectored(&slices[..k])
+            } else {
+                let mut slices = [IoSlice::new(&[]); IOVECS];
+                let k = gather(&conn.out, &mut slices);
+                conn.io.write_vectored(&slices[..k])
+            };
             match r {
                 Ok(0) => break Err("the link accepts no more bytes".to_string()),
                 Ok(mut n) => {
@@ -225,9 +217,11 @@ impl<C: LinkIo> Core<C> {
                 Err(e) => break Err(self.link_failure(c, &e)),
             }
         };
-        for r in done {
+        for &r in &done {
             self.complete(r, Ok(Outcome::Sent));
         }
+        done.clear();
+        self.done = done;
         if result.is_ok() {
             self.retire_if_done(c);
         }
@@ -237,4 +231,27 @@ impl<C: LinkIo> Core<C> {
             }
         }
     }
+}
+
+/// Fills `slices` with what `out` still has to write, whole messages only; how many
+/// slices it used.
+fn gather<'a>(out: &'a std::collections::VecDeque<Out>, slices: &mut [IoSlice<'a>]) -> usize {
+    let mut k = 0;
+    for o in out {
+        if k + 2 > slices.len() {
+            break;
+        }
+        if o.off < HEADER {
+            slices[k] = IoSlice::new(&o.head[o.off..]);
+            k += 1;
+            if let Some(b) = &o.body {
+                slices[k] = IoSlice::new(b.as_slice());
+                k += 1;
+            }
+        } else if let Some(b) = &o.body {
+            slices[k] = IoSlice::new(&b.as_slice()[o.off - HEADER..]);
+            k += 1;
+        }
+    }
+    k
 }
