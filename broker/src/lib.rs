@@ -43,6 +43,7 @@ pub mod topology;
 use grid::Ctx;
 use qcg_proto::msg::{ErrorKind, Request, Response};
 use qcg_proto::quic;
+use qcg_proto::revocation::CrlWatch;
 use qcg_proto::tls::{Identity, Role};
 use registry::{Effect, Registry};
 use std::net::SocketAddr;
@@ -235,6 +236,28 @@ impl Broker {
             None => None,
         };
 
+        // Every change of the revocation list, for the HTTPS connections to check
+        // their peer against (the QUIC ones are checked below).
+        let crl_changes = id.crl.clone().map(|crl| {
+            let (tx, rx) = tokio::sync::watch::channel(crl.generation());
+            let (w, c) = (crl.clone(), cancel.clone());
+            tracker.spawn(async move {
+                let mut every = tokio::time::interval(quic::CRL_POLL);
+                loop {
+                    tokio::select! {
+                        _ = c.cancelled() => break,
+                        _ = every.tick() => {
+                            tx.send_if_modified(|g| {
+                                let now = w.generation();
+                                std::mem::replace(g, now) != now
+                            });
+                        }
+                    }
+                }
+            });
+            (crl, rx)
+        });
+
         let https_addr = match opts.https {
             Some(addr) => {
                 let listener = bind(addr, "HTTPS API").await?;
@@ -246,6 +269,7 @@ impl Broker {
                     listener,
                     acceptor,
                     ctx.clone(),
+                    crl_changes,
                     http::tls_caps(nofile),
                     cancel.clone(),
                     tracker.clone(),
@@ -357,12 +381,13 @@ async fn serve_https(
     listener: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
     ctx: Ctx,
+    crl: Option<(Arc<CrlWatch>, tokio::sync::watch::Receiver<u64>)>,
     caps: qcg_proto::limits::Caps<std::net::IpAddr>,
     cancel: CancellationToken,
     tracker: TaskTracker,
 ) {
     let serve = move |tcp, peer, permit| {
-        let (acceptor, ctx) = (acceptor.clone(), ctx.clone());
+        let (acceptor, ctx, crl) = (acceptor.clone(), ctx.clone(), crl.clone());
         async move {
             let _permit = permit;
             let tls = match tokio::time::timeout(http::TLS_HANDSHAKE, acceptor.accept(tcp)).await {
@@ -373,7 +398,13 @@ async fn serve_https(
                 }
                 Err(_) => return,
             };
-            let caller = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+            let cert = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .cloned();
+            let caller = match &cert {
                 Some(cert) => caller::Caller::of(cert),
                 None => Err(caller::CallerError::Role),
             };
@@ -387,12 +418,45 @@ async fn serve_https(
                     api::forbidden(e.to_string())
                 }
             };
-            if let Err(e) = http::serve_connection(tls, app, http::HTTPS_HEAD).await {
-                tracing::debug!(%peer, error = %e, "HTTPS connection ended");
+            let conn = http::serve_connection(tls, app, http::HTTPS_HEAD);
+            // A keep-alive connection lives no longer than its certificate: dropping
+            // the connection closes it, whatever request is under way.
+            let revoked = async {
+                match (crl, cert) {
+                    (Some((crl, changes)), Some(cert)) => revoked(&crl, changes, &cert).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "HTTPS connection ended");
+                },
+                serial = revoked => tracing::warn!(
+                    %peer,
+                    %serial,
+                    "certificate revoked: closing its live HTTPS connection"
+                ),
             }
         }
     };
     http::accept_loop(listener, "HTTPS API", caps, cancel, tracker, serve).await
+}
+
+/// Returns (with the serial) once the revocation list, at one of its `changes`,
+/// revokes `cert`; never otherwise.
+async fn revoked(
+    crl: &CrlWatch,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    cert: &[u8],
+) -> String {
+    loop {
+        if let Some(serial) = crl.revokes(cert) {
+            return serial;
+        }
+        if changes.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
 }
 
 async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
