@@ -207,7 +207,12 @@ impl Broker {
         ctx.book().jobs.set_limits(l.jobs.clone());
         if let Some(path) = &opts.database {
             let mut store = store::Store::open(path)?;
-            let records = store.load()?;
+            ctx.book().jobs.set_stored(true);
+            let now = std::time::Instant::now();
+            let records = {
+                let book = ctx.book();
+                store.load(|r| book.jobs.wanted_in_memory(r, now))?
+            };
             let n = records.len();
             let refused = ctx.book().jobs.restore(records, std::time::Instant::now());
             for (job, why) in &refused {
@@ -348,10 +353,12 @@ impl Broker {
         let (cx, c) = (ctx.clone(), cancel.clone());
         tracker.spawn(async move {
             let mut every = tokio::time::interval(Duration::from_millis(500));
+            let mut purge = tokio::time::interval(STORED_PURGE);
             loop {
                 tokio::select! {
                     _ = c.cancelled() => break,
                     _ = every.tick() => cx.tick(),
+                    _ = purge.tick() => cx.purge_stored(),
                 }
             }
         });
@@ -533,6 +540,10 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// How often finished jobs that live only in the database are looked at for
+/// `job_record_keep_secs` (and at start).
+const STORED_PURGE: Duration = Duration::from_secs(60);
 
 /// How long the broker waits for a proxy or a frontal to take a pushed request.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(3);
