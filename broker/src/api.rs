@@ -231,14 +231,25 @@ async fn submit(
     }
 }
 
-async fn list(State(ctx): State<Ctx>, Extension(caller): Extension<Caller>) -> Response {
-    let jobs: Vec<JobView> = ctx
-        .book()
-        .jobs
-        .all()
+/// Finished job `id` from the database (no longer in memory), if `caller` may
+/// see it.
+fn stored(ctx: &Ctx, caller: &Caller, id: &str) -> Result<Job, JobError> {
+    ctx.stored_job(id)
         .filter(|j| caller.may_see(&j.submission.owner))
-        .map(JobView::of)
-        .collect();
+        .ok_or_else(|| JobError::Unknown(id.to_string()))
+}
+
+async fn list(State(ctx): State<Ctx>, Extension(caller): Extension<Caller>) -> Response {
+    // Those only in the database first (they finished longest ago), then memory's.
+    let old = ctx.stored_jobs(|owner| caller.may_see(owner));
+    let mut jobs: Vec<JobView> = old.iter().map(JobView::of).collect();
+    jobs.extend(
+        ctx.book()
+            .jobs
+            .all()
+            .filter(|j| caller.may_see(&j.submission.owner))
+            .map(JobView::of),
+    );
     Json(jobs).into_response()
 }
 
@@ -247,8 +258,9 @@ async fn status(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Response {
-    match visible(&ctx.book(), &caller, &id) {
-        Ok(j) => Json(JobView::of(j)).into_response(),
+    let live = visible(&ctx.book(), &caller, &id).map(JobView::of);
+    match live.or_else(|_| stored(&ctx, &caller, &id).map(|j| JobView::of(&j))) {
+        Ok(v) => Json(v).into_response(),
         Err(e) => job_error(e),
     }
 }
@@ -258,8 +270,13 @@ async fn cancel(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Response {
-    if let Err(e) = visible(&ctx.book(), &caller, &id) {
-        return job_error(e);
+    let live = visible(&ctx.book(), &caller, &id).is_ok();
+    if !live {
+        // A job only in the database finished long ago: nothing to cancel.
+        return match stored(&ctx, &caller, &id) {
+            Ok(j) => Json(JobView::of(&j)).into_response(),
+            Err(e) => job_error(e),
+        };
     }
     if let Err(e) = ctx.cancel(&id) {
         return job_error(e);
@@ -307,6 +324,13 @@ async fn output(
 ) -> Response {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(q.wait).min(MAX_WAIT);
     let mut changed = ctx.changed.subscribe();
+    if ctx.book().jobs.get(&id).is_none() {
+        // Finished long ago, only in the database: its output is gone.
+        return match stored(&ctx, &caller, &id) {
+            Ok(j) => Json(page_of(&j, q.from)).into_response(),
+            Err(e) => job_error(e),
+        };
+    }
     loop {
         let page = {
             let book = ctx.book();
@@ -314,31 +338,7 @@ async fn output(
                 Ok(j) => j,
                 Err(e) => return job_error(e),
             };
-            // `from` counts every line the job printed; the kept ones start at
-            // `first_line`.
-            let from = q.from.min(j.lines_printed());
-            let start = from.max(j.first_line);
-            let mut bytes = 0;
-            let lines: Vec<JobLine> = j
-                .output
-                .iter()
-                .skip(usize::try_from(start - j.first_line).unwrap_or(usize::MAX))
-                .take(10_000)
-                .take_while(|l| {
-                    bytes += l.text.len();
-                    bytes <= PAGE_BYTES || bytes == l.text.len()
-                })
-                .cloned()
-                .collect();
-            OutputPage {
-                next: start + lines.len() as u64,
-                skipped: start - from,
-                lines,
-                dropped_lines: j.dropped_lines,
-                dropped_bytes: j.dropped_bytes,
-                finished: j.finished(),
-                status: j.state.clone(),
-            }
+            page_of(j, q.from)
         };
         if !page.lines.is_empty() || page.skipped > 0 || page.finished {
             return Json(page).into_response();
@@ -347,6 +347,35 @@ async fn output(
         if !matches!(wait, Ok(Ok(()))) {
             return Json(page).into_response();
         }
+    }
+}
+
+/// The page of `j`'s output from line `from` (counted over every line it printed).
+fn page_of(j: &Job, from: u64) -> OutputPage {
+    // `from` counts every line the job printed; the kept ones start at
+    // `first_line`.
+    let from = from.min(j.lines_printed());
+    let start = from.max(j.first_line);
+    let mut bytes = 0;
+    let lines: Vec<JobLine> = j
+        .output
+        .iter()
+        .skip(usize::try_from(start - j.first_line).unwrap_or(usize::MAX))
+        .take(10_000)
+        .take_while(|l| {
+            bytes += l.text.len();
+            bytes <= PAGE_BYTES || bytes == l.text.len()
+        })
+        .cloned()
+        .collect();
+    OutputPage {
+        next: start + lines.len() as u64,
+        skipped: start - from,
+        lines,
+        dropped_lines: j.dropped_lines,
+        dropped_bytes: j.dropped_bytes,
+        finished: j.finished(),
+        status: j.state.clone(),
     }
 }
 

@@ -110,6 +110,61 @@ impl Ctx {
         }
     }
 
+    /// Finished job `id` from the database, when it is no longer in memory
+    /// ([`crate::jobs`]' `stored`). Takes the store's lock, then the book's, as
+    /// [`Ctx::persist`] does.
+    pub fn stored_job(&self, id: &str) -> Option<crate::jobs::Job> {
+        let store = lock(&self.store);
+        let r = match store.as_ref()?.record(id) {
+            Ok(r) => r?,
+            Err(e) => {
+                tracing::error!(job = %id, error = %e, "cannot read a finished job's record");
+                return None;
+            }
+        };
+        let book = self.book();
+        let now = Instant::now();
+        // One still in memory (a restart took it back) is shown from there.
+        (r.state.is_terminal() && book.jobs.get(id).is_none()).then(|| book.jobs.stored_job(r, now))
+    }
+
+    /// The finished jobs that live only in the database whose owner `see` accepts.
+    pub fn stored_jobs(&self, see: impl Fn(&str) -> bool) -> Vec<crate::jobs::Job> {
+        let store = lock(&self.store);
+        let Some(store) = store.as_ref() else {
+            return Vec::new();
+        };
+        let records = match store.finished(|r| see(&r.owner)) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read finished jobs' records");
+                return Vec::new();
+            }
+        };
+        let book = self.book();
+        let now = Instant::now();
+        records
+            .into_iter()
+            .filter(|r| book.jobs.get(&r.id).is_none())
+            .map(|r| book.jobs.stored_job(r, now))
+            .collect()
+    }
+
+    /// Deletes from the database the finished jobs past `job_record_keep_secs`
+    /// that live only there.
+    pub fn purge_stored(&self) {
+        let mut store = lock(&self.store);
+        let Some(store) = store.as_mut() else {
+            return;
+        };
+        let before = self.book().jobs.expired_before_ms(Instant::now());
+        match store.expired_before(before) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(jobs = n, "finished jobs past job_record_keep_secs deleted"),
+            Err(e) => tracing::error!(error = %e, "finished jobs' records not purged"),
+        }
+    }
+
     /// The book, locked.
     pub fn book(&self) -> MutexGuard<'_, Book> {
         lock(&self.book)

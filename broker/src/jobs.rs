@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 mod retention;
+mod stored;
 pub use retention::{
     Anchor, Changes, JobLimits, DEFAULT_OUTPUT_TOTAL_CAP, DEFAULT_PROFILE_BYTES_PER_CLIENT,
     DEFAULT_QUEUED_PER_CLIENT, DEFAULT_RECORD_KEEP,
@@ -314,6 +315,9 @@ pub struct Jobs {
     dirty: BTreeSet<String>,
     /// Submission order, by job.
     seq: BTreeMap<String, u64>,
+    /// Whether a database keeps the jobs (finished ones then leave memory,
+    /// [`stored`]).
+    stored: bool,
 }
 
 impl Default for Jobs {
@@ -332,6 +336,7 @@ impl Default for Jobs {
             output_bytes: 0,
             dirty: BTreeSet::new(),
             seq: BTreeMap::new(),
+            stored: false,
         }
     }
 }

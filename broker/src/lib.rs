@@ -43,6 +43,7 @@ pub mod topology;
 use grid::Ctx;
 use qcg_proto::msg::{ErrorKind, Request, Response};
 use qcg_proto::quic;
+use qcg_proto::revocation::CrlWatch;
 use qcg_proto::tls::{Identity, Role};
 use registry::{Effect, Registry};
 use std::net::SocketAddr;
@@ -266,7 +267,14 @@ impl Broker {
                 source,
             };
             let mut store = store::Store::open(path).map_err(db_err)?;
-            let records = store.load().map_err(db_err)?;
+            ctx.book().jobs.set_stored(true);
+            let now = std::time::Instant::now();
+            let records = {
+                let book = ctx.book();
+                store
+                    .load(|r| book.jobs.wanted_in_memory(r, now))
+                    .map_err(db_err)?
+            };
             let n = records.len();
             let refused = ctx.book().jobs.restore(records, std::time::Instant::now());
             for (job, why) in &refused {
@@ -296,6 +304,28 @@ impl Broker {
             None => None,
         };
 
+        // Every change of the revocation list, for the HTTPS connections to check
+        // their peer against (the QUIC ones are checked below).
+        let crl_changes = id.crl.clone().map(|crl| {
+            let (tx, rx) = tokio::sync::watch::channel(crl.generation());
+            let (w, c) = (crl.clone(), cancel.clone());
+            tracker.spawn(async move {
+                let mut every = tokio::time::interval(quic::CRL_POLL);
+                loop {
+                    tokio::select! {
+                        _ = c.cancelled() => break,
+                        _ = every.tick() => {
+                            tx.send_if_modified(|g| {
+                                let now = w.generation();
+                                std::mem::replace(g, now) != now
+                            });
+                        }
+                    }
+                }
+            });
+            (crl, rx)
+        });
+
         let https_addr = match opts.https {
             Some(addr) => {
                 let (listener, addr) = bind(addr, "HTTPS API", "https_listen").await?;
@@ -308,6 +338,7 @@ impl Broker {
                     listener,
                     acceptor,
                     ctx.clone(),
+                    crl_changes,
                     caps,
                     cancel.clone(),
                     tracker.clone(),
@@ -387,10 +418,12 @@ impl Broker {
         let (cx, c) = (ctx.clone(), cancel.clone());
         tracker.spawn(async move {
             let mut every = tokio::time::interval(Duration::from_millis(500));
+            let mut purge = tokio::time::interval(STORED_PURGE);
             loop {
                 tokio::select! {
                     _ = c.cancelled() => break,
                     _ = every.tick() => cx.tick(),
+                    _ = purge.tick() => cx.purge_stored(),
                 }
             }
         });
@@ -420,12 +453,13 @@ async fn serve_https(
     listener: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
     ctx: Ctx,
+    crl: Option<(Arc<CrlWatch>, tokio::sync::watch::Receiver<u64>)>,
     caps: qcg_proto::limits::Caps<std::net::IpAddr>,
     cancel: CancellationToken,
     tracker: TaskTracker,
 ) {
     let serve = move |tcp, peer, permit| {
-        let (acceptor, ctx) = (acceptor.clone(), ctx.clone());
+        let (acceptor, ctx, crl) = (acceptor.clone(), ctx.clone(), crl.clone());
         async move {
             let _permit = permit;
             let tls = match tokio::time::timeout(http::TLS_HANDSHAKE, acceptor.accept(tcp)).await {
@@ -436,7 +470,13 @@ async fn serve_https(
                 }
                 Err(_) => return,
             };
-            let caller = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
+            let cert = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .cloned();
+            let caller = match &cert {
                 Some(cert) => caller::Caller::of(cert),
                 None => Err(caller::CallerError::Role),
             };
@@ -450,12 +490,45 @@ async fn serve_https(
                     api::forbidden(e.to_string())
                 }
             };
-            if let Err(e) = http::serve_connection(tls, app, http::HTTPS_HEAD).await {
-                tracing::debug!(%peer, error = %e, "HTTPS connection ended");
+            let conn = http::serve_connection(tls, app, http::HTTPS_HEAD);
+            // A keep-alive connection lives no longer than its certificate: dropping
+            // the connection closes it, whatever request is under way.
+            let revoked = async {
+                match (crl, cert) {
+                    (Some((crl, changes)), Some(cert)) => revoked(&crl, changes, &cert).await,
+                    _ => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!(%peer, error = %e, "HTTPS connection ended");
+                },
+                serial = revoked => tracing::warn!(
+                    %peer,
+                    %serial,
+                    "certificate revoked: closing its live HTTPS connection"
+                ),
             }
         }
     };
     http::accept_loop(listener, "HTTPS API", caps, cancel, tracker, serve).await
+}
+
+/// Returns (with the serial) once the revocation list, at one of its `changes`,
+/// revokes `cert`; never otherwise.
+async fn revoked(
+    crl: &CrlWatch,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    cert: &[u8],
+) -> String {
+    loop {
+        if let Some(serial) = crl.revokes(cert) {
+            return serial;
+        }
+        if changes.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
 }
 
 async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
@@ -532,6 +605,10 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+/// How often finished jobs that live only in the database are looked at for
+/// `job_record_keep_secs` (and at start).
+const STORED_PURGE: Duration = Duration::from_secs(60);
 
 /// How long the broker waits for a proxy or a frontal to take a pushed request.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(3);

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
 const PROFILES: TableDefinition<&str, &str> = TableDefinition::new("profiles");
 
+/// Bytes of database pages kept in memory.
+const CACHE_BYTES: usize = 4 << 20;
+
 /// Least time between two compactions (a compaction rewrites the file and holds
 /// the database meanwhile).
 pub const COMPACT_INTERVAL: Duration = Duration::from_secs(60);
@@ -98,7 +101,12 @@ impl Store {
         // A database made by an older broker (0644) is closed to others too.
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .map_err(|e| fail(&e))?;
-        let db = Database::create(path).map_err(|e| fail(&e))?;
+        // redb caches up to 1 GiB of pages by default: reading every record at
+        // start (to find the unfinished ones) would leave the whole file in memory.
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)
+            .map_err(|e| fail(&e))?;
         let mut store = Store {
             db,
             path: path.to_path_buf(),
@@ -186,10 +194,15 @@ impl Store {
         std::fs::metadata(&self.path).map_or(0, |m| m.len())
     }
 
-    /// Every stored job. The profiles of unfinished jobs are read back with them;
-    /// those of finished ones are not (a finished job needs none). Records of an
-    /// older broker that held their profile inline have it moved to its own table.
-    pub fn load(&mut self) -> Result<Vec<JobRecord>, StoreError> {
+    /// Every stored job `wanted` keeps (the others stay in the database only,
+    /// [`crate::jobs`]' `stored`). The profiles of unfinished jobs are read back
+    /// with them; those of finished ones are not (a finished job needs none).
+    /// Records of an older broker that held their profile inline have it moved to
+    /// its own table.
+    pub fn load(
+        &mut self,
+        wanted: impl Fn(&JobRecord) -> bool,
+    ) -> Result<Vec<JobRecord>, StoreError> {
         let mut out = Vec::new();
         let mut inline = Vec::new();
         {
@@ -207,6 +220,9 @@ impl Store {
                 if !r.profile.is_empty() {
                     inline.push(r.clone());
                 }
+                if !wanted(&r) {
+                    continue;
+                }
                 if r.state.is_terminal() {
                     r.profile = String::new();
                 } else if r.profile.is_empty() {
@@ -221,6 +237,59 @@ impl Store {
             self.save(&inline)?;
         }
         Ok(out)
+    }
+
+    /// The stored record of job `id` (without its profile).
+    pub fn record(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        let tx = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = tx.open_table(JOBS).map_err(|e| self.err(e))?;
+        let Some(v) = t.get(id).map_err(|e| self.err(e))? else {
+            return Ok(None);
+        };
+        let mut r: JobRecord = serde_json::from_slice(v.value()).map_err(|e| self.err(e))?;
+        r.profile = String::new();
+        Ok(Some(r))
+    }
+
+    /// The stored records of finished jobs `wanted` keeps (without profiles).
+    pub fn finished(
+        &self,
+        wanted: impl Fn(&JobRecord) -> bool,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        let tx = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = tx.open_table(JOBS).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for entry in t.iter().map_err(|e| self.err(e))? {
+            let (_, v) = entry.map_err(|e| self.err(e))?;
+            let Ok(mut r) = serde_json::from_slice::<JobRecord>(v.value()) else {
+                continue;
+            };
+            if r.state.is_terminal() && wanted(&r) {
+                r.profile = String::new();
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes the records (and profiles) of the jobs that finished, with their
+    /// slots given back, before `unix_ms`; returns how many.
+    pub fn expired_before(&mut self, unix_ms: u64) -> Result<usize, StoreError> {
+        let gone: Vec<String> = self
+            .finished(|r| r.released && r.decided_unix_ms.is_some_and(|t| t < unix_ms))?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        let c = Changes {
+            forget_profiles: gone.clone(),
+            forget: gone.clone(),
+            ..Changes::default()
+        };
+        self.apply(&c)?;
+        Ok(gone.len())
     }
 }
 
@@ -264,7 +333,7 @@ mod tests {
         store.apply(&jobs.take_changes()).unwrap();
         let full = store.file_bytes();
         assert!(full > 54_000_000, "{full}");
-        assert_eq!(store.load().unwrap().len(), 61);
+        assert_eq!(store.load(|_| true).unwrap().len(), 61);
 
         // Past output_keep the profiles go and the file is compacted.
         jobs.tick(&t, now + Duration::from_secs(60));
@@ -273,7 +342,7 @@ mod tests {
         assert!(store.apply(&c).unwrap(), "compacted");
         let light = store.file_bytes();
         assert!(light < 2_000_000, "{full} -> {light}");
-        let back = store.load().unwrap();
+        let back = store.load(|_| true).unwrap();
         assert_eq!(back.len(), 61);
         let live = back.iter().find(|r| r.id == "live").unwrap();
         assert!(
@@ -289,7 +358,7 @@ mod tests {
         );
         store.compacted = None;
         assert!(store.compact_if_due().unwrap());
-        let back = store.load().unwrap();
+        let back = store.load(|_| true).unwrap();
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].id, "live");
         let end = store.file_bytes();
@@ -299,7 +368,7 @@ mod tests {
         drop(store);
         let mut store = Store::open(&path).unwrap();
         let mut again = Jobs::default();
-        assert!(again.restore(store.load().unwrap(), now).is_empty());
+        assert!(again.restore(store.load(|_| true).unwrap(), now).is_empty());
         assert_eq!(again.all().count(), 1);
     }
 
@@ -323,8 +392,8 @@ mod tests {
             tx.commit().unwrap();
         }
         let mut store = Store::open(&path).unwrap();
-        assert_eq!(store.load().unwrap()[0].profile, old.profile);
+        assert_eq!(store.load(|_| true).unwrap()[0].profile, old.profile);
         // Moved to its own table: a second load finds it there.
-        assert_eq!(store.load().unwrap()[0].profile, old.profile);
+        assert_eq!(store.load(|_| true).unwrap()[0].profile, old.profile);
     }
 }

@@ -275,6 +275,7 @@ impl Jobs {
         for id in gone {
             self.purge(&id);
         }
+        self.evict_stored(now);
     }
 
     /// Forgets job `id` entirely.
