@@ -234,7 +234,7 @@ impl Store {
     /// Copies the database as it is now into a new file `out` (created 0600; an
     /// existing file is not overwritten), from one read transaction: a consistent
     /// snapshot taken while the broker runs. Writers wait for the copy (the caller
-    /// holds the store), which takes about a millisecond per megabyte.
+    /// holds the store), and no compaction can run under it.
     pub fn backup(&self, out: &Path) -> Result<Backup, StoreError> {
         let fail = |e: &dyn std::fmt::Display| StoreError::Db {
             path: out.to_path_buf(),
