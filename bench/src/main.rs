@@ -6,10 +6,14 @@
 //!   TCP between the same two processes, with the ratio.
 //! - `qcg-bench mpi --lab TOPO`: the C ping-pong and OSU-style collectives built with
 //!   `qcg-mpicc` and with Open MPI's `mpicc` (defaults, and with han), side by side.
+//! - `qcg-bench broker`: what one broker carries: registrations and lookups per second
+//!   (with and without the frontal's cache), memory per process, 10,000 processes over
+//!   100 clusters.
 //! - `qcg-bench node`: ranks of one node, OSU's point-to-point method for two ranks and
 //!   collectives for 16, `qcg run` beside Open MPI's shared memory and TCP.
 
 mod attacks;
+mod broker_cap;
 mod coll;
 mod coll_lab;
 mod dos;
@@ -215,6 +219,14 @@ enum Cmd {
         #[arg(long)]
         count: usize,
     },
+    /// What one broker carries: the real qcg-broker driven by simulated frontals over
+    /// loopback (QUIC, frontal certificates): registrations/s, lookups/s with and
+    /// without the frontal's cache, memory per registered process. Needs qcg-broker
+    /// beside this binary (use release builds for figures).
+    Broker {
+        #[command(flatten)]
+        args: broker_cap::Args,
+    },
     /// Issue 21's retention and fair share on real services (broker, frontal,
     /// helper): JOBS finished jobs, the database file and the broker's memory
     /// before and through the retention passes; then how long a client's fitting
@@ -264,6 +276,7 @@ fn main() -> anyhow::Result<()> {
             dos::run(http_strangers, half_frames)
         }
         Cmd::HalfFrames { socket, count } => dos::half_frames(&socket, count),
+        Cmd::Broker { args } => broker_cap::run(&args),
         Cmd::Queue {
             jobs,
             profile_bytes,

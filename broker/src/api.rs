@@ -14,6 +14,7 @@
 //! | `DELETE /v1/jobs/ID` | cancel: every process of the job is killed |
 //! | `GET /v1/jobs/ID/output?from=N&wait=SECS` | output lines from the N-th on; waits up to SECS (at most 30) for one when there is none yet |
 //! | `GET /v1/processes` | registered processes with their addresses: the caller's jobs' (every one for an admin) |
+//! | `GET /v1/admin/backup` | admin only: a consistent copy of the broker's database taken while it runs (a redb file; start a broker on it to restore, [`crate::store`]); 403 for a client, 409 for a broker without a database |
 //!
 //! The aggregate views of the plain HTTP API ([`crate::http`]) are served here too,
 //! and the dashboard page at `/` and `/dashboard` ([`crate::dashboard`]).
@@ -164,10 +165,66 @@ pub fn app(ctx: Ctx, caller: Caller) -> Router {
         .route("/v1/jobs/{id}", get(status).delete(cancel))
         .route("/v1/jobs/{id}/output", get(output))
         .route("/v1/processes", get(processes))
+        .route("/v1/admin/backup", get(backup))
         .with_state(ctx.clone())
         .merge(crate::http::app(ctx.clone()))
         .merge(crate::dashboard::app(ctx))
         .layer(Extension(caller))
+}
+
+/// A consistent copy of the database, written next to it (the folder is the
+/// broker's own, 0700), read back and removed.
+async fn backup(State(ctx): State<Ctx>, Extension(caller): Extension<Caller>) -> Response {
+    if !caller.admin {
+        return error(
+            StatusCode::FORBIDDEN,
+            "a backup of the broker's database needs an `admin` certificate",
+        );
+    }
+    let store = ctx.store.clone();
+    let copy = tokio::task::spawn_blocking(move || {
+        let store = store.lock().unwrap_or_else(|p| p.into_inner());
+        let store = store.as_ref()?;
+        let tmp = store
+            .path()
+            .with_extension(format!("backup-{}", &crate::new_secret_hex()[..16]));
+        let made = store.backup(&tmp).map_err(|e| e.to_string());
+        let bytes = made.and_then(|n| {
+            let b = std::fs::read(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+            tracing::info!(
+                jobs = n.jobs,
+                profiles = n.profiles,
+                bytes = n.bytes,
+                "database backed up"
+            );
+            Ok(b)
+        });
+        let _ = std::fs::remove_file(&tmp);
+        Some(bytes)
+    })
+    .await;
+    match copy {
+        Ok(Some(Ok(bytes))) => (
+            [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+            bytes,
+        )
+            .into_response(),
+        Ok(Some(Err(e))) => {
+            tracing::error!(error = %e, "database backup failed");
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("backup failed: {e}"),
+            )
+        }
+        Ok(None) => error(
+            StatusCode::CONFLICT,
+            "this broker keeps its jobs in memory only: it has no database to back up",
+        ),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("backup failed: {e}"),
+        ),
+    }
 }
 
 /// What a TLS peer that is no caller gets: 403 on every path, saying why.

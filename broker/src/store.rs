@@ -16,14 +16,36 @@
 //!
 //! Registrations (processes' access points, clusters, proxies) are soft state and
 //! are not stored: the services register them again.
+//!
+//! The database carries its schema version ([`SCHEMA_VERSION`], in a `meta` table),
+//! checked at every open: a database of a newer or unknown schema is refused, naming
+//! the file and both versions, before anything is read or written; one from before
+//! versions were stored (version 1: the same tables, with profiles possibly inline)
+//! is migrated in place (its inline profiles move at the first load, as before, and
+//! the version is written).
+//!
+//! [`Store::backup`] copies the database while the broker runs (the job API's
+//! `GET /v1/admin/backup` serves it): one redb read transaction is a consistent
+//! snapshot of the last commit, so the copy holds every job as it was at one
+//! instant, never half of a change. An offline `cp` of the file is consistent too,
+//! but only with the broker stopped; a second process cannot open the file while
+//! the broker holds it (redb's lock). The copy is a database of its own: restoring
+//! is starting a broker with `database` pointing at it.
 
 use crate::jobs::{Changes, JobRecord};
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, ReadableTable, TableDefinition, TableHandle};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
 const PROFILES: TableDefinition<&str, &str> = TableDefinition::new("profiles");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// The key of the schema version in [`META`].
+const SCHEMA_KEY: &str = "schema";
+
+/// The schema this broker reads and writes. 1: jobs and profiles, no version
+/// stored (brokers before the version was); 2: the same, with the version.
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// Bytes of database pages kept in memory.
 const CACHE_BYTES: usize = 4 << 20;
@@ -53,6 +75,41 @@ pub enum StoreError {
         /// Why.
         detail: String,
     },
+    /// The database was written with a schema this broker does not know.
+    #[error(
+        "broker database {path}: schema version {found} is newer than the {supported} this \
+         qcg-broker knows: it was written by a newer qcg-broker; run that version (or a newer \
+         one), or point `database` at a backup this version wrote"
+    )]
+    Newer {
+        /// Its file.
+        path: PathBuf,
+        /// The version it carries.
+        found: u64,
+        /// [`SCHEMA_VERSION`].
+        supported: u64,
+    },
+    /// The file is a database, but not one this broker can tell the schema of.
+    #[error("broker database {path}: unknown schema ({detail}); this qcg-broker writes schema version {supported}: point `database` at a qcg-broker database or at a new file")]
+    Unknown {
+        /// Its file.
+        path: PathBuf,
+        /// What was found.
+        detail: String,
+        /// [`SCHEMA_VERSION`].
+        supported: u64,
+    },
+}
+
+/// What [`Store::backup`] copied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backup {
+    /// Job records.
+    pub jobs: usize,
+    /// Job profiles.
+    pub profiles: usize,
+    /// The copy's size.
+    pub bytes: u64,
 }
 
 /// The broker's database.
@@ -107,15 +164,131 @@ impl Store {
             .set_cache_size(CACHE_BYTES)
             .create(path)
             .map_err(|e| fail(&e))?;
-        let mut store = Store {
+        let store = Store {
             db,
             path: path.to_path_buf(),
             deleted: false,
             compacted: None,
         };
-        // The tables exist from the first open on, so reads never miss them.
-        store.apply(&Changes::default())?;
+        let found = store.schema()?;
+        match found {
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(StoreError::Newer {
+                    path: path.to_path_buf(),
+                    found: v,
+                    supported: SCHEMA_VERSION,
+                })
+            }
+            Some(0) => {
+                return Err(StoreError::Unknown {
+                    path: path.to_path_buf(),
+                    detail: "schema version 0".into(),
+                    supported: SCHEMA_VERSION,
+                })
+            }
+            _ => {}
+        }
+        // The tables exist from the first open on, so reads never miss them; the
+        // version goes in with them (a version-1 database is migrated by that).
+        let tx = store.db.begin_write().map_err(|e| store.err(e))?;
+        {
+            tx.open_table(JOBS).map_err(|e| store.err(e))?;
+            tx.open_table(PROFILES).map_err(|e| store.err(e))?;
+            tx.open_table(META)
+                .map_err(|e| store.err(e))?
+                .insert(SCHEMA_KEY, SCHEMA_VERSION)
+                .map_err(|e| store.err(e))?;
+        }
+        tx.commit().map_err(|e| store.err(e))?;
+        if found != Some(SCHEMA_VERSION) {
+            tracing::info!(database = %path.display(), from = found, to = SCHEMA_VERSION, "database schema version written");
+        }
         Ok(store)
+    }
+
+    /// The schema version the file carries: `None` for a new file, 1 for one of a
+    /// broker from before versions were stored; an error for a file that is no
+    /// broker database.
+    fn schema(&self) -> Result<Option<u64>, StoreError> {
+        let unknown = |detail: String| StoreError::Unknown {
+            path: self.path.clone(),
+            detail,
+            supported: SCHEMA_VERSION,
+        };
+        let tx = self.db.begin_read().map_err(|e| self.err(e))?;
+        let tables: Vec<String> = tx
+            .list_tables()
+            .map_err(|e| self.err(e))?
+            .map(|t| t.name().to_string())
+            .collect();
+        if !tables.iter().any(|t| t == META.name()) {
+            let ours = [JOBS.name(), PROFILES.name()];
+            if let Some(other) = tables.iter().find(|t| !ours.contains(&t.as_str())) {
+                return Err(unknown(format!(
+                    "no version, and a table `{other}` no qcg-broker writes"
+                )));
+            }
+            return Ok((!tables.is_empty()).then_some(1));
+        }
+        let meta = tx
+            .open_table(META)
+            .map_err(|e| unknown(format!("its `meta` table: {e}")))?;
+        match meta.get(SCHEMA_KEY).map_err(|e| self.err(e))? {
+            Some(v) => Ok(Some(v.value())),
+            None => Err(unknown("a `meta` table without a schema version".into())),
+        }
+    }
+
+    /// Copies the database as it is now into a new file `out` (created 0600; an
+    /// existing file is not overwritten), from one read transaction: a consistent
+    /// snapshot taken while the broker runs. Writers wait for the copy (the caller
+    /// holds the store), and no compaction can run under it.
+    pub fn backup(&self, out: &Path) -> Result<Backup, StoreError> {
+        let fail = |e: &dyn std::fmt::Display| StoreError::Db {
+            path: out.to_path_buf(),
+            detail: e.to_string(),
+        };
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(out)
+            .map_err(|e| fail(&e))?;
+        let copy = Database::create(out).map_err(|e| fail(&e))?;
+        let snap = self.db.begin_read().map_err(|e| self.err(e))?;
+        let (jobs, profiles) = (
+            snap.open_table(JOBS).map_err(|e| self.err(e))?,
+            snap.open_table(PROFILES).map_err(|e| self.err(e))?,
+        );
+        let mut n = Backup {
+            jobs: 0,
+            profiles: 0,
+            bytes: 0,
+        };
+        let tx = copy.begin_write().map_err(|e| fail(&e))?;
+        {
+            let mut t = tx.open_table(JOBS).map_err(|e| fail(&e))?;
+            for entry in jobs.iter().map_err(|e| self.err(e))? {
+                let (k, v) = entry.map_err(|e| self.err(e))?;
+                t.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
+                n.jobs += 1;
+            }
+            let mut p = tx.open_table(PROFILES).map_err(|e| fail(&e))?;
+            for entry in profiles.iter().map_err(|e| self.err(e))? {
+                let (k, v) = entry.map_err(|e| self.err(e))?;
+                p.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
+                n.profiles += 1;
+            }
+            tx.open_table(META)
+                .map_err(|e| fail(&e))?
+                .insert(SCHEMA_KEY, SCHEMA_VERSION)
+                .map_err(|e| fail(&e))?;
+        }
+        tx.commit().map_err(|e| fail(&e))?;
+        drop(copy);
+        n.bytes = std::fs::metadata(out).map_or(0, |m| m.len());
+        Ok(n)
     }
 
     fn err(&self, e: impl std::fmt::Display) -> StoreError {
@@ -187,6 +360,11 @@ impl Store {
         self.deleted = false;
         tracing::info!(database = %self.path.display(), bytes_before = before, bytes_after = self.file_bytes(), "database compacted");
         Ok(true)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The size of the database file.
@@ -392,8 +570,131 @@ mod tests {
             tx.commit().unwrap();
         }
         let mut store = Store::open(&path).unwrap();
+        assert_eq!(store.schema().unwrap(), Some(SCHEMA_VERSION), "migrated");
         assert_eq!(store.load(|_| true).unwrap()[0].profile, old.profile);
         // Moved to its own table: a second load finds it there.
         assert_eq!(store.load(|_| true).unwrap()[0].profile, old.profile);
+    }
+
+    /// A database stamped with `version` by hand, with one job in it.
+    fn stamped(path: &Path, version: u64) {
+        let db = Database::create(path).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table(META)
+            .unwrap()
+            .insert(SCHEMA_KEY, version)
+            .unwrap();
+        tx.open_table(JOBS)
+            .unwrap()
+            .insert("j", b"{}".as_slice())
+            .unwrap();
+        tx.commit().unwrap();
+    }
+
+    #[test]
+    fn a_new_database_carries_the_schema_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("b.redb")).unwrap();
+        assert_eq!(store.schema().unwrap(), Some(SCHEMA_VERSION));
+    }
+
+    #[test]
+    fn a_database_of_a_newer_schema_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.redb");
+        stamped(&path, SCHEMA_VERSION + 1);
+        let e = Store::open(&path).unwrap_err().to_string();
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        assert!(
+            e.contains(&format!(
+                "schema version {} is newer than the {SCHEMA_VERSION}",
+                SCHEMA_VERSION + 1
+            )),
+            "{e}"
+        );
+        // Still the newer broker's: its version stands.
+        let db = Database::open(&path).unwrap();
+        let tx = db.begin_read().unwrap();
+        let v = tx.open_table(META).unwrap().get(SCHEMA_KEY).unwrap();
+        assert_eq!(v.unwrap().value(), SCHEMA_VERSION + 1);
+    }
+
+    #[test]
+    fn a_database_of_an_unknown_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let zero = dir.path().join("zero.redb");
+        stamped(&zero, 0);
+        let e = Store::open(&zero).unwrap_err().to_string();
+        assert!(
+            e.contains("zero.redb: unknown schema (schema version 0)"),
+            "{e}"
+        );
+
+        let other = dir.path().join("other.redb");
+        {
+            let db = Database::create(&other).unwrap();
+            let tx = db.begin_write().unwrap();
+            let t: TableDefinition<u64, u64> = TableDefinition::new("accounts");
+            tx.open_table(t).unwrap().insert(1, 2).unwrap();
+            tx.commit().unwrap();
+        }
+        let e = Store::open(&other).unwrap_err().to_string();
+        assert!(e.contains("other.redb: unknown schema"), "{e}");
+        assert!(e.contains("a table `accounts` no qcg-broker writes"), "{e}");
+
+        let typed = dir.path().join("typed.redb");
+        {
+            let db = Database::create(&typed).unwrap();
+            let tx = db.begin_write().unwrap();
+            let t: TableDefinition<&str, &str> = TableDefinition::new("meta");
+            tx.open_table(t).unwrap().insert("schema", "two").unwrap();
+            tx.commit().unwrap();
+        }
+        let e = Store::open(&typed).unwrap_err().to_string();
+        assert!(
+            e.contains("typed.redb: unknown schema (its `meta` table"),
+            "{e}"
+        );
+
+        let text = dir.path().join("notes.txt");
+        std::fs::write(
+            &text,
+            "not a database at all, but long enough to look like one",
+        )
+        .unwrap();
+        let e = Store::open(&text).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("broker database {}", text.display())),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_backup_is_a_database_of_its_own_with_every_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = topo(1, 4);
+        let mut jobs = Jobs::default();
+        let mut store = Store::open(&dir.path().join("broker.redb")).unwrap();
+        for id in ["a", "b"] {
+            jobs.submit(id.into(), sub(1), &t).unwrap();
+        }
+        store.apply(&jobs.take_changes()).unwrap();
+        let out = dir.path().join("copy.redb");
+        let n = store.backup(&out).unwrap();
+        assert_eq!((n.jobs, n.profiles), (2, 2));
+        assert!(n.bytes > 0);
+        assert!(store.backup(&out).is_err(), "an existing file is kept");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&out).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let mut copy = Store::open(&out).unwrap();
+        let mut ids: Vec<_> = copy
+            .load(|_| true)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        ids.sort();
+        assert_eq!(ids, ["a", "b"]);
     }
 }
