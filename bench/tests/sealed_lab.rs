@@ -227,7 +227,8 @@ fn job(
             let mut c = g.rank(nodes[r as usize], name, r, 2, &exe);
             c.args(["--exact", "rank_process", "--nocapture", "--test-threads=1"])
                 .env(RANK_VAR, bytes.to_string())
-                .env("QCG_LOG", "warn")
+                .env("QCG_LOG", "warn,qcg::seal=debug")
+                .env("NO_COLOR", "1")
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
@@ -339,6 +340,25 @@ fn wan_links_hide_the_data_and_a_flipped_byte_fails_the_job() {
     );
     // Not even a fragment of it (a third of the marker).
     assert!(!contains(&pcap, &MARKER[..10]) && !contains(&pcap, &MARKER[10..20]));
+    // The receiver opened the records of its large messages in place.
+    let err1 = &ends[1].as_ref().unwrap().2;
+    let in_place: u64 = err1
+        .lines()
+        .filter(|l| l.contains("sealed link closed"))
+        .filter_map(|l| l.split("opened_in_place").nth(1))
+        .filter_map(|v| {
+            // Past the `=` and the log's colour codes, the number.
+            let v = &v[v.find('=')? + 1..];
+            let v = v.split_once('m').map_or(v, |(_, r)| r);
+            let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().ok()
+        })
+        .sum();
+    assert!(
+        in_place >= (bytes / 65536) as u64 / 2,
+        "rank 1 opened {in_place} records in place: {err1}"
+    );
+    eprintln!("sealed job: rank 1 opened {in_place} records in place");
 
     // 3. A byte flipped on the path (the delay line's hook, past TAMPER_AFTER bytes
     // of the stream): the link fails naming the peer, the job ends nonzero.
