@@ -504,7 +504,7 @@ impl<S: Read + Write> Sealed<S> {
             self.start = 0;
         }
         let end = self.end;
-        let to = self.buf.len().min(end + limit.max(HEAD));
+        let to = self.buf.len().min(end + limit.max(1));
         loop {
             match self.io.read(&mut self.buf[end..to]) {
                 Ok(0) => {
