@@ -193,6 +193,22 @@ fn nptcp(
     Ok(pts)
 }
 
+/// CPU seconds (user and system) of this process's children waited for so far
+/// (`/proc/self/stat`'s cutime and cstime, in USER_HZ = 100 ticks).
+fn children_cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let f: Vec<f64> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| {
+            r.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // After the state letter (not a number): ppid is f[0], ..., cutime f[12], cstime f[13].
+    (f.get(12).unwrap_or(&0.0) + f.get(13).unwrap_or(&0.0)) / 100.0
+}
+
 /// Runs every case; prints the table and writes each case's files under `out`.
 pub fn run(
     topo_path: &Path,
@@ -238,6 +254,7 @@ pub fn run(
             ])
             .arg(format!("--out={}", dir.display()));
         };
+        let cpu0 = children_cpu_secs();
         let mut r1 = g.rank(&c.b, &job, 1, 2, &me);
         args(&mut r1);
         let r1 = r1.stdout(Stdio::null()).spawn()?;
@@ -245,6 +262,9 @@ pub fn run(
         args(&mut r0);
         let o0 = r0.stderr(Stdio::inherit()).output()?;
         let _ = r1.wait_with_output();
+        // Both ranks waited for: their CPU time, over the bytes they moved (every
+        // round trip of the four trials, both ways).
+        let cpu = children_cpu_secs() - cpu0;
         let text = String::from_utf8_lossy(&o0.stdout);
         let how = text
             .lines()
@@ -261,26 +281,31 @@ pub fn run(
             nptcp(&g, &t, c, range, &dir)?
         };
         netpipe::write_outputs(&dir, &[("qcg", &q), ("NPtcp", &np)], &["qcg"])?;
+        let moved: f64 = q.iter().map(|p| 8.0 * (p.reps * p.bytes) as f64).sum();
         rows.push((
             c.name.clone(),
             how,
             netpipe::summary(&q),
             netpipe::summary(&np),
+            cpu / (moved / 1e9),
         ));
     }
     drop(g);
     println!("# qcg-bench netpipe --lab {}: NetPIPE over qcg links and NPtcp on the same hosts, same run", topo_path.display());
     println!(
-        "{:<52} {:<10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>6}",
-        "path", "link", "qcg us", "NPtcp us", "ratio", "qcg Mbps", "NPtcp", "ratio"
+        "{:<52} {:<10} {:>10} {:>10} {:>6} {:>10} {:>10} {:>6} {:>9}",
+        "path", "link", "qcg us", "NPtcp us", "ratio", "qcg Mbps", "NPtcp", "ratio", "cpu s/GB"
     );
-    for (name, how, (ql, qp), (nl, np)) in &rows {
+    for (name, how, (ql, qp), (nl, np), cpu) in &rows {
         println!(
-            "{name:<52} {how:<10} {ql:>10.1} {nl:>10.1} {:>6.3} {qp:>10.1} {np:>10.1} {:>6.3}",
+            "{name:<52} {how:<10} {ql:>10.1} {nl:>10.1} {:>6.3} {qp:>10.1} {np:>10.1} {:>6.3} {cpu:>9.2}",
             ql / nl,
             qp / np
         );
     }
+    println!(
+        "# cpu s/GB: both qcg ranks' user and system time over the bytes of all their round trips"
+    );
     println!(
         "# per-case np.out, CSV and SVG under {}/caseN/",
         out.display()

@@ -10,6 +10,10 @@
 //!
 //! Packets between sites without a WAN link are dropped (a lab says which sites are
 //! linked). Packets of one pair keep their order, since they share one delay.
+//!
+//! For tests only, the line can play a man in the middle ([`Tamper`]): with
+//! `QCG_LAB_TAMPER_AFTER=N` in the environment of `qcg-lab up`, it flips one byte of
+//! the first TCP stream between sites to carry more than N bytes, once.
 
 use super::topo::{site_of, Topology};
 use std::cmp::Ordering;
@@ -142,6 +146,104 @@ impl Line {
     }
 }
 
+/// The variable that arms the tamper hook: `QCG_LAB_TAMPER_AFTER=N`.
+pub const TAMPER_VAR: &str = "QCG_LAB_TAMPER_AFTER";
+
+/// A test-only man in the middle: flips one byte (the one after the first `after`
+/// payload bytes) of the first TCP stream (one direction of a connection) between
+/// sites to carry more than `after` bytes, and fixes the TCP checksum, so that the
+/// receiver's TCP takes the altered byte as the sender's. Once per lab.
+#[derive(Debug, Default)]
+pub struct Tamper {
+    after: u64,
+    /// Payload bytes seen per stream (source, destination, ports).
+    seen: HashMap<([u8; 4], [u8; 4], u16, u16), u64>,
+    done: bool,
+}
+
+impl Tamper {
+    /// A hook that flips the byte after the first `after` of a stream.
+    pub fn new(after: u64) -> Tamper {
+        Tamper {
+            after,
+            ..Tamper::default()
+        }
+    }
+
+    /// The hook `QCG_LAB_TAMPER_AFTER` asks for, if any.
+    pub fn from_env() -> Result<Option<Tamper>, String> {
+        match std::env::var(TAMPER_VAR) {
+            Err(_) => Ok(None),
+            Ok(v) => v
+                .parse()
+                .map(|n| Some(Tamper::new(n)))
+                .map_err(|_| format!("{TAMPER_VAR}={v}: expected a byte count")),
+        }
+    }
+
+    /// Looks at a frame read from the TUN (virtio header, IPv4 packet) and flips its
+    /// byte if it is the one; returns what it did, for the log.
+    pub fn apply(&mut self, frame: &mut [u8]) -> Option<String> {
+        if self.done || frame.len() < VNET_HDR + 40 {
+            return None;
+        }
+        // virtio_net_hdr flags: the checksum is left for later over the whole segment.
+        let csum_later = frame[0] & 1 != 0;
+        let pkt = &mut frame[VNET_HDR..];
+        let ihl = usize::from(pkt[0] & 0x0f) * 4;
+        if pkt[0] >> 4 != 4 || pkt[9] != 6 || pkt.len() < ihl + 20 {
+            return None;
+        }
+        let total = usize::from(u16::from_be_bytes([pkt[2], pkt[3]])).min(pkt.len());
+        let thl = usize::from(pkt[ihl + 12] >> 4) * 4;
+        let start = ihl + thl;
+        if total <= start {
+            return None;
+        }
+        let key = (
+            [pkt[12], pkt[13], pkt[14], pkt[15]],
+            [pkt[16], pkt[17], pkt[18], pkt[19]],
+            u16::from_be_bytes([pkt[ihl], pkt[ihl + 1]]),
+            u16::from_be_bytes([pkt[ihl + 2], pkt[ihl + 3]]),
+        );
+        let len = (total - start) as u64;
+        let before = self.seen.entry(key).or_insert(0);
+        let (from, to) = (*before, *before + len);
+        *before = to;
+        if !(from..to).contains(&self.after) {
+            return None;
+        }
+        let at = start + (self.after - from) as usize;
+        let old = pkt[at];
+        pkt[at] ^= 0x01;
+        if !csum_later {
+            // RFC 1624: HC' = ~(~HC + ~m + m') over the 16-bit word holding the byte.
+            let w = ihl + ((at - ihl) & !1);
+            let word = |p: &[u8]| u32::from(u16::from_be_bytes([p[w], p[w + 1]]));
+            let mut old_word = [pkt[w], pkt[w + 1]];
+            old_word[at - w] = old;
+            let m = u32::from(u16::from_be_bytes(old_word));
+            let m2 = word(pkt);
+            let hc = u32::from(u16::from_be_bytes([pkt[ihl + 16], pkt[ihl + 17]]));
+            let mut sum = (!hc & 0xffff) + (!m & 0xffff) + m2;
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            pkt[ihl + 16..ihl + 18].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        }
+        self.done = true;
+        let ip = |a: [u8; 4]| Ipv4Addr::from(a);
+        Some(format!(
+            "tampered: flipped byte {} of the TCP stream {}:{} -> {}:{}",
+            self.after,
+            ip(key.0),
+            key.2,
+            ip(key.1),
+            key.3
+        ))
+    }
+}
+
 /// Most the writer wakes ahead of a packet's due time.
 pub const MAX_EARLY: Duration = Duration::from_micros(500);
 
@@ -172,6 +274,13 @@ impl Early {
 /// `ready` on stdout once the TUN exists.
 pub fn run(t: &Topology) -> std::io::Result<()> {
     let table = DelayTable::new(t);
+    let tamper = Tamper::from_env().map_err(std::io::Error::other)?;
+    if let Some(h) = &tamper {
+        eprintln!(
+            "delay line: TEST HOOK {TAMPER_VAR}: one byte of the first TCP stream past {} bytes will be flipped",
+            h.after
+        );
+    }
     let mut cfg = tun::Configuration::default();
     cfg.tun_name(super::plan::TUN)
         .layer(tun::Layer::L3)
@@ -188,7 +297,7 @@ pub fn run(t: &Topology) -> std::io::Result<()> {
         let (dev, shared) = (dev.clone(), shared.clone());
         std::thread::Builder::new()
             .name("delay-read".into())
-            .spawn(move || read_loop(&dev, &table, &shared))?
+            .spawn(move || read_loop(&dev, &table, &shared, tamper))?
     };
     println!("ready");
     use std::io::Write;
@@ -293,7 +402,12 @@ fn offload(dev: &tun::Device) -> std::io::Result<()> {
     Ok(())
 }
 
-fn read_loop(dev: &tun::Device, table: &DelayTable, shared: &(Mutex<Line>, Condvar)) {
+fn read_loop(
+    dev: &tun::Device,
+    table: &DelayTable,
+    shared: &(Mutex<Line>, Condvar),
+    mut tamper: Option<Tamper>,
+) {
     let (lock, cv) = shared;
     // A header and the largest super-packet.
     let mut buf = vec![0u8; VNET_HDR + 65536];
@@ -309,9 +423,12 @@ fn read_loop(dev: &tun::Device, table: &DelayTable, shared: &(Mutex<Line>, Condv
         };
         let now = Instant::now();
         // Kept with its header, which goes back out with it.
-        let pkt = &buf[..n];
-        let reason = match table.verdict_framed(pkt) {
+        let reason = match table.verdict_framed(&buf[..n]) {
             Verdict::Hold(d) => {
+                if let Some(what) = tamper.as_mut().and_then(|h| h.apply(&mut buf[..n])) {
+                    eprintln!("delay line: {what}");
+                }
+                let pkt = &buf[..n];
                 let Ok(mut line) = lock.lock() else { return };
                 let due = now + d;
                 // The writer sleeps until the earliest packet is due: wake it only
@@ -405,6 +522,90 @@ bandwidth_mbit = 10
             Verdict::Drop(_)
         ));
         assert!(matches!(d.verdict_framed(&[0; 4]), Verdict::Drop(_)));
+    }
+
+    /// The TCP checksum of an IPv4 packet (pseudo-header included), as a receiver
+    /// checks it: 0 when it holds.
+    fn tcp_check(pkt: &[u8]) -> u16 {
+        let ihl = usize::from(pkt[0] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([pkt[2], pkt[3]]));
+        let seg = &pkt[ihl..total];
+        let mut sum: u32 = 0;
+        let mut add = |b: &[u8]| {
+            for c in b.chunks(2) {
+                sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+            }
+        };
+        add(&pkt[12..20]);
+        add(&[0, 6]);
+        add(&(seg.len() as u16).to_be_bytes());
+        add(seg);
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        !(sum as u16)
+    }
+
+    /// A frame as read from the TUN: a virtio header, then a TCP segment of `payload`
+    /// from 10.1.0.2:4000 to 10.2.0.2:5000 with its checksum done.
+    fn tcp_frame(payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![0u8; 40];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&((40 + payload.len()) as u16).to_be_bytes());
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[10, 1, 0, 2]);
+        p[16..20].copy_from_slice(&[10, 2, 0, 2]);
+        p[20..22].copy_from_slice(&4000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&5000u16.to_be_bytes());
+        p[32] = 5 << 4;
+        p.extend_from_slice(payload);
+        let c = tcp_check(&p);
+        p[36..38].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(tcp_check(&p), 0);
+        let mut f = vec![0u8; VNET_HDR];
+        f.extend(p);
+        f
+    }
+
+    #[test]
+    fn tamper_flips_the_byte_after_n_once_and_keeps_the_checksum_good() {
+        let mut h = Tamper::new(1003);
+        let payload: Vec<u8> = (0..700u32).map(|i| (i * 13) as u8).collect();
+        let mut first = tcp_frame(&payload);
+        assert_eq!(h.apply(&mut first), None);
+        assert_eq!(first, tcp_frame(&payload));
+        // Bytes 700..1400 of the stream: byte 1003 is payload byte 303 (odd), then,
+        // in another frame, 302 (even): both keep the checksum good.
+        for (after, at) in [(1003u64, 303usize), (1002, 302)] {
+            let mut h = Tamper::new(after);
+            let mut f = tcp_frame(&payload);
+            assert_eq!(h.apply(&mut f), None);
+            let mut f = tcp_frame(&payload);
+            let what = h.apply(&mut f).expect("flipped");
+            assert!(what.contains("10.1.0.2:4000 -> 10.2.0.2:5000"), "{what}");
+            let ip = &f[VNET_HDR..];
+            assert_eq!(tcp_check(ip), 0, "the checksum must still hold");
+            let changed: Vec<usize> = (0..payload.len())
+                .filter(|&i| ip[40 + i] != payload[i])
+                .collect();
+            assert_eq!(changed, vec![at]);
+            // Once only.
+            let mut g = tcp_frame(&payload);
+            assert_eq!(h.apply(&mut g), None);
+        }
+        // A frame whose checksum the kernel does later is flipped and left alone.
+        let mut h = Tamper::new(10);
+        let mut f = tcp_frame(&payload);
+        f[0] = 1;
+        let sum = [f[VNET_HDR + 36], f[VNET_HDR + 37]];
+        assert!(h.apply(&mut f).is_some());
+        assert_eq!([f[VNET_HDR + 36], f[VNET_HDR + 37]], sum);
+        assert_ne!(f[VNET_HDR + 50], payload[10]);
+        // Other streams and non-TCP packets count apart or not at all.
+        let mut h = Tamper::new(0);
+        let mut udp = tcp_frame(&payload);
+        udp[VNET_HDR + 9] = 17;
+        assert_eq!(h.apply(&mut udp), None);
     }
 
     #[test]

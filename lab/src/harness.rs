@@ -69,6 +69,12 @@ pub struct Lab {
 impl Lab {
     /// Brings up `text` under a prefix unique to this test and process.
     pub fn up(tag: &str, text: &str) -> Lab {
+        Lab::up_with_env(tag, text, &[])
+    }
+
+    /// As [`Lab::up`], with `env` set for `qcg-lab up` and what it starts (the delay
+    /// line's test hooks, e.g. [`crate::delay::TAMPER_VAR`]).
+    pub fn up_with_env(tag: &str, text: &str, env: &[(&str, &str)]) -> Lab {
         require_lab();
         let prefix = format!("t{tag}{}", std::process::id() % 100_000);
         let mut file = tempfile::NamedTempFile::new().expect("a temporary topology file");
@@ -77,6 +83,7 @@ impl Lab {
         let out = Command::new(exe())
             .args(["up", "--prefix", &prefix])
             .arg(file.path())
+            .envs(env.iter().copied())
             .output()
             .expect("qcg-lab up runs");
         assert!(

@@ -21,6 +21,13 @@
 //! the program. AES-GCM is `ring`'s (AES-NI and PCLMULQDQ, or VAES, where the CPU
 //! has them).
 //!
+//! ## Opening in place
+//! A reader that hands [`Sealed::read_in_place`] the buffer a message's bytes go to
+//! (the engine's posted receive buffer) gets each large record read straight into
+//! it, after the head read alone, and opened there: no copy through the reader's own
+//! buffer. Its tag and the next record's head come in the same `readv`. Smaller
+//! records, and those that do not fit, go through the reader's buffer.
+//!
 //! The kernel's TLS record layer (kTLS) would save the user-space pass; this layer
 //! checks at run time whether the kernel offers the `tls` upper layer and says so in
 //! the log ([`ktls_offered`]), but its records are its own.
@@ -40,6 +47,11 @@ const DATA: u8 = 0;
 const CLOSE: u8 = 1;
 /// Records read from the socket at once, at most (fewer system calls per byte).
 const READ_RECORDS: usize = 4;
+/// Records this long or longer are opened where the reader wants their bytes
+/// ([`Sealed::read_in_place`]) when they fit there; a writer starts and ends a
+/// record at a buffer of this size or more, so that a large message's records hold
+/// its bytes alone.
+pub const IN_PLACE_MIN: usize = 16 * 1024;
 
 /// Which links are sealed (`encrypt` in the broker's config, `QCG_ENCRYPT` for a job).
 pub use qcg_wire::Encrypt as Mode;
@@ -254,6 +266,21 @@ pub struct Sealed<S: Read + Write> {
     close_sent: bool,
     /// Why the stream failed (every later read says it again).
     broken: Option<String>,
+    /// The record being read into the caller's buffer, if one is.
+    in_place: Option<InPlace>,
+    /// Records opened in place so far.
+    opened_in_place: u64,
+}
+
+/// A record being read into the buffer of [`Sealed::read_in_place`]'s caller.
+struct InPlace {
+    /// Where its first byte goes (the caller must come back with this address).
+    addr: usize,
+    head: [u8; HEAD],
+    len: usize,
+    got: usize,
+    tag: [u8; TAG],
+    tag_got: usize,
 }
 
 impl<S: Read + Write> std::fmt::Debug for Sealed<S> {
@@ -285,7 +312,14 @@ impl<S: Read + Write> Sealed<S> {
             closed: false,
             close_sent: false,
             broken: None,
+            in_place: None,
+            opened_in_place: 0,
         }
+    }
+
+    /// Records opened in the caller's buffer (no copy) so far.
+    pub fn opened_in_place(&self) -> u64 {
+        self.opened_in_place
     }
 
     /// The inner stream.
@@ -369,19 +403,14 @@ impl<S: Read + Write> Sealed<S> {
         }
     }
 
-    /// Opens the record at `buf[start..]` if it is whole; `Ok(false)` if more bytes
-    /// are needed.
-    fn open_next(&mut self) -> io::Result<bool> {
-        let have = self.end - self.start;
-        if have < HEAD {
-            return Ok(false);
+    /// The head at `buf[start..]`, checked, with its kind and length; `None` if
+    /// not all there.
+    fn next_head(&self) -> io::Result<Option<([u8; HEAD], u8, usize)>> {
+        if self.end - self.start < HEAD {
+            return Ok(None);
         }
-        let h: [u8; HEAD] = [
-            self.buf[self.start],
-            self.buf[self.start + 1],
-            self.buf[self.start + 2],
-            self.buf[self.start + 3],
-        ];
+        let mut h = [0u8; HEAD];
+        h.copy_from_slice(&self.buf[self.start..self.start + HEAD]);
         let len = u32::from_be_bytes([0, h[1], h[2], h[3]]) as usize;
         let kind = h[0];
         if len > RECORD_MAX || kind > CLOSE || (kind == CLOSE && len != 0) || self.closed {
@@ -392,6 +421,16 @@ impl<S: Read + Write> Sealed<S> {
                 len,
             }));
         }
+        Ok(Some((h, kind, len)))
+    }
+
+    /// Opens the record at `buf[start..]` if it is whole; `Ok(false)` if more bytes
+    /// are needed.
+    fn open_next(&mut self) -> io::Result<bool> {
+        let have = self.end - self.start;
+        let Some((h, kind, len)) = self.next_head()? else {
+            return Ok(false);
+        };
         if have < HEAD + len + TAG {
             return Ok(false);
         }
@@ -421,13 +460,22 @@ impl<S: Read + Write> Drop for Sealed<S> {
     /// record, as far as the socket takes it at once.
     fn drop(&mut self) {
         let _ = self.close();
+        tracing::debug!(
+            peer = %self.peer,
+            sent = self.send_seq,
+            received = self.recv_seq,
+            opened_in_place = self.opened_in_place,
+            "sealed link closed"
+        );
     }
 }
 
 impl<S: Read + Write> Sealed<S> {
     /// Opens the next record, reading the inner stream for it: `Ok(false)` at the
-    /// authenticated end.
-    fn fill(&mut self) -> io::Result<bool> {
+    /// authenticated end. It reads no more than the record's rest or, if more, up to
+    /// `limit` unread bytes (what the caller can take: records past it stay in the
+    /// socket, for [`Sealed::read_in_place`] to read where they go).
+    fn fill(&mut self, limit: usize) -> io::Result<bool> {
         loop {
             if self.open_next()? {
                 return Ok(true);
@@ -435,28 +483,206 @@ impl<S: Read + Write> Sealed<S> {
             if self.closed {
                 return Ok(false);
             }
-            // Room for a whole record after what is unread.
-            if self.start == self.end {
-                self.start = 0;
-                self.end = 0;
-            } else if self.buf.len() - self.start < RECORD_MAX + OVERHEAD {
-                self.buf.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
-            let end = self.end;
-            match self.io.read(&mut self.buf[end..]) {
+            let have = self.end - self.start;
+            let rest = match self.next_head()? {
+                Some((_, _, len)) => HEAD + len + TAG - have,
+                None => HEAD - have,
+            };
+            self.read_more(rest.max(limit.saturating_sub(have)))?;
+        }
+    }
+
+    /// One read of the inner stream into the buffer, `limit` bytes at most.
+    fn read_more(&mut self, limit: usize) -> io::Result<()> {
+        // Room for a whole record after what is unread.
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.buf.len() - self.start < RECORD_MAX + OVERHEAD {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let end = self.end;
+        let to = self.buf.len().min(end + limit.max(1));
+        loop {
+            match self.io.read(&mut self.buf[end..to]) {
                 Ok(0) => {
                     return Err(invalid(SealError::Truncated {
                         peer: self.peer.clone(),
                         seq: self.recv_seq,
                     }))
                 }
-                Ok(n) => self.end += n,
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(());
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+impl<S: Read + Write> Sealed<S> {
+    /// Fails if the stream failed before, or if a record is being opened in place
+    /// and `at` (the caller's buffer) is not where it lies.
+    fn check(&mut self, at: Option<(usize, usize)>) -> io::Result<()> {
+        if let (Some(p), None) = (&self.in_place, &self.broken) {
+            if at.is_none_or(|(addr, room)| addr != p.addr || room < p.len) {
+                self.broken = Some(format!(
+                    "the encrypted stream from {}: record {} was being opened in a buffer its \
+                     reader left",
+                    self.peer, self.recv_seq
+                ));
+            }
+        }
+        match &self.broken {
+            Some(why) => Err(io::Error::new(io::ErrorKind::InvalidData, why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Copies opened plaintext into `dst`; how much.
+    fn take_plain(&mut self, dst: &mut [u8]) -> usize {
+        let k = dst.len().min(self.plain.1 - self.plain.0);
+        dst[..k].copy_from_slice(&self.buf[self.plain.0..self.plain.0 + k]);
+        self.plain.0 += k;
+        k
+    }
+
+    /// Reads as [`Read::read`] does, but opens each record of [`IN_PLACE_MIN`] bytes
+    /// or more that fits in `dst` right there, read straight into it from the socket,
+    /// without passing through this stream's buffer.
+    ///
+    /// After a call that returns `n` (or `WouldBlock`), `dst[n..]` may hold part of a
+    /// record not yet authenticated: the next read must be a `read_in_place` into
+    /// the same memory from `dst[n]` on, at least as long (the engine's direct
+    /// receive does so: it comes back with the rest of the posted buffer). Any other
+    /// read fails the stream (`InvalidData`) rather than lose those bytes. A record
+    /// that fails its check leaves unspecified bytes in `dst`, and the error.
+    pub fn read_in_place(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+        self.check(Some((dst.as_ptr() as usize, dst.len())))?;
+        let mut n = 0;
+        let r = loop {
+            n += self.take_plain(&mut dst[n..]);
+            if n == dst.len() {
+                break Ok(());
+            }
+            if self.in_place.is_some() {
+                match self.read_record_in_place(&mut dst[n..]) {
+                    Ok(Some(len)) => n += len,
+                    Ok(None) => {}
+                    Err(e) => break Err(e),
+                }
+                continue;
+            }
+            match self.open_next() {
+                Ok(true) => continue,
+                Ok(false) if self.closed => break Ok(()),
+                Ok(false) => {}
+                Err(e) => break Err(e),
+            }
+            // Only a head in the buffer: its record may go in place.
+            if self.end - self.start == HEAD {
+                match self.next_head() {
+                    Ok(Some((head, DATA, len))) if len >= IN_PLACE_MIN && len <= dst.len() - n => {
+                        self.in_place = Some(InPlace {
+                            addr: dst[n..].as_ptr() as usize,
+                            head,
+                            len,
+                            got: 0,
+                            tag: [0; TAG],
+                            tag_got: 0,
+                        });
+                        self.start = 0;
+                        self.end = 0;
+                        continue;
+                    }
+                    Err(e) => break Err(e),
+                    _ => {}
+                }
+            }
+            // Read the head alone, or the rest of a record that stays in the buffer.
+            let need = match self.next_head() {
+                Ok(None) => HEAD - (self.end - self.start),
+                Ok(Some((_, _, len))) => HEAD + len + TAG - (self.end - self.start),
+                Err(e) => break Err(e),
+            };
+            if let Err(e) = self.read_more(need) {
+                break Err(e);
+            }
+        };
+        match r {
+            Ok(()) => Ok(n),
+            Err(e) if n > 0 && e.kind() == io::ErrorKind::WouldBlock => Ok(n),
+            Err(e) => {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    self.broken = Some(e.to_string());
+                }
+                if n > 0 {
+                    Ok(n)
+                } else {
+                    Err(e)
+                }
+            }
+        }
+    }
+
+    /// Reads on the record being opened at `dst[0..]` (with its tag, and the next
+    /// head into the buffer) and opens it when whole: `Some(its length)` then.
+    fn read_record_in_place(&mut self, dst: &mut [u8]) -> io::Result<Option<usize>> {
+        let Some(p) = self.in_place.as_mut() else {
+            return Ok(None);
+        };
+        // The buffer is empty (taken when the record started): the next head goes
+        // at its start.
+        let got = {
+            let mut iov = [
+                io::IoSliceMut::new(&mut dst[p.got..p.len]),
+                io::IoSliceMut::new(&mut p.tag[p.tag_got..]),
+                io::IoSliceMut::new(&mut self.buf[self.end..HEAD]),
+            ];
+            match self.io.read_vectored(&mut iov) {
+                Ok(0) => {
+                    return Err(invalid(SealError::Truncated {
+                        peer: self.peer.clone(),
+                        seq: self.recv_seq,
+                    }))
+                }
+                Ok(k) => k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        };
+        let body = got.min(p.len - p.got);
+        p.got += body;
+        let tag = (got - body).min(TAG - p.tag_got);
+        p.tag_got += tag;
+        self.end += got - body - tag;
+        if p.got < p.len || p.tag_got < TAG {
+            return Ok(None);
+        }
+        let (head, len, tag) = (p.head, p.len, p.tag);
+        self.in_place = None;
+        let tag = aead::Tag::try_from(&tag[..]).map_err(|_| io::ErrorKind::InvalidData)?;
+        self.recv
+            .open_in_place_separate_tag(
+                nonce(self.recv_seq),
+                Aad::from(head),
+                tag,
+                &mut dst[..len],
+                0..,
+            )
+            .map_err(|_| {
+                invalid(SealError::Forged {
+                    peer: self.peer.clone(),
+                    seq: self.recv_seq,
+                })
+            })?;
+        self.recv_seq += 1;
+        self.opened_in_place += 1;
+        Ok(Some(len))
     }
 }
 
@@ -465,21 +691,14 @@ impl<S: Read + Write> Read for Sealed<S> {
     /// means it would block now (the engine relies on it with edge-triggered
     /// readiness). A failure after some good bytes is returned by the next call.
     fn read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
-        if let Some(why) = &self.broken {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, why.clone()));
-        }
+        self.check(None)?;
         let mut n = 0;
         loop {
-            if self.plain.0 < self.plain.1 {
-                let k = (dst.len() - n).min(self.plain.1 - self.plain.0);
-                dst[n..n + k].copy_from_slice(&self.buf[self.plain.0..self.plain.0 + k]);
-                self.plain.0 += k;
-                n += k;
-            }
+            n += self.take_plain(&mut dst[n..]);
             if n == dst.len() {
                 return Ok(n);
             }
-            match self.fill() {
+            match self.fill(dst.len() - n + OVERHEAD) {
                 Ok(true) => {}
                 Ok(false) => return Ok(n),
                 Err(e) if n > 0 && e.kind() == io::ErrorKind::WouldBlock => return Ok(n),
@@ -503,11 +722,17 @@ impl<S: Read + Write> Write for Sealed<S> {
         self.push()?;
         let mut taken = 0;
         self.seal(DATA, |out| {
-            for b in bufs {
+            for b in bufs.iter().filter(|b| !b.is_empty()) {
+                // A large buffer starts a record and ends one: its records hold its
+                // bytes alone, for the reader to open them in place.
+                let large = b.len() >= IN_PLACE_MIN;
+                if large && taken > 0 {
+                    break;
+                }
                 let k = b.len().min(RECORD_MAX - taken);
                 out.extend_from_slice(&b[..k]);
                 taken += k;
-                if taken == RECORD_MAX {
+                if taken == RECORD_MAX || large {
                     break;
                 }
             }
@@ -668,17 +893,269 @@ mod tests {
             at += w
                 .write_vectored(&[
                     io::IoSlice::new(&msg[at..at + 10.min(msg.len() - at)]),
-                    io::IoSlice::new(&msg[(at + 10).min(msg.len())..]),
+                    io::IoSlice::new(&msg[(at + 10).min(msg.len())..(at + 9000).min(msg.len())]),
+                    io::IoSlice::new(&msg[(at + 9000).min(msg.len())..(at + 9100).min(msg.len())]),
                 ])
                 .unwrap();
         }
         w.close().unwrap();
         let wire = std::mem::take(&mut w.get_mut().bytes);
-        // Four data records (64 KiB at most each) and the close record.
-        assert_eq!(wire.len(), msg.len() + 5 * OVERHEAD);
+        // Records of 9,100 bytes (small buffers share one), the close record.
+        assert_eq!(wire.len(), msg.len() + 23 * OVERHEAD);
         let needle = &msg[1000..1032];
         assert!(!wire.windows(32).any(|x| x == needle));
         assert_eq!(read_all(wire, k).unwrap(), msg);
+    }
+
+    /// The payload lengths of the records on `wire`.
+    fn record_lengths(wire: &[u8]) -> Vec<usize> {
+        let mut v = Vec::new();
+        let mut at = 0;
+        while at < wire.len() {
+            let len = u32::from_be_bytes([0, wire[at + 1], wire[at + 2], wire[at + 3]]) as usize;
+            v.push(len);
+            at += HEAD + len + TAG;
+        }
+        v
+    }
+
+    #[test]
+    fn a_large_buffer_starts_and_ends_its_records() {
+        let (mut w, _) = sealed_pair();
+        let (head, body, next, small) = ([1u8; 24], pattern(100 * 1024), [2u8; 24], [3u8; 100]);
+        let bufs = [&head[..], &body, &next, &small];
+        let (mut i, mut off) = (0, 0);
+        while i < bufs.len() {
+            let iov: Vec<io::IoSlice> = std::iter::once(&bufs[i][off..])
+                .chain(bufs[i + 1..].iter().map(|b| &b[..]))
+                .map(io::IoSlice::new)
+                .collect();
+            let mut n = w.write_vectored(&iov).unwrap();
+            while i < bufs.len() && n >= bufs[i].len() - off {
+                n -= bufs[i].len() - off;
+                (i, off) = (i + 1, 0);
+            }
+            off += n;
+        }
+        let wire = std::mem::take(&mut w.get_mut().bytes);
+        assert_eq!(
+            record_lengths(&wire),
+            vec![24, 65536, 100 * 1024 - 65536, 124]
+        );
+    }
+
+    /// A stream that hands out at most `step` bytes a read, and `WouldBlock` every
+    /// other call, as a socket on a slow path does.
+    struct Trickle {
+        bytes: Vec<u8>,
+        at: usize,
+        step: usize,
+        block: bool,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+            self.block = !self.block;
+            if self.block && self.at < self.bytes.len() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = dst.len().min(self.step).min(self.bytes.len() - self.at);
+            dst[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+
+        fn read_vectored(&mut self, bufs: &mut [io::IoSliceMut<'_>]) -> io::Result<usize> {
+            // As readv: across the buffers.
+            let mut n = 0;
+            for b in bufs.iter_mut().filter(|b| !b.is_empty()) {
+                let k = match self.read(b) {
+                    Ok(k) => k,
+                    Err(e) if n == 0 => return Err(e),
+                    Err(_) => return Ok(n),
+                };
+                n += k;
+                self.block = false;
+                if k < b.len() {
+                    break;
+                }
+            }
+            Ok(n)
+        }
+    }
+
+    impl Write for Trickle {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Sealed wire bytes of messages `sizes` long: each a 24-byte head and a body,
+    /// written as the engine does (head and body in one vectored write).
+    fn messages(sizes: &[usize]) -> (Vec<u8>, Vec<Vec<u8>>, Keys) {
+        let (mut w, k) = sealed_pair();
+        let bodies: Vec<Vec<u8>> = sizes
+            .iter()
+            .map(|&n| pattern(n + 3)[3..].to_vec())
+            .collect();
+        for b in &bodies {
+            let head = [9u8; 24];
+            let mut at = 0;
+            while at < 24 + b.len() {
+                let iov = if at < 24 {
+                    vec![io::IoSlice::new(&head[at..]), io::IoSlice::new(b)]
+                } else {
+                    vec![io::IoSlice::new(&b[at - 24..])]
+                };
+                at += w.write_vectored(&iov).unwrap();
+            }
+        }
+        w.close().unwrap();
+        (std::mem::take(&mut w.get_mut().bytes), bodies, k)
+    }
+
+    /// Reads `sizes` messages as the engine does: each head through `read`, each
+    /// body by `read_in_place` into a buffer of its own, again and again as the
+    /// stream would block. The bodies, and the records opened in place.
+    fn engine_reads(
+        wire: Vec<u8>,
+        k: Keys,
+        sizes: &[usize],
+        step: usize,
+    ) -> io::Result<(Vec<Vec<u8>>, u64)> {
+        let io = Trickle {
+            bytes: wire,
+            at: 0,
+            step,
+            block: false,
+        };
+        let mut r = Sealed::new(io, k, "rank 0 (10.0.0.1:4000)".into());
+        let mut got = Vec::new();
+        for &n in sizes {
+            let mut head = [0u8; 24];
+            let mut h = 0;
+            while h < 24 {
+                match r.read(&mut head[h..]) {
+                    Ok(k) => h += k,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            assert_eq!(head, [9; 24]);
+            let mut body = vec![0u8; n];
+            let mut have = 0;
+            while have < n {
+                match r.read_in_place(&mut body[have..]) {
+                    Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                    Ok(k) => have += k,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            got.push(body);
+        }
+        Ok((got, r.opened_in_place()))
+    }
+
+    #[test]
+    fn large_records_open_in_the_readers_buffer_and_arrive_intact() {
+        let sizes = [200_000, 10, 65536, 1 << 20, 20_000, 3];
+        for step in [1000, 70_000, usize::MAX] {
+            let (wire, bodies, k) = messages(&sizes);
+            let (got, in_place) = engine_reads(wire, k, &sizes, step).unwrap();
+            assert!(got == bodies, "step {step}: the bodies differ");
+            // 200,000: three of 64 KiB (the last 3,392 through the buffer); 65,536:
+            // one; 1 MiB: sixteen; 20,000: one.
+            assert_eq!(in_place, 3 + 1 + 16 + 1, "step {step}");
+        }
+    }
+
+    #[test]
+    fn records_opened_in_place_fail_when_altered_replayed_reordered_or_cut() {
+        let sizes = [300_000];
+        let (wire, _, _) = messages(&sizes);
+        let recs = record_lengths(&wire);
+        // The second record (the first 64 KiB of the body) starts here.
+        let r2 = HEAD + recs[0] + TAG;
+        let rec = HEAD + 65536 + TAG;
+        type Edit = Box<dyn Fn(Vec<u8>) -> Vec<u8>>;
+        let cases: Vec<(&str, Edit)> = vec![
+            (
+                "flipped body",
+                Box::new(move |mut w| {
+                    w[r2 + rec + 1000] ^= 1;
+                    w
+                }),
+            ),
+            (
+                "flipped tag",
+                Box::new(move |mut w| {
+                    w[r2 + 2 * rec - 1] ^= 1;
+                    w
+                }),
+            ),
+            (
+                "replayed",
+                Box::new(move |w| [&w[..r2 + rec], &w[r2..]].concat()),
+            ),
+            (
+                "reordered",
+                Box::new(move |w| {
+                    [
+                        &w[..r2],
+                        &w[r2 + rec..r2 + 2 * rec],
+                        &w[r2..r2 + rec],
+                        &w[r2 + 2 * rec..],
+                    ]
+                    .concat()
+                }),
+            ),
+            ("cut", Box::new(move |w| w[..r2 + rec + 5000].to_vec())),
+        ];
+        for (what, edit) in cases {
+            // Replays and reorders must fail on their keys: use the same pair.
+            let (wire, _, k) = messages(&sizes);
+            let e = engine_reads(edit(wire), k, &sizes, 40_000).expect_err(what);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{what}: {e}");
+            let e = e.to_string();
+            assert!(e.contains("rank 0 (10.0.0.1:4000)"), "{what}: {e}");
+            let want = if what == "cut" {
+                "was cut"
+            } else {
+                "failed authentication"
+            };
+            assert!(e.contains(want), "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_record_left_half_read_in_place_fails_the_stream() {
+        let (wire, _, k) = messages(&[200_000]);
+        let io = Trickle {
+            bytes: wire,
+            at: 0,
+            step: 30_000,
+            block: false,
+        };
+        let mut r = Sealed::new(io, k, "rank 0".into());
+        let mut head = [0u8; 24];
+        let mut h = 0;
+        while h < 24 {
+            h += r.read(&mut head[h..]).unwrap_or(0);
+        }
+        let mut body = vec![0u8; 200_000];
+        // Part of the first record lands in `body`, then the stream would block.
+        while r.in_place.as_ref().is_none_or(|p| p.got == 0) {
+            let _ = r.read_in_place(&mut body);
+        }
+        let e = r.read(&mut [0u8; 100]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("a buffer its reader left"), "{e}");
+        // And from then on.
+        assert!(r.read_in_place(&mut body).is_err());
     }
 
     fn three_records() -> (Vec<u8>, Keys) {

@@ -138,6 +138,13 @@ impl LinkIo for Link {
         matches!(self, Link::Sealed(s) if s.pending())
     }
 
+    fn read_direct(&mut self, dst: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Link::Sealed(s) => s.read_in_place(dst),
+            other => other.read(dst),
+        }
+    }
+
     fn remote(&self) -> Option<String> {
         self.tcp()
             .and_then(|s| s.peer_addr().ok())

@@ -100,6 +100,13 @@ pub trait LinkIo: Read + Write {
     fn remote(&self) -> Option<String> {
         None
     }
+    /// Reads a message's bytes into `dst`, the rest of its receive buffer: as
+    /// [`Read::read`], but a sealed link opens its records right there
+    /// ([`crate::seal::Sealed::read_in_place`]), and then the next call must be
+    /// this one with the rest of the same buffer.
+    fn read_direct(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+        self.read(dst)
+    }
 }
 
 /// What carries a link, worst first: a peer's messages go on its best link.

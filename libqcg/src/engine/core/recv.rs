@@ -275,7 +275,7 @@ impl<C: LinkIo> Core<C> {
                         },
                     };
                     let want = dst.len();
-                    match conn.io.read(dst) {
+                    match conn.io.read_direct(dst) {
                         Ok(n) if n > 0 => {
                             conn.rx = Rx::Payload {
                                 to,
