@@ -26,13 +26,26 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// `configs/NAME` with each `from` replaced by `to` (each must be there).
+/// `configs/NAME` with each `from` replaced by `to` (each must be there), and its
+/// metrics listener, if any, on a free port: the tests of this file run grids at
+/// once, and the configs' fixed metrics ports (7790-7794) would collide.
 fn config(dir: &Path, name: &str, edits: &[(&str, &str)]) -> PathBuf {
     let mut text = std::fs::read_to_string(repo().join("configs").join(name)).unwrap();
     for (from, to) in edits {
         assert!(text.contains(from), "configs/{name} has no `{from}`");
         text = text.replace(from, to);
     }
+    let text: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("metrics_listen = ") {
+                "metrics_listen = \"127.0.0.1:0\"".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     write(dir, name, &text)
 }
 
