@@ -164,7 +164,8 @@ enum Cmd {
         /// the same host pairs. Needs the workspace's release binaries beside this one.
         #[arg(long, value_name = "TOPO")]
         lab: Option<std::path::PathBuf>,
-        /// With --lab: run only the cases whose name contains this (e.g. `relayed`).
+        /// With --lab: run only the case of exactly this name (e.g. `beta -> alpha`), or
+        /// if none has it, every case whose name contains it (e.g. `relayed`).
         #[arg(long)]
         only: Option<String>,
         /// Folder for np-*.out, netpipe.csv and netpipe.svg.

@@ -507,12 +507,19 @@ pub fn run(
             },
             &file,
             "overlap",
-        )?;
-        let o = if status.success() {
-            parse_overlap(&std::fs::read_to_string(&file)?)
-        } else {
-            eprintln!("# mpirun overlap failed ({status}): Open MPI's column left out");
-            None
+        );
+        // qcg's figures are in hand: an Open MPI that failed or hung only loses its
+        // own column.
+        let o = match status {
+            Ok(s) if s.success() => parse_overlap(&std::fs::read_to_string(&file)?),
+            Ok(s) => {
+                eprintln!("# mpirun overlap failed ({s}): Open MPI's column left out");
+                None
+            }
+            Err(e) => {
+                eprintln!("# {e}: Open MPI's column left out");
+                None
+            }
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         overlap_text = overlap_report(&q, o.as_ref(), cores);

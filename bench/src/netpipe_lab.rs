@@ -209,6 +209,25 @@ fn children_cpu_secs() -> f64 {
     (f.get(12).unwrap_or(&0.0) + f.get(13).unwrap_or(&0.0)) / 100.0
 }
 
+/// The cases `--only` picks, by index: the one whose name is exactly `only` if there
+/// is one (so `beta -> alpha` does not also run `beta -> alpha relayed (…)`), else
+/// every case whose name contains it; an error listing the names when none does.
+fn pick(names: &[&str], only: Option<&str>) -> anyhow::Result<Vec<usize>> {
+    let Some(o) = only else {
+        return Ok((0..names.len()).collect());
+    };
+    if let Some(i) = names.iter().position(|n| *n == o) {
+        return Ok(vec![i]);
+    }
+    let some: Vec<usize> = (0..names.len()).filter(|&i| names[i].contains(o)).collect();
+    anyhow::ensure!(
+        !some.is_empty(),
+        "--only {o:?} names no case of this topology; its cases are:\n  {}",
+        names.join("\n  ")
+    );
+    Ok(some)
+}
+
 /// Runs every case; prints the table and writes each case's files under `out`.
 pub fn run(
     topo_path: &Path,
@@ -230,11 +249,10 @@ pub fn run(
     let mut g = LabGrid::start(&lab.prefix, &t, &lab.bins, &grid::as_built)?;
     let mut rows = Vec::new();
     let mut shape_now = (Shape::AsBuilt, String::new(), String::new());
-    for (n, c) in cases(&t)
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| only.is_none_or(|o| c.name.contains(o)))
-    {
+    let all = cases(&t);
+    let names: Vec<&str> = all.iter().map(|c| c.name.as_str()).collect();
+    let picked = pick(&names, only)?;
+    for (n, c) in all.iter().enumerate().filter(|(n, _)| picked.contains(n)) {
         let (sa, sb) = (site_of(&c.a).to_string(), site_of(&c.b).to_string());
         let want = (c.shape, sa.clone(), sb.clone());
         if c.shape != shape_now.0 || (c.shape != Shape::AsBuilt && want != shape_now) {
@@ -311,4 +329,35 @@ pub fn run(
         out.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick;
+
+    const NAMES: [&str; 4] = [
+        "alpha intra-site",
+        "beta -> alpha",
+        "beta -> alpha relayed (p1 beside alpha)",
+        "beta -> alpha traversed",
+    ];
+
+    #[test]
+    fn only_an_exact_name_runs_that_case_alone() {
+        assert_eq!(pick(&NAMES, Some("beta -> alpha")).unwrap(), vec![1]);
+    }
+
+    #[test]
+    fn only_a_part_of_names_runs_every_case_holding_it() {
+        assert_eq!(pick(&NAMES, Some("relayed")).unwrap(), vec![2]);
+        assert_eq!(pick(&NAMES, Some("beta")).unwrap(), vec![1, 2, 3]);
+        assert_eq!(pick(&NAMES, None).unwrap(), vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn only_naming_no_case_says_which_cases_there_are() {
+        let e = pick(&NAMES, Some("gamma")).unwrap_err().to_string();
+        assert!(e.contains("\"gamma\" names no case"), "{e}");
+        assert!(e.contains("beta -> alpha traversed"), "{e}");
+    }
 }
