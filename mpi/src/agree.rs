@@ -167,14 +167,14 @@ impl Layout {
         out
     }
 
-    /// `a = a ∘ b` for one chunk: `f` on each of its elements, the trailers merged.
+    /// `a = a ∘ b` for one chunk: `f` on the run of its elements (one call), the
+    /// trailers merged.
     pub fn combine(&self, a: &mut [u8], b: &[u8], f: &dyn Fn(&mut [u8], &[u8])) {
         let at = self.per * self.elem;
         let (ta, tb) = (Trailer::read(&a[at..]), Trailer::read(&b[at..]));
         let k = (ta.count.min(tb.count) as usize).min(self.per);
-        for j in 0..k {
-            let r = j * self.elem..(j + 1) * self.elem;
-            f(&mut a[r.clone()], &b[r]);
+        if k > 0 {
+            f(&mut a[..k * self.elem], &b[..k * self.elem]);
         }
         Trailer {
             lo: Trailer::merge(ta.lo, tb.lo, true),

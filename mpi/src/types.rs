@@ -634,12 +634,7 @@ impl Op {
                 };
                 crate::longdouble::apply(h, a, b);
             }
-            Kind::Nums(n, _) => {
-                let s = n.size();
-                for (x, y) in a.chunks_exact_mut(s).zip(b.chunks_exact(s)) {
-                    num_op(self, n, x, y);
-                }
-            }
+            Kind::Nums(n, _) => num_ops(self, n, a, b),
             Kind::Bools(_) | Kind::Bytes(_) => {
                 for (x, y) in a.iter_mut().zip(b) {
                     let (p, q) = (*x != 0, *y != 0);
@@ -727,54 +722,64 @@ fn arr8(b: &[u8]) -> [u8; 8] {
     a
 }
 
-macro_rules! int_op {
-    ($t:ty, $op:expr, $x:expr, $y:expr) => {{
-        let a = <$t>::from_ne_bytes($x[..].try_into().unwrap_or_default());
-        let b = <$t>::from_ne_bytes($y[..].try_into().unwrap_or_default());
-        let r: $t = match $op {
-            Op::Max => a.max(b),
-            Op::Min => a.min(b),
-            Op::Sum => a.wrapping_add(b),
-            Op::Prod => a.wrapping_mul(b),
-            Op::Land => <$t>::from(a != 0 && b != 0),
-            Op::Lor => <$t>::from(a != 0 || b != 0),
-            Op::Lxor => <$t>::from((a != 0) != (b != 0)),
-            Op::Band => a & b,
-            Op::Bor => a | b,
-            Op::Bxor => a ^ b,
-            Op::Minloc | Op::Maxloc => a,
-        };
-        $x.copy_from_slice(&r.to_ne_bytes());
+/// `a[i] = f(a[i], b[i])` over every whole element of type `$t` the two buffers
+/// hold. One loop per (type, operation) pair, decided once per call rather than per
+/// element, so the compiler turns sums, minima and the like into vector code: a 4
+/// MiB reduction is a few hundred microseconds, not milliseconds.
+macro_rules! lanes {
+    ($t:ty, $x:expr, $y:expr, |$a:ident, $b:ident| $e:expr) => {{
+        const S: usize = std::mem::size_of::<$t>();
+        for (x, y) in $x.chunks_exact_mut(S).zip($y.chunks_exact(S)) {
+            let $a = <$t>::from_ne_bytes((&*x).try_into().unwrap_or([0; S]));
+            let $b = <$t>::from_ne_bytes(y.try_into().unwrap_or([0; S]));
+            x.copy_from_slice(&($e).to_ne_bytes());
+        }
     }};
 }
 
-macro_rules! float_op {
-    ($t:ty, $op:expr, $x:expr, $y:expr) => {{
-        let a = <$t>::from_ne_bytes($x[..].try_into().unwrap_or_default());
-        let b = <$t>::from_ne_bytes($y[..].try_into().unwrap_or_default());
-        let r: $t = match $op {
-            Op::Max => a.max(b),
-            Op::Min => a.min(b),
-            Op::Sum => a + b,
-            Op::Prod => a * b,
-            _ => a,
-        };
-        $x.copy_from_slice(&r.to_ne_bytes());
-    }};
+macro_rules! int_ops {
+    ($t:ty, $op:expr, $x:expr, $y:expr) => {
+        match $op {
+            Op::Max => lanes!($t, $x, $y, |a, b| a.max(b)),
+            Op::Min => lanes!($t, $x, $y, |a, b| a.min(b)),
+            Op::Sum => lanes!($t, $x, $y, |a, b| a.wrapping_add(b)),
+            Op::Prod => lanes!($t, $x, $y, |a, b| a.wrapping_mul(b)),
+            Op::Land => lanes!($t, $x, $y, |a, b| <$t>::from(a != 0 && b != 0)),
+            Op::Lor => lanes!($t, $x, $y, |a, b| <$t>::from(a != 0 || b != 0)),
+            Op::Lxor => lanes!($t, $x, $y, |a, b| <$t>::from((a != 0) != (b != 0))),
+            Op::Band => lanes!($t, $x, $y, |a, b| a & b),
+            Op::Bor => lanes!($t, $x, $y, |a, b| a | b),
+            Op::Bxor => lanes!($t, $x, $y, |a, b| a ^ b),
+            Op::Minloc | Op::Maxloc => {}
+        }
+    };
 }
 
-fn num_op(op: Op, n: Num, x: &mut [u8], y: &[u8]) {
+macro_rules! float_ops {
+    ($t:ty, $op:expr, $x:expr, $y:expr) => {
+        match $op {
+            Op::Max => lanes!($t, $x, $y, |a, b| a.max(b)),
+            Op::Min => lanes!($t, $x, $y, |a, b| a.min(b)),
+            Op::Sum => lanes!($t, $x, $y, |a, b| a + b),
+            Op::Prod => lanes!($t, $x, $y, |a, b| a * b),
+            _ => {}
+        }
+    };
+}
+
+/// `x = x op y`, element by element, for numbers of kind `n`.
+fn num_ops(op: Op, n: Num, x: &mut [u8], y: &[u8]) {
     match n {
-        Num::I8 => int_op!(i8, op, x, y),
-        Num::I16 => int_op!(i16, op, x, y),
-        Num::I32 => int_op!(i32, op, x, y),
-        Num::I64 => int_op!(i64, op, x, y),
-        Num::U8 => int_op!(u8, op, x, y),
-        Num::U16 => int_op!(u16, op, x, y),
-        Num::U32 => int_op!(u32, op, x, y),
-        Num::U64 => int_op!(u64, op, x, y),
-        Num::F32 => float_op!(f32, op, x, y),
-        Num::F64 => float_op!(f64, op, x, y),
+        Num::I8 => int_ops!(i8, op, x, y),
+        Num::I16 => int_ops!(i16, op, x, y),
+        Num::I32 => int_ops!(i32, op, x, y),
+        Num::I64 => int_ops!(i64, op, x, y),
+        Num::U8 => int_ops!(u8, op, x, y),
+        Num::U16 => int_ops!(u16, op, x, y),
+        Num::U32 => int_ops!(u32, op, x, y),
+        Num::U64 => int_ops!(u64, op, x, y),
+        Num::F32 => float_ops!(f32, op, x, y),
+        Num::F64 => float_ops!(f64, op, x, y),
         Num::LongDouble => {}
     }
 }
@@ -794,6 +799,109 @@ pub fn check_op(op: Op, t: &TypeInfo) -> Result<(), MpiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One integer element, sign-extended or zero-extended to i128.
+    fn int_at(n: Num, b: &[u8]) -> i128 {
+        let mut w = [0u8; 8];
+        w[..b.len()].copy_from_slice(b);
+        let u = u64::from_ne_bytes(w);
+        let bits = 8 * b.len() as u32;
+        let signed = matches!(n, Num::I8 | Num::I16 | Num::I32 | Num::I64);
+        if signed && bits < 64 {
+            ((u << (64 - bits)) as i64 >> (64 - bits)) as i128
+        } else if signed {
+            u as i64 as i128
+        } else {
+            u as i128
+        }
+    }
+
+    /// The element-by-element reference for integers: i128 arithmetic, then cut.
+    fn int_reference(op: Op, n: Num, a: &[u8], b: &[u8]) -> Vec<u8> {
+        let s = n.size();
+        let mut out = a.to_vec();
+        for (k, (x, y)) in a.chunks_exact(s).zip(b.chunks_exact(s)).enumerate() {
+            let (p, q) = (int_at(n, x), int_at(n, y));
+            let r: i128 = match op {
+                Op::Max => p.max(q),
+                Op::Min => p.min(q),
+                Op::Sum => p + q,
+                Op::Prod => p.wrapping_mul(q),
+                Op::Land => i128::from(p != 0 && q != 0),
+                Op::Lor => i128::from(p != 0 || q != 0),
+                Op::Lxor => i128::from((p != 0) != (q != 0)),
+                Op::Band => p & q,
+                Op::Bor => p | q,
+                Op::Bxor => p ^ q,
+                Op::Minloc | Op::Maxloc => p,
+            };
+            out[k * s..(k + 1) * s].copy_from_slice(&r.to_ne_bytes()[..s]);
+        }
+        out
+    }
+
+    const INT_OPS: [Op; 10] = [
+        Op::Max,
+        Op::Min,
+        Op::Sum,
+        Op::Prod,
+        Op::Land,
+        Op::Lor,
+        Op::Lxor,
+        Op::Band,
+        Op::Bor,
+        Op::Bxor,
+    ];
+
+    proptest::proptest! {
+        /// The whole-buffer loops give what one element at a time gives, for every
+        /// integer kind and operation, remainder bytes left alone.
+        #[test]
+        fn integer_reductions_match_an_element_by_element_reference(
+            a in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+            b in proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+        ) {
+            let len = a.len().min(b.len());
+            let (a, b) = (&a[..len], &b[..len]);
+            for n in [Num::I8, Num::I16, Num::I32, Num::I64, Num::U8, Num::U16, Num::U32, Num::U64] {
+                for op in INT_OPS {
+                    let mut got = a.to_vec();
+                    op.apply(Kind::Nums(n, 1), &mut got, b);
+                    proptest::prop_assert_eq!(&got, &int_reference(op, n, a, b), "{:?} {:?}", op, n);
+                }
+            }
+        }
+
+        /// Floating sums, products, minima and maxima as one element at a time does
+        /// them (the f32 reference computes in f64, exact for one + or *, then rounds).
+        #[test]
+        fn float_reductions_match_an_element_by_element_reference(
+            a in proptest::collection::vec(-1e6f64..1e6, 0..100),
+            b in proptest::collection::vec(-1e6f64..1e6, 0..100),
+        ) {
+            let len = a.len().min(b.len());
+            for op in [Op::Max, Op::Min, Op::Sum, Op::Prod] {
+                let f = |p: f64, q: f64| match op {
+                    Op::Max => p.max(q),
+                    Op::Min => p.min(q),
+                    Op::Sum => p + q,
+                    _ => p * q,
+                };
+                let bytes = |v: &[f64]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+                let mut got = bytes(&a[..len]);
+                op.apply(Kind::Nums(Num::F64, 1), &mut got, &bytes(&b[..len]));
+                let want: Vec<f64> = (0..len).map(|k| f(a[k], b[k])).collect();
+                proptest::prop_assert_eq!(got, bytes(&want));
+                let a32: Vec<f32> = a[..len].iter().map(|x| *x as f32).collect();
+                let b32: Vec<f32> = b[..len].iter().map(|x| *x as f32).collect();
+                let bytes32 = |v: &[f32]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+                let mut got = bytes32(&a32);
+                op.apply(Kind::Nums(Num::F32, 1), &mut got, &bytes32(&b32));
+                let want: Vec<f32> = (0..len).map(|k| f(a32[k] as f64, b32[k] as f64) as f32).collect();
+                proptest::prop_assert_eq!(got, bytes32(&want));
+            }
+        }
+    }
 
     fn t(h: i32) -> Arc<TypeInfo> {
         Arc::new(predefined(h).expect("predefined"))

@@ -12,7 +12,7 @@ use crate::agree;
 use crate::error::{Class, MpiError};
 use crate::ffi::{call, in_bytes, ints, put, write_packed, IN_PLACE};
 use crate::state::{self, count, root, OpKind, COMM_WORLD};
-use crate::types::{self, TypeInfo};
+use crate::types::{self, Kind, TypeInfo};
 use libc::{c_int, c_void};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -121,57 +121,84 @@ pub(super) fn ty(h: c_int) -> Result<Arc<TypeInfo>, MpiError> {
     state::with(|s| s.ty(h))
 }
 
-/// `a = a ∘ b` for one packed element, and whether the operation commutes.
+/// `a = a ∘ b` over a run of whole packed elements of `t` (as many in `b` as in
+/// `a`), and whether the operation commutes. A run is combined in one call: the
+/// predefined operations on numbers loop in vector code over it and a user's
+/// function gets it as one `len` (MPI's contract), where one call per element
+/// cost a dynamic call, and for a user's function an allocation, per element.
 pub(super) fn combiner(
     h: c_int,
     dt: c_int,
     t: &Arc<TypeInfo>,
 ) -> Result<(Combine, bool), MpiError> {
+    let size = t.size;
     match state::with(|s| s.op(h))? {
         OpKind::Predefined(op) => {
             types::check_op(op, t)?;
             let kind = t.kind;
+            // Numbers, logicals and bytes combine lane by lane whatever the run's
+            // length; pairs and complex numbers one element at a time.
+            let runs = matches!(kind, Kind::Nums(..) | Kind::Bools(_) | Kind::Bytes(_));
             Ok((
-                Box::new(move |a: &mut [u8], b: &[u8]| op.apply(kind, a, b)),
+                Box::new(move |a: &mut [u8], b: &[u8]| {
+                    if runs {
+                        op.apply(kind, a, b);
+                    } else if size > 0 {
+                        for (x, y) in a.chunks_exact_mut(size).zip(b.chunks_exact(size)) {
+                            op.apply(kind, x, y);
+                        }
+                    }
+                }),
                 true,
             ))
         }
         OpKind::User { f, commute } => {
             let t = t.clone();
             let g = move |a: &mut [u8], b: &[u8]| {
-                let mut len: c_int = 1;
+                if size == 0 {
+                    return;
+                }
+                let n = a.len().min(b.len()) / size;
                 let mut d = dt;
                 // MPI's user function computes inoutvec = invec ∘ inoutvec.
                 if t.is_contiguous() {
-                    let mut inout = b.to_vec();
-                    // SAFETY: two buffers of one element of `t`, as MPI promises the
-                    // user function.
-                    unsafe {
-                        f(
-                            a.as_mut_ptr().cast(),
-                            inout.as_mut_ptr().cast(),
-                            &mut len,
-                            &mut d,
-                        )
-                    };
-                    a.copy_from_slice(&inout);
+                    let mut inout = b[..n * size].to_vec();
+                    // `len` is a C int: runs longer than that go in pieces.
+                    let most = (c_int::MAX as usize / size).max(1) * size;
+                    for (x, y) in a[..n * size].chunks_mut(most).zip(inout.chunks_mut(most)) {
+                        let mut len = (x.len() / size) as c_int;
+                        // SAFETY: two buffers of `len` elements of `t`, as MPI
+                        // promises the user function.
+                        unsafe {
+                            f(
+                                x.as_mut_ptr().cast(),
+                                y.as_mut_ptr().cast(),
+                                &mut len,
+                                &mut d,
+                            )
+                        };
+                    }
+                    a[..n * size].copy_from_slice(&inout);
                 } else {
                     let (first, span) = t.span(1);
                     let mut x = vec![0u8; span];
                     let mut y = vec![0u8; span];
-                    t.unpack(a, &mut x, 1);
-                    t.unpack(b, &mut y, 1);
-                    // SAFETY: one element of `t` laid out in each buffer, addressed
-                    // from its origin (`first` bytes before the buffer's start).
-                    unsafe {
-                        f(
-                            x.as_mut_ptr().wrapping_offset(-first).cast(),
-                            y.as_mut_ptr().wrapping_offset(-first).cast(),
-                            &mut len,
-                            &mut d,
-                        )
-                    };
-                    a.copy_from_slice(&t.pack(&y, 1));
+                    for (pa, pb) in a.chunks_exact_mut(size).zip(b.chunks_exact(size)) {
+                        let mut len: c_int = 1;
+                        t.unpack(pa, &mut x, 1);
+                        t.unpack(pb, &mut y, 1);
+                        // SAFETY: one element of `t` laid out in each buffer, addressed
+                        // from its origin (`first` bytes before the buffer's start).
+                        unsafe {
+                            f(
+                                x.as_mut_ptr().wrapping_offset(-first).cast(),
+                                y.as_mut_ptr().wrapping_offset(-first).cast(),
+                                &mut len,
+                                &mut d,
+                            )
+                        };
+                        pa.copy_from_slice(&t.pack(&y, 1));
+                    }
                 }
             };
             Ok((Box::new(g), commute))
@@ -231,9 +258,8 @@ fn combine_all(f: &Combine, size: usize, acc: &mut [u8], other: &[u8]) {
     if size == 0 {
         return;
     }
-    for (a, b) in acc.chunks_exact_mut(size).zip(other.chunks_exact(size)) {
-        f(a, b);
-    }
+    let n = acc.len().min(other.len()) / size * size;
+    f(&mut acc[..n], &other[..n]);
 }
 
 pub(super) fn in_place(p: *const c_void) -> bool {

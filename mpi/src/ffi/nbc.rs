@@ -1109,11 +1109,9 @@ pub unsafe extern "C" fn PMPI_Reduce_local(
         unsafe {
             let a = in_bytes(inbuf, n, &t)?;
             let b = in_bytes(inoutbuf, n, &t)?;
-            // inoutbuf = inbuf ∘ inoutbuf, element by element.
+            // inoutbuf = inbuf ∘ inoutbuf, the whole run in one call.
             let mut out = a.into_owned();
-            for (x, y) in out.chunks_exact_mut(t.size).zip(b.chunks_exact(t.size)) {
-                f(x, y);
-            }
+            f(&mut out, &b[..]);
             write_packed(inoutbuf, n, &t, &out)
         }
     })
