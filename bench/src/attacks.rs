@@ -5,76 +5,13 @@
 //!
 //! The tests prove each attack is refused; this prints what it cost.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
+use qcg_grid::services::{Cluster, Node, ServiceGrid};
 use qcg_proto::quic;
-use qcg_proto::tls::{Ca, Role};
+use qcg_proto::tls::Role;
 use qcg_proto::{AccessPoint, ClusterConfig, ProcName, Request};
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
-
-/// Services killed when the run ends, however it ends.
-pub(crate) struct Services(pub(crate) Vec<Child>);
-
-impl Drop for Services {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-pub(crate) fn bin(name: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let p = exe.with_file_name(name);
-    if !p.exists() {
-        bail!(
-            "{} is missing: build the services first (cargo build --release --workspace --bins)",
-            p.display()
-        );
-    }
-    Ok(p)
-}
-
-/// Starts `name --config CFG`; returns its pid and its stdout lines.
-pub(crate) fn start(
-    s: &mut Services,
-    name: &str,
-    cfg: &Path,
-) -> Result<(u32, mpsc::Receiver<String>)> {
-    let mut c = Command::new(bin(name)?)
-        .arg("--config")
-        .arg(cfg)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {name}"))?;
-    let out = c.stdout.take().context("no stdout")?;
-    let pid = c.id();
-    s.0.push(c);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(|l| l.ok()) {
-            let _ = tx.send(l);
-        }
-    });
-    Ok((pid, rx))
-}
-
-pub(crate) fn ready(lines: &mpsc::Receiver<String>, prefix: &str) -> Result<String> {
-    loop {
-        let l = lines
-            .recv_timeout(Duration::from_secs(30))
-            .with_context(|| format!("no `{prefix}` line"))?;
-        if let Some(rest) = l.strip_prefix(prefix) {
-            return Ok(rest.trim().to_string());
-        }
-    }
-}
 
 /// A `/proc/PID/status` field, in KiB.
 pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
@@ -100,97 +37,25 @@ fn count(dir: String) -> usize {
     std::fs::read_dir(dir).map_or(0, |d| d.count())
 }
 
-pub(crate) fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
-    let p = dir.join(name);
-    std::fs::write(&p, text)?;
-    Ok(p)
-}
-
-/// The local account jobs run as here: root when we are root (allowed explicitly),
-/// else our own user.
-pub(crate) fn accounts() -> String {
-    let uid = rustix::process::getuid().as_raw();
-    if uid == 0 {
-        return "default = \"root\"\nallow_root = true\n".into();
-    }
-    let user = std::env::var("USER").unwrap_or_else(|_| "nobody".into());
-    format!("default = \"{user}\"\n")
-}
-
 /// Runs every attack and prints a table; `lines` is the number of 16 KiB output
 /// lines of the flooding job (the issue's 100,000 by default).
 pub fn run(lines: u32, strangers: usize) -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let d = dir.path();
-    let ca = Ca::generate()?;
-    ca.save(&d.join("ca"))?;
-    for (role, name) in [
-        (Role::Broker, "broker"),
-        (Role::Frontal, "alpha"),
-        (Role::Helper, "a1"),
-        (Role::Proxy, "relay"),
-        (Role::Client, "alice"),
-    ] {
-        ca.issue(role, name)?.save(&d.join("ca"), name)?;
-    }
-    let tls = "ca = \"ca/ca.pem\"\ncert = \"ca/{n}.pem\"\nkey = \"ca/{n}.key\"\n";
-    let tls = |n: &str| tls.replace("{n}", n);
-    let mut s = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        &format!(
-            "listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n{}",
-            tls("broker")
-        ),
-    )?;
-    let (broker, out) = start(&mut s, "qcg-broker", &cfg)?;
-    let quic_at: SocketAddr = ready(&out, "qcg-broker: QUIC on")?.parse()?;
-    let url = format!(
-        "https://{}",
-        ready(&out, "qcg-broker: HTTPS API on https://")?
-    );
-    let cfg = write(
-        d,
-        "frontal.toml",
-        &format!(
-            "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"{quic_at}\"\nlisten = \"127.0.0.1:0\"\n{}\n[[nodes]]\nname = \"a1\"\nslots = 4\n",
-            tls("alpha")
-        ),
-    )?;
-    let (_, out) = start(&mut s, "qcg-frontal", &cfg)?;
-    let at = ready(&out, "qcg-frontal: cluster alpha serving helpers on")?;
-    let cfg = write(
-        d,
-        "helper.toml",
-        &format!(
-            "node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\n{}\n[accounts]\n{}",
-            tls("a1"),
-            accounts()
-        ),
-    )?;
-    let (_, out) = start(&mut s, "qcg-helper", &cfg)?;
-    ready(&out, "qcg-helper: node a1 serving")?;
-    let cfg = write(
-        d,
-        "proxy.toml",
-        &format!(
-            "listen = \"127.0.0.1:0\"\nbroker = \"{quic_at}\"\n{}",
-            tls("relay")
-        ),
-    )?;
-    let (proxy, out) = start(&mut s, "qcg-proxy", &cfg)?;
-    let relay_at: SocketAddr = ready(&out, "qcg-proxy: relaying on")?.parse()?;
+    let mut g = ServiceGrid::builder()
+        .no_http()
+        .log_filter("error")
+        .cluster(Cluster::new("alpha").node(Node::new("a1").slots(4)))
+        .cert("client", "alice")
+        .start()?;
+    let relay_at = g.start_proxy("relay", "")?;
+    let quic_at = g.quic()?;
+    let broker = g.service("broker")?.pid();
+    let proxy = g.service("proxy-relay")?.pid();
+    let ca = g.ca();
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let alice = qcg_proto::tls::Identity::load(
-        &d.join("ca/alice.pem"),
-        &d.join("ca/alice.key"),
-        &d.join("ca/ca.pem"),
-    )?;
-    let client = qcg_cli::client::Client::new(&url, &alice)?;
+    let client = g.client("alice")?;
 
     println!(
         "# qcg-bench attacks: real services on loopback (pids: broker {broker}, proxy {proxy})"

@@ -21,9 +21,10 @@
 //!    from a cluster reaches the broker; the others of that cluster wait for its
 //!    answer and share it, as the frontal does), and again with the cache full.
 
-use crate::attacks::{mib, ready, start, status_kib, write, Services};
+use crate::attacks::{mib, status_kib};
 use anyhow::{bail, Context, Result};
 use qcg_frontal::cache::PlanCache;
+use qcg_grid::services::ServiceGrid;
 use qcg_proto::quic;
 use qcg_proto::tls::{Ca, Role};
 use qcg_proto::{AccessPoint, ClusterConfig, Nat, Policy, ProcName, Request, Response};
@@ -173,31 +174,23 @@ pub fn run(a: &Args) -> Result<()> {
     if a.clusters > 200 * 250 {
         bail!("--clusters: at most 50000 (one loopback address each)");
     }
-    let dir = tempfile::tempdir()?;
-    let d = dir.path();
-    let ca = Ca::generate()?;
-    ca.save(&d.join("ca"))?;
-    ca.issue(Role::Broker, "broker")?
-        .save(&d.join("ca"), "broker")?;
-    let cfg = write(
-        d,
-        "broker.toml",
-        &format!(
-            "listen = \"127.0.0.1:0\"\nmax_registrations_per_job = {}\n\
-             max_registrations_per_cluster = {}\n\
-             ca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
+    let g = ServiceGrid::builder()
+        .no_http()
+        .no_https()
+        .log_filter("error")
+        .broker_config(&format!(
+            "max_registrations_per_job = {}\nmax_registrations_per_cluster = {}",
             a.per_job.max(1),
             a.processes.max(65536),
-        ),
-    )?;
-    let mut s = Services(Vec::new());
-    let (pid, out) = start(&mut s, "qcg-broker", &cfg)?;
-    let addr: SocketAddr = ready(&out, "qcg-broker: QUIC on")?.parse()?;
+        ))
+        .start()?;
+    let (pid, addr) = (g.service("broker")?.pid(), g.quic()?);
+    let ca = g.ca();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(drive(a, &ca, addr, pid));
+    let result = rt.block_on(drive(a, ca, addr, pid));
     let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let (mut phases, mem) = result?;
     let cmd: Vec<String> = std::env::args().collect();

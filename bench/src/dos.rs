@@ -6,86 +6,22 @@
 //! would look at: how long an HTTPS request or a helper request takes during the
 //! flood, how many log lines the service wrote, its memory and CPU.
 
-use anyhow::{bail, Context, Result};
-use qcg_proto::tls::{Ca, Role};
+use anyhow::{Context, Result};
+use qcg_grid::services::{tls_fields, Limits, ServiceGrid};
+use qcg_proto::tls::Role;
 use qcg_proto::{Request, Response};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
 /// How long each flood lasts.
 const FLOOD: Duration = Duration::from_secs(12);
-
-struct Service {
-    child: Child,
-    pid: u32,
-    lines: mpsc::Receiver<String>,
-    /// Lines the service wrote (its log is on stdout), counted as they come.
-    logged: Arc<AtomicU64>,
-}
-
-impl Drop for Service {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn bin(name: &str) -> Result<PathBuf> {
-    let p = std::env::current_exe()?.with_file_name(name);
-    if !p.exists() {
-        bail!("{} is missing: build the services first", p.display());
-    }
-    Ok(p)
-}
-
-/// Starts `name --config cfg` under `ulimit -n nofile`, logging at `warn`.
-fn start(name: &str, cfg: &Path, nofile: u32) -> Result<Service> {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -n {nofile} && exec \"$0\" --config \"$1\""))
-        .arg(bin(name)?)
-        .arg(cfg)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {name}"))?;
-    let out = child.stdout.take().context("no stdout")?;
-    let pid = child.id();
-    let logged = Arc::new(AtomicU64::new(0));
-    let (tx, rx) = mpsc::channel();
-    let n = logged.clone();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines().map_while(|l| l.ok()) {
-            n.fetch_add(1, Ordering::Relaxed);
-            let _ = tx.send(l);
-        }
-    });
-    Ok(Service {
-        child,
-        pid,
-        lines: rx,
-        logged,
-    })
-}
-
-fn ready(s: &Service, prefix: &str) -> Result<String> {
-    loop {
-        let l = s
-            .lines
-            .recv_timeout(Duration::from_secs(30))
-            .with_context(|| format!("no `{prefix}` line"))?;
-        if let Some(rest) = l.strip_prefix(prefix) {
-            return Ok(rest.trim().to_string());
-        }
-    }
-}
 
 fn rss_mib(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -205,32 +141,21 @@ fn ask(socket: &Path, req: &Request) -> Option<Response> {
         .flatten()
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf> {
-    let p = dir.join(name);
-    std::fs::write(&p, text)?;
-    Ok(p)
-}
-
 /// Runs both floods and prints what they cost.
 pub fn run(strangers: usize, half: usize) -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let d = dir.path();
+    let mut g = ServiceGrid::new()?;
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::set_permissions(g.dir(), std::fs::Permissions::from_mode(0o755))?;
     }
-    let ca = Ca::generate()?;
-    ca.save(&d.join("ca"))?;
     for (role, name) in [
         (Role::Broker, "broker"),
         (Role::Frontal, "alpha"),
         (Role::Helper, "a1"),
         (Role::Client, "alice"),
     ] {
-        ca.issue(role, name)?.save(&d.join("ca"), name)?;
+        g.issue(role, name)?;
     }
-    let tls =
-        |n: &str| format!("ca = \"ca/ca.pem\"\ncert = \"ca/{n}.pem\"\nkey = \"ca/{n}.key\"\n");
     // Our own descriptors: enough for the strangers.
     {
         use rustix::process::{getrlimit, setrlimit, Resource};
@@ -238,62 +163,63 @@ pub fn run(strangers: usize, half: usize) -> Result<()> {
         l.current = l.maximum;
         let _ = setrlimit(Resource::Nofile, l);
     }
-    let cfg = write(
-        d,
-        "broker.toml",
+    let limit = |n| Limits {
+        nofile: Some(n),
+        ..Limits::default()
+    };
+    g.start_with(
+        "broker",
+        "qcg-broker",
         &format!(
             "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n{}",
-            tls("broker")
+            tls_fields("broker")
         ),
+        limit(512),
     )?;
-    let broker = start("qcg-broker", &cfg, 512)?;
-    let quic_at = ready(&broker, "qcg-broker: QUIC on")?;
-    let http_at: SocketAddr = ready(&broker, "qcg-broker: HTTP API on http://")?.parse()?;
+    let quic_at = g.line("broker", "qcg-broker: QUIC on")?;
+    let http_at: SocketAddr = g.addr("broker", "qcg-broker: HTTP API on http://")?;
     let url = format!(
         "https://{}",
-        ready(&broker, "qcg-broker: HTTPS API on https://")?
+        g.line("broker", "qcg-broker: HTTPS API on https://")?
     );
-    let cfg = write(
-        d,
-        "frontal.toml",
+    g.start_with(
+        "frontal",
+        "qcg-frontal",
         &format!(
             "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"{quic_at}\"\nlisten = \"127.0.0.1:0\"\n{}",
-            tls("alpha")
+            tls_fields("alpha")
         ),
+        limit(1024),
     )?;
-    let frontal = start("qcg-frontal", &cfg, 1024)?;
-    let at = ready(&frontal, "qcg-frontal: cluster alpha serving helpers on")?;
+    let at = g.line("frontal", "qcg-frontal: cluster alpha serving helpers on")?;
     let root = rustix::process::geteuid().is_root();
     let group = if root {
         format!("socket_group = \"{NOBODY}\"\n")
     } else {
         String::new()
     };
-    let cfg = write(
-        d,
-        "helper.toml",
+    g.start_with(
+        "helper",
+        "qcg-helper",
         &format!(
             "node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\n{group}{}",
-            tls("a1")
+            tls_fields("a1")
         ),
+        limit(256),
     )?;
-    let helper = start("qcg-helper", &cfg, 256)?;
-    ready(&helper, "qcg-helper: node a1 serving")?;
-    let socket = d.join("a1.sock");
+    g.line("helper", "qcg-helper: node a1 serving")?;
+    let socket = g.socket("a1");
+    let (broker, helper) = (g.service("broker")?, g.service("helper")?);
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let alice = qcg_proto::tls::Identity::load(
-        &d.join("ca/alice.pem"),
-        &d.join("ca/alice.key"),
-        &d.join("ca/ca.pem"),
-    )?;
+    let alice = g.identity("alice")?;
     // A new client (and so a new connection) per request: a kept-alive connection
     // opened before the flood would not show whether the broker still accepts.
     let https = || {
         let t0 = Instant::now();
-        let client = qcg_cli::client::Client::new(&url, &alice).ok()?;
+        let client = qcg_grid::client::Client::new(&url, &alice).ok()?;
         let r = rt.block_on(async {
             tokio::time::timeout(
                 Duration::from_secs(5),
@@ -312,9 +238,9 @@ pub fn run(strangers: usize, half: usize) -> Result<()> {
     // 1. Idle strangers on the broker's plain HTTP.
     let quiet = summary((0..5).map(|_| https()).collect());
     let (rss0, cpu0, log0) = (
-        rss_mib(broker.pid),
-        cpu_secs(broker.pid),
-        broker.logged.load(Ordering::Relaxed),
+        rss_mib(broker.pid()),
+        cpu_secs(broker.pid()),
+        broker.lines_printed(),
     );
     let stop = Arc::new(AtomicBool::new(false));
     let dials = Arc::new(AtomicU64::new(0));
@@ -326,11 +252,11 @@ pub fn run(strangers: usize, half: usize) -> Result<()> {
     let mut peak = rss0;
     while t0.elapsed() < FLOOD {
         during.push(https());
-        fds = fds.max(descriptors(broker.pid));
-        peak = peak.max(rss_mib(broker.pid));
+        fds = fds.max(descriptors(broker.pid()));
+        peak = peak.max(rss_mib(broker.pid()));
         std::thread::sleep(Duration::from_millis(250));
     }
-    let cpu = (cpu_secs(broker.pid) - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
+    let cpu = (cpu_secs(broker.pid()) - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
     stop.store(true, Ordering::Relaxed);
     let _ = flood.join();
     let n = during.len();
@@ -346,7 +272,7 @@ pub fn run(strangers: usize, half: usize) -> Result<()> {
     );
     println!(
         "    log +{} lines, RSS {rss0:.1} -> peak {peak:.1} MiB (+{:.1}), descriptors max {fds}, CPU {cpu:.0} %",
-        broker.logged.load(Ordering::Relaxed) - log0,
+        broker.lines_printed() - log0,
         peak - rss0
     );
 
@@ -360,7 +286,7 @@ pub fn run(strangers: usize, half: usize) -> Result<()> {
         .then(|| t0.elapsed().as_secs_f64() * 1e3)
     };
     let quiet = summary((0..5).map(|_| node_info()).collect());
-    let (cpu0, log0) = (cpu_secs(helper.pid), helper.logged.load(Ordering::Relaxed));
+    let (cpu0, log0) = (cpu_secs(helper.pid()), helper.lines_printed());
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(["half-frames", "--socket"])
         .arg(&socket)
@@ -385,10 +311,10 @@ pub fn run(strangers: usize, half: usize) -> Result<()> {
     let mut fds = 0;
     while t0.elapsed() < FLOOD {
         during.push(node_info());
-        fds = fds.max(descriptors(helper.pid));
+        fds = fds.max(descriptors(helper.pid()));
         std::thread::sleep(Duration::from_millis(250));
     }
-    let cpu = (cpu_secs(helper.pid) - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
+    let cpu = (cpu_secs(helper.pid()) - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
     drop(child.stdin.take());
     let _ = child.wait();
     let n = during.len();
@@ -405,8 +331,8 @@ pub fn run(strangers: usize, half: usize) -> Result<()> {
     );
     println!(
         "    log +{} lines, descriptors max {fds}, CPU {cpu:.0} %",
-        helper.logged.load(Ordering::Relaxed) - log0
+        helper.lines_printed() - log0
     );
-    drop((broker, frontal, helper));
+    drop(g);
     Ok(())
 }

@@ -9,9 +9,8 @@
 //! `cli/tests/hijack.rs` and `cli/tests/lost.rs` prove the refusals and the failures;
 //! this prints what they took.
 
-use crate::attacks::{accounts, ready, start, write, Services};
 use anyhow::{bail, Context, Result};
-use qcg_proto::tls::{Ca, Role};
+use qcg_grid::services::{Cluster, Node, ServiceGrid};
 use qcg_proto::{AccessPoint, ProcName, Request, Response};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -83,68 +82,42 @@ fn ask(socket: &Path, req: &Request) -> Result<Response> {
 }
 
 struct Grid {
-    dir: tempfile::TempDir,
-    s: Services,
+    s: ServiceGrid,
     http: SocketAddr,
-    client: qcg_cli::client::Client,
+    client: qcg_grid::client::Client,
     rt: tokio::runtime::Runtime,
-    /// Index in `s` of each service, by name.
-    index: Vec<(String, usize)>,
 }
 
 impl Grid {
+    /// Kills the helper of `node` or the service `name` (`frontal-CLUSTER`).
     fn kill(&mut self, name: &str) -> Result<()> {
-        let i = self
-            .index
-            .iter()
-            .find(|(n, _)| n == name)
-            .context("no such service")?
-            .1;
-        self.s.0[i].kill()?;
-        self.s.0[i].wait()?;
-        Ok(())
+        let service = if name.starts_with("frontal-") {
+            name.to_string()
+        } else {
+            format!("helper-{name}")
+        };
+        Ok(self.s.kill(&service)?)
     }
 
     fn start_frontal(&mut self, cluster: &str) -> Result<String> {
-        let cfg = self.dir.path().join(format!("frontal-{cluster}.toml"));
-        let (_, out) = start(&mut self.s, "qcg-frontal", &cfg)?;
-        self.index
-            .push((format!("frontal-{cluster}"), self.s.0.len() - 1));
-        ready(
-            &out,
+        let name = format!("frontal-{cluster}");
+        self.s.restart(&name)?;
+        Ok(self.s.line(
+            &name,
             &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-        )
+        )?)
     }
 
     fn start_helper(&mut self, node: &str) -> Result<()> {
-        let cfg = self.dir.path().join(format!("helper-{node}.toml"));
-        let (_, out) = start(&mut self.s, "qcg-helper", &cfg)?;
-        self.index.push((node.to_string(), self.s.0.len() - 1));
-        ready(&out, &format!("qcg-helper: node {node} serving"))?;
-        Ok(())
-    }
-
-    /// Writes the helper's config for the frontal at `frontal`.
-    fn helper_cfg(&self, node: &str, frontal: &str) -> Result<()> {
-        let group = if rustix::process::geteuid().is_root() {
-            "socket_group = \"65534\"\n"
-        } else {
-            ""
-        };
-        write(
-            self.dir.path(),
-            &format!("helper-{node}.toml"),
-            &format!(
-                "node = \"{node}\"\nfrontal = \"{frontal}\"\nsocket = \"{node}.sock\"\n{group}bind_address = \"127.0.0.1\"\n\
-                 ca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n[accounts]\n{}",
-                accounts()
-            ),
-        )?;
+        let name = format!("helper-{node}");
+        self.s.restart(&name)?;
+        self.s
+            .line(&name, &format!("qcg-helper: node {node} serving"))?;
         Ok(())
     }
 
     fn socket(&self, node: &str) -> PathBuf {
-        self.dir.path().join(format!("{node}.sock"))
+        self.s.socket(node)
     }
 
     /// Submits `n` processes of `sleep 3041` (as alice); the job's id once running.
@@ -191,75 +164,33 @@ impl Grid {
 
 /// `alpha` (node a1, 4 slots) and `beta` (node b1, 1 slot), open, CRL checked.
 fn grid() -> Result<Grid> {
-    let dir = tempfile::tempdir()?;
-    let d = dir.path();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
+    let crl = "crl = \"ca/crl.pem\"\n";
+    let mut helper = crl.to_string();
+    if rustix::process::geteuid().is_root() {
+        helper.push_str("socket_group = \"65534\"\n");
     }
-    let ca = Ca::generate()?;
-    let ca_dir = d.join("ca");
-    ca.save(&ca_dir)?;
-    for (role, name) in [
-        (Role::Broker, "broker"),
-        (Role::Frontal, "alpha"),
-        (Role::Frontal, "beta"),
-        (Role::Helper, "a1"),
-        (Role::Helper, "b1"),
-        (Role::Client, "alice"),
-    ] {
-        let issued = ca.issue(role, name)?;
-        Ca::record_issued(&ca_dir, name, &issued)?;
-        issued.save(&ca_dir, name)?;
-    }
-    let tls = |n: &str| {
-        format!("ca = \"ca/ca.pem\"\ncert = \"ca/{n}.pem\"\nkey = \"ca/{n}.key\"\ncrl = \"ca/crl.pem\"\n")
+    let cluster = |name, node, slots| {
+        Cluster::new(name)
+            .frontal_config(crl)
+            .node(Node::new(node).slots(slots).helper_config(&helper))
     };
-    let mut s = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        &format!(
-            "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n{}",
-            tls("broker")
-        ),
-    )?;
-    let (_, out) = start(&mut s, "qcg-broker", &cfg)?;
-    let quic_at: SocketAddr = ready(&out, "qcg-broker: QUIC on")?.parse()?;
-    let http: SocketAddr = ready(&out, "qcg-broker: HTTP API on http://")?.parse()?;
-    let url = format!(
-        "https://{}",
-        ready(&out, "qcg-broker: HTTPS API on https://")?
-    );
-    let alice = qcg_proto::tls::Identity::load(
-        &ca_dir.join("alice.pem"),
-        &ca_dir.join("alice.key"),
-        &ca_dir.join("ca.pem"),
-    )?;
-    let mut g = Grid {
-        client: qcg_cli::client::Client::new(&url, &alice)?,
+    let s = ServiceGrid::builder()
+        .dir_mode(0o755)
+        .log_filter("error")
+        .broker_config(crl)
+        .cluster(cluster("alpha", "a1", 4))
+        .cluster(cluster("beta", "b1", 1))
+        .cert("client", "alice")
+        .start()?;
+    let http = s.http().context("the broker's HTTP API")?;
+    let g = Grid {
+        client: s.client("alice")?,
         rt: tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?,
-        dir,
         s,
         http,
-        index: vec![("broker".into(), 0)],
     };
-    for (cluster, node, slots) in [("alpha", "a1", 4), ("beta", "b1", 1)] {
-        write(
-            g.dir.path(),
-            &format!("frontal-{cluster}.toml"),
-            &format!(
-                "cluster = \"{cluster}\"\npolicy = \"open\"\nbroker = \"{quic_at}\"\nlisten = \"127.0.0.1:0\"\n{}\n\
-                 [[nodes]]\nname = \"{node}\"\nslots = {slots}\n",
-                tls(cluster)
-            ),
-        )?;
-        let at = g.start_frontal(cluster)?;
-        g.helper_cfg(node, &at)?;
-        g.start_helper(node)?;
-    }
     until(
         "both nodes in the topology",
         Duration::from_secs(30),
@@ -319,9 +250,8 @@ pub fn run() -> Result<()> {
     )?;
 
     // 2. b1's helper revoked while connected.
-    let ca = Ca::load(&g.dir.path().join("ca"))?;
     let t0 = Instant::now();
-    ca.revoke(&g.dir.path().join("ca"), "b1")?;
+    g.s.ca().revoke(&g.s.ca_dir(), "b1")?;
     until("b1 out of the topology", Duration::from_secs(30), || {
         Ok(!nodes(g.http)?.contains(&"beta/b1".to_string()))
     })?;

@@ -28,7 +28,7 @@ mod svg;
 
 use clap::{Parser, Subcommand};
 use qcg::{Comm, JobEnv};
-use qcg_cli::grid::{self, LocalGrid};
+use qcg_grid::Grid;
 use qcg_proto::Policy;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -394,13 +394,17 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 fn setup(iters: usize) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
-    let g = rt.block_on(LocalGrid::start(&[Policy::Open, Policy::Open], 1))?;
+    let g = rt.block_on(
+        Grid::builder()
+            .clusters(&[Policy::Open, Policy::Open])
+            .start(),
+    )?;
     let (c0, c1) = (g.nodes[0].socket.clone(), g.nodes[1].socket.clone());
     let mut through_broker = Vec::with_capacity(iters);
     let mut from_cache = Vec::with_capacity(iters);
     for i in 0..iters {
         let job = format!("setup-{i}");
-        let secret = grid::secret();
+        let secret = qcg_grid::secret();
         let env = |rank, helper: &std::path::PathBuf| JobEnv {
             job: job.clone(),
             rank,
@@ -431,9 +435,9 @@ fn setup(iters: usize) -> anyhow::Result<()> {
             })?;
         }
         drop((r0, r1, r2));
-        rt.block_on(qcg_cli::launch::end_job(&c0, &job))?;
+        rt.block_on(qcg_grid::launch::end_job(&c0, &job))?;
     }
-    let hits = g.frontals[0]
+    let hits = g.frontals()[0]
         .stats()
         .cache_hits
         .load(std::sync::atomic::Ordering::Relaxed);
@@ -487,16 +491,20 @@ fn run_ranks(clusters: usize, nodes: usize, n: usize, args: Vec<String>) -> anyh
     warn_if_crowded(n);
     let rt = tokio::runtime::Runtime::new()?;
     let code = rt.block_on(async {
-        let g = LocalGrid::start(&vec![Policy::Open; clusters.max(1)], nodes).await?;
-        let job = qcg_cli::launch::Job {
-            id: grid::job_id(),
-            secret: grid::secret(),
+        let g = Grid::builder()
+            .clusters(&vec![Policy::Open; clusters.max(1)])
+            .nodes_per_cluster(nodes)
+            .start()
+            .await?;
+        let job = qcg_grid::launch::Job {
+            id: qcg_grid::job_id(),
+            secret: qcg_grid::secret(),
             program: std::env::current_exe()?,
             args,
             sockets: g.placement(n).into_iter().map(|s| s.socket).collect(),
             io: Default::default(),
         };
-        let out = qcg_cli::launch::run(&job).await?;
+        let out = qcg_grid::launch::run(&job).await?;
         g.shutdown().await;
         anyhow::Ok(out.code())
     })?;

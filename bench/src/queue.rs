@@ -12,10 +12,9 @@
 //!    how long alice's job took to start (strict first-come order: until carol's 30
 //!    had run).
 
-use crate::attacks::{accounts, mib, ready, start, status_kib, write, Services};
+use crate::attacks::{mib, status_kib};
 use anyhow::{bail, Result};
-use qcg_proto::tls::{Ca, Role};
-use std::path::Path;
+use qcg_grid::services::{Cluster, Node, ServiceGrid};
 use std::time::{Duration, Instant};
 
 fn profile(procs: u32, exe: &str, args: &[&str]) -> String {
@@ -28,82 +27,32 @@ fn profile(procs: u32, exe: &str, args: &[&str]) -> String {
     )
 }
 
-fn client(d: &Path, url: &str, name: &str) -> Result<qcg_cli::client::Client> {
-    let id = qcg_proto::tls::Identity::load(
-        &d.join(format!("ca/{name}.pem")),
-        &d.join(format!("ca/{name}.key")),
-        &d.join("ca/ca.pem"),
-    )?;
-    Ok(qcg_cli::client::Client::new(url, &id)?)
-}
-
 /// Runs both measurements.
 pub fn run(jobs: usize, profile_bytes: usize, record_keep: u64, rounds: usize) -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let d = dir.path();
-    let ca = Ca::generate()?;
-    ca.save(&d.join("ca"))?;
-    for (role, name) in [
-        (Role::Broker, "broker"),
-        (Role::Frontal, "alpha"),
-        (Role::Helper, "a1"),
-        (Role::Client, "alice"),
-        (Role::Client, "carol"),
-    ] {
-        ca.issue(role, name)?.save(&d.join("ca"), name)?;
-    }
-    let tls =
-        |n: &str| format!("ca = \"ca/ca.pem\"\ncert = \"ca/{n}.pem\"\nkey = \"ca/{n}.key\"\n");
-    let mut s = Services(Vec::new());
     let output_keep = (record_keep / 4).max(1);
-    let cfg = write(
-        d,
-        "broker.toml",
-        &format!(
-            "listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\noutput_keep_secs = {output_keep}\n\
-             job_record_keep_secs = {record_keep}\nmax_queued_jobs_per_client = {}\n\
-             max_profile_bytes_per_client = {}\n{}",
+    let g = ServiceGrid::builder()
+        .no_http()
+        .log_filter("error")
+        .broker_config(&format!(
+            "output_keep_secs = {output_keep}\njob_record_keep_secs = {record_keep}\n\
+             max_queued_jobs_per_client = {}\nmax_profile_bytes_per_client = {}",
             jobs + 100,
             (jobs + 100) * (profile_bytes + 4096),
-            tls("broker")
-        ),
-    )?;
-    let db = d.join("state/broker.redb");
-    let (broker, out) = start(&mut s, "qcg-broker", &cfg)?;
-    let quic_at = ready(&out, "qcg-broker: QUIC on")?;
-    let url = format!(
-        "https://{}",
-        ready(&out, "qcg-broker: HTTPS API on https://")?
-    );
-    let cfg = write(
-        d,
-        "frontal.toml",
-        &format!(
-            "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"{quic_at}\"\nlisten = \"127.0.0.1:0\"\n{}\n[[nodes]]\nname = \"a1\"\nslots = 5\n",
-            tls("alpha")
-        ),
-    )?;
-    let (_, out) = start(&mut s, "qcg-frontal", &cfg)?;
-    let at = ready(&out, "qcg-frontal: cluster alpha serving helpers on")?;
-    let cfg = write(
-        d,
-        "helper.toml",
-        &format!(
-            "node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\n{}\n[accounts]\n{}",
-            tls("a1"),
-            accounts()
-        ),
-    )?;
-    let (_, out) = start(&mut s, "qcg-helper", &cfg)?;
-    ready(&out, "qcg-helper: node a1 serving")?;
+        ))
+        .cluster(Cluster::new("alpha").node(Node::new("a1").slots(5)))
+        .cert("client", "alice")
+        .cert("client", "carol")
+        .start()?;
+    let db = g.dir().join("state/broker.redb");
+    let broker = g.service("broker")?.pid();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let alice = client(d, &url, "alice")?;
-    let carol = client(d, &url, "carol")?;
+    let alice = g.client("alice")?;
+    let carol = g.client("carol")?;
     let size = || std::fs::metadata(&db).map_or(0, |m| m.len()) as f64 / 1048576.0;
     let rss = || mib(status_kib(broker, "VmRSS:"));
-    let list = |c: &qcg_cli::client::Client| -> Result<(usize, usize)> {
+    let list = |c: &qcg_grid::client::Client| -> Result<(usize, usize)> {
         let a = rt.block_on(c.request("GET", "/v1/jobs", vec![]))?;
         let all = a.json();
         let all = all.as_array().cloned().unwrap_or_default();

@@ -70,6 +70,10 @@ pub struct JobView {
     pub dropped_lines: u64,
     /// Their bytes.
     pub dropped_bytes: u64,
+    /// Seconds it has run: from its start to its outcome, or to now while it
+    /// runs (`qcg jobs`' TIME). `None` while queued, and for a job read back from
+    /// the database, whose start is not kept.
+    pub elapsed_secs: Option<u64>,
     /// Its ranks, once placed.
     pub ranks: Vec<RankView>,
 }
@@ -103,6 +107,12 @@ impl JobView {
             lines: j.lines_printed(),
             dropped_lines: j.dropped_lines,
             dropped_bytes: j.dropped_bytes,
+            elapsed_secs: j.started_at.map(|t| {
+                j.decided_at
+                    .unwrap_or_else(std::time::Instant::now)
+                    .saturating_duration_since(t)
+                    .as_secs()
+            }),
             ranks,
         }
     }

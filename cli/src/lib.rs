@@ -1,8 +1,6 @@
-//! The pieces behind the `qcg` command: an embedded local grid ([`grid`]) and the
-//! launcher that starts a job's processes and collects their output ([`launch`]).
+//! The pieces behind the `qcg` command: the job commands ([`submit`]) and the
+//! mpirun options `qcg run` and `qcg-mpiexec` accept ([`mpiargs`]). The embedded
+//! grid, the launcher and the broker's client are in `qcg-grid`.
 
-pub mod client;
-pub mod grid;
-pub mod launch;
 pub mod mpiargs;
 pub mod submit;

@@ -1,7 +1,8 @@
 //! `qcg`: the user's command line.
 
 use clap::{Args, Parser, Subcommand};
-use qcg_cli::{client, grid, launch, mpiargs, submit};
+use qcg_cli::{mpiargs, submit};
+use qcg_grid::{client, launch};
 use qcg_proto::tls::{Ca, Role};
 use std::path::PathBuf;
 
@@ -94,7 +95,9 @@ enum Cmd {
     },
     /// List your jobs (an admin certificate: every job), one line each as squeue:
     /// JOBID, NAME (the profile's appId), USER, ST (PD queued, R running, CD done,
-    /// F failed, CA cancelled), RANKS, NODELIST(REASON).
+    /// F failed, CA cancelled), TIME (how long it ran or has been running:
+    /// M:SS, H:MM:SS or D-HH:MM:SS; `-` for a job read back from the broker's
+    /// database), RANKS, NODELIST(REASON).
     Jobs {
         #[command(flatten)]
         broker: BrokerArgs,
@@ -115,6 +118,19 @@ enum Cmd {
     Status {
         /// The job id `qcg submit` printed.
         id: String,
+        #[command(flatten)]
+        broker: BrokerArgs,
+    },
+    /// Back up the broker's database into OUT while it runs (an admin certificate).
+    ///
+    /// The broker copies its database from one read transaction: a consistent copy
+    /// of its last commit, taken without stopping it. OUT is written mode 0600 (it
+    /// holds every job's secret). To restore, stop the broker and point its
+    /// `database` at the copy.
+    Backup {
+        /// Where to write the copy.
+        #[arg(value_name = "OUT")]
+        out: PathBuf,
         #[command(flatten)]
         broker: BrokerArgs,
     },
@@ -364,6 +380,17 @@ fn main() {
                 Err(f) => fail(f.code, f.message),
             }
         }
+        Cmd::Backup { out, broker } => {
+            let client = broker.required();
+            let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
+            match rt.block_on(submit::backup(&client, &out)) {
+                Ok(bytes) => println!(
+                    "broker database backed up to {} ({bytes} bytes)",
+                    out.display()
+                ),
+                Err(f) => fail(f.code, f.message),
+            }
+        }
         Cmd::Cancel { id, broker } => {
             let client = broker.required();
             let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
@@ -472,7 +499,10 @@ async fn run(
     let stop = stop_signal(timeout).unwrap_or_else(|e| fail(1, e));
     let (grid, sockets) = if helpers.is_empty() {
         let policies = vec![qcg_proto::Policy::Open; clusters.max(1)];
-        let g = grid::LocalGrid::start(&policies, nodes_per_cluster)
+        let g = qcg_grid::Grid::builder()
+            .clusters(&policies)
+            .nodes_per_cluster(nodes_per_cluster)
+            .start()
             .await
             .unwrap_or_else(|e| fail(1, format!("cannot start the local grid: {e}")));
         let sockets = g
@@ -488,8 +518,8 @@ async fn run(
         (None, sockets)
     };
     let job = launch::Job {
-        id: grid::job_id(),
-        secret: grid::secret(),
+        id: qcg_grid::job_id(),
+        secret: qcg_grid::secret(),
         program: PathBuf::from(&command[0]),
         args: command[1..].to_vec(),
         sockets,

@@ -1,12 +1,12 @@
 //! `qcg submit`, `qcg jobs`, `qcg status`, `qcg output` and `qcg cancel`: a
 //! JobProfile to the broker's HTTPS job API, the ranks' output followed as it comes
-//! (or later), and the job's outcome as the exit status. Without a broker, `qcg submit` starts an embedded grid shaped for
-//! the profile ([`shape_for`]) and submits to it the same way.
+//! (or later), and the job's outcome as the exit status. Without a broker, `qcg
+//! submit` starts an embedded grid shaped for the profile ([`qcg_grid::shape_for`])
+//! and submits to it the same way.
 
-use crate::client::{encode_query, Client};
-use crate::grid::{ClusterShape, LocalGrid};
-use qcg_jobprofile::profile::{Bounds, JobProfile};
-use qcg_proto::{NodeSpec, Policy};
+use qcg_grid::client::{encode_query, Client};
+use qcg_grid::Grid;
+use qcg_jobprofile::profile::JobProfile;
 use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
@@ -83,47 +83,6 @@ pub fn check(path: &Path) -> Result<(String, JobProfile), Failure> {
         ));
     }
     Ok((xml, profile))
-}
-
-/// A figure inside `bounds`, as close to `want` as they allow.
-fn within(bounds: Option<Bounds>, want: f64) -> f64 {
-    let b = bounds.unwrap_or_default();
-    let v = b.min.map_or(want, |m| want.max(m));
-    b.max.map_or(v, |m| v.min(m))
-}
-
-/// The embedded grid for a profile: one open cluster per group (as QCG-OMPI runs
-/// each group on one cluster), each with two nodes (one for a single process) and
-/// enough slots for the group, with figures that meet the group's computing
-/// template.
-pub fn shape_for(profile: &JobProfile) -> Vec<ClusterShape> {
-    profile
-        .task
-        .groups
-        .iter()
-        .map(|g| {
-            let t = g
-                .computing_template
-                .as_deref()
-                .and_then(|id| profile.computing_template(id));
-            let nodes = g.processes.min(2);
-            let need = g.processes.div_ceil(nodes);
-            let slots = within(t.and_then(|t| t.cpucount), f64::from(need)).max(f64::from(need));
-            ClusterShape {
-                policy: Policy::Open,
-                nat: qcg_proto::Nat::None,
-                nodes: (0..nodes)
-                    .map(|k| NodeSpec {
-                        name: k.to_string(),
-                        slots: slots.ceil() as u32,
-                        cpu_speed_mhz: within(t.and_then(|t| t.cpuspeed), 2000.0),
-                        memory_mib: within(t.and_then(|t| t.memory), 4096.0),
-                        submitters: None,
-                    })
-                    .collect(),
-            }
-        })
-        .collect()
 }
 
 /// Submits `xml`; returns the job id and the broker's view of the job.
@@ -322,7 +281,9 @@ pub async fn run_embedded(
     workdir: Option<&str>,
     sinks: &mut Sinks,
 ) -> Result<i32, Failure> {
-    let grid = LocalGrid::start_shaped(&shape_for(profile))
+    let grid = Grid::builder()
+        .shaped(&qcg_grid::shape_for(profile))
+        .start()
         .await
         .map_err(|e| Failure::new(EXIT_FAILED, format!("cannot start the local grid: {e}")))?;
     let result = async {
@@ -465,11 +426,21 @@ fn state_code(state: &str) -> &'static str {
     }
 }
 
+/// A duration as squeue's TIME shows it: `M:SS`, `H:MM:SS`, `D-HH:MM:SS`.
+pub fn squeue_time(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h) {
+        (0, 0) => format!("{m}:{s:02}"),
+        (0, h) => format!("{h}:{m:02}:{s:02}"),
+        (d, h) => format!("{d}-{h:02}:{m:02}:{s:02}"),
+    }
+}
+
 /// The `qcg jobs` table of a `GET /v1/jobs` answer.
 pub fn jobs_table(list: &serde_json::Value) -> String {
     let mut out = format!(
-        "{:<14} {:<16} {:<10} {:>2} {:>5}  {}\n",
-        "JOBID", "NAME", "USER", "ST", "RANKS", "NODELIST(REASON)"
+        "{:<14} {:<16} {:<10} {:>2} {:>10} {:>5}  {}\n",
+        "JOBID", "NAME", "USER", "ST", "TIME", "RANKS", "NODELIST(REASON)"
     );
     for j in list.as_array().into_iter().flatten() {
         let s = &j["status"];
@@ -495,12 +466,20 @@ pub fn jobs_table(list: &serde_json::Value) -> String {
             ),
             _ => nodes.join(","),
         };
+        // squeue shows 0:00 for a pending job; a job read back from the broker's
+        // database has no start to count from.
+        let time = match (j["elapsed_secs"].as_u64(), state) {
+            (Some(t), _) => squeue_time(t),
+            (None, "queued") => squeue_time(0),
+            (None, _) => "-".to_string(),
+        };
         out.push_str(&format!(
-            "{:<14} {:<16} {:<10} {:>2} {:>5}  {}\n",
+            "{:<14} {:<16} {:<10} {:>2} {:>10} {:>5}  {}\n",
             j["id"].as_str().unwrap_or("?"),
             j["app_id"].as_str().unwrap_or("?"),
             j["owner"].as_str().unwrap_or("?"),
             state_code(state),
+            time,
             j["ranks"].as_array().map_or(0, |r| r.len()),
             where_
         ));
@@ -595,32 +574,83 @@ fn print_job(j: &serde_json::Value) {
     }
 }
 
+/// `qcg backup OUT`: the broker's database, copied by the broker from one read
+/// transaction (`GET /v1/admin/backup`, an admin certificate), written to `out`
+/// (mode 0600: it holds every job's secret). Returns the bytes written.
+pub async fn backup(client: &Client, out: &Path) -> Result<u64, Failure> {
+    let a = client
+        .request("GET", "/v1/admin/backup", Vec::new())
+        .await
+        .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+    if a.status != 200 {
+        let hint = match a.status {
+            403 => " (a backup needs an admin certificate: `qcg ca issue --role admin`)",
+            409 => " (this broker keeps no database: its config has no `database`)",
+            _ => "",
+        };
+        return Err(Failure::new(
+            EXIT_FAILED,
+            format!(
+                "the broker answered {}: {}{hint}",
+                a.status,
+                a.error_message()
+            ),
+        ));
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    // Written beside `out` and renamed: a failed write leaves no partial copy
+    // where a restore would look.
+    let tmp = out.with_file_name(format!(
+        ".{}.partial",
+        out.file_name()
+            .map_or("backup".into(), |n| n.to_string_lossy())
+    ));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(&a.body)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, out)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Failure::new(EXIT_FAILED, format!("{}: cannot write: {e}", out.display()))
+    })?;
+    Ok(a.body.len() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn embedded_grids_fit_the_profile() {
-        let xml = std::fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../jobprofile/examples-xml/ray2mesh.xml"),
-        )
-        .unwrap();
-        let p = JobProfile::parse(&xml).unwrap();
-        let shape = shape_for(&p);
-        assert_eq!(shape.len(), 3);
-        assert_eq!(shape[0].nodes.len(), 1);
-        assert_eq!(shape[1].nodes.len(), 2);
-        assert_eq!(shape[1].nodes[0].slots, 3);
-        assert!(shape[1].nodes[0].memory_mib >= 512.0);
-        assert_eq!(
-            within(
-                Some(Bounds {
-                    min: Some(1.0),
-                    max: Some(8.0)
-                }),
-                16.0
-            ),
-            8.0
-        );
+    fn times_read_as_squeue_prints_them() {
+        assert_eq!(squeue_time(0), "0:00");
+        assert_eq!(squeue_time(59), "0:59");
+        assert_eq!(squeue_time(61), "1:01");
+        assert_eq!(squeue_time(3600), "1:00:00");
+        assert_eq!(squeue_time(86_399), "23:59:59");
+        assert_eq!(squeue_time(86_400 + 3 * 3600 + 62), "1-03:01:02");
+    }
+
+    #[test]
+    fn the_jobs_table_has_a_time_column() {
+        let list = serde_json::json!([
+            {"id": "job-1", "app_id": "a", "owner": "alice", "status": {"state": "running"},
+             "elapsed_secs": 125, "ranks": [{"cluster": "c", "node": "n"}]},
+            {"id": "job-2", "app_id": "b", "owner": "alice", "status": {"state": "queued"},
+             "ranks": []},
+        ]);
+        let t = jobs_table(&list);
+        let lines: Vec<&str> = t.lines().collect();
+        let col = lines[0].find("TIME").unwrap();
+        assert!(lines[0].contains(" ST       TIME RANKS "), "{t}");
+        // Right-aligned under its heading, as squeue.
+        assert_eq!(&lines[1][col - 6..col + 4], "      2:05", "{t}");
+        assert_eq!(&lines[2][col - 6..col + 4], "      0:00", "{t}");
     }
 }

@@ -9,20 +9,48 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{tls_fields, Cluster, Node, ServiceGrid};
 
 use std::path::Path;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn broker_toml(dir: &Path, name: &str, database: &str) -> std::path::PathBuf {
-    write(
-        dir,
-        name,
-        &format!(
-            "listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\ndatabase = \"{database}\"\n\
-             ca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n"
-        ),
+fn broker_toml(database: &str) -> String {
+    format!(
+        "listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\ndatabase = \"{database}\"\n{}",
+        tls_fields("broker")
     )
+}
+
+/// A broker keeping its jobs in `state/broker.redb`, cluster `alpha` with node
+/// `a1`, client `alice` and admin `ops`; once the broker's topology holds `a1`.
+fn grid() -> (ServiceGrid, String) {
+    let g = ServiceGrid::builder()
+        .no_http()
+        .broker_config("database = \"state/broker.redb\"")
+        .cluster(Cluster::new("alpha").node(Node::new("a1")))
+        .cert("client", "alice")
+        .cert("admin", "ops")
+        .start()
+        .unwrap();
+    let https = g.https().unwrap().to_string();
+    // Jobs are placed on the nodes the frontal reported.
+    until("node a1 in the broker's topology", || {
+        String::from_utf8_lossy(&call(g.dir(), &https, "alice", "GET", "/v1/topology", "").body)
+            .contains("\"a1\"")
+    });
+    (g, https)
+}
+
+/// Stops the grid's services, then starts a broker on the database `database`;
+/// its HTTPS address.
+fn restored(g: &mut ServiceGrid, database: &str) -> String {
+    for s in ["helper-a1", "frontal-alpha", "broker"] {
+        g.kill(s).unwrap();
+    }
+    g.start("restored", "qcg-broker", &broker_toml(database))
+        .unwrap();
+    g.line("restored", "qcg-broker: HTTPS API on https://")
+        .unwrap()
 }
 
 /// One request to the HTTPS job API at `https` as the holder of `who`'s certificate.
@@ -33,7 +61,7 @@ fn call(
     method: &str,
     path: &str,
     body: &str,
-) -> qcg_cli::client::Answer {
+) -> qcg_grid::client::Answer {
     let ca = dir.join("ca");
     let id = qcg_proto::tls::Identity::load(
         &ca.join(format!("{who}.pem")),
@@ -41,7 +69,7 @@ fn call(
         &ca.join("ca.pem"),
     )
     .unwrap();
-    let client = qcg_cli::client::Client::new(&format!("https://{https}"), &id).unwrap();
+    let client = qcg_grid::client::Client::new(&format!("https://{https}"), &id).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -79,47 +107,11 @@ fn until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn https_of(lines: &mpsc::Receiver<String>) -> String {
-    wait_for(lines, "qcg-broker: HTTPS API on https://")
-}
-
 #[test]
 fn a_running_broker_is_backed_up_and_a_new_one_restored_from_the_copy_sees_its_jobs() {
-    let dir = grid_ca(&[
-        ("broker", "broker"),
-        ("frontal", "alpha"),
-        ("helper", "a1"),
-        ("client", "alice"),
-        ("admin", "ops"),
-    ]);
-    let d = dir.path();
-    let mut s = Services(Vec::new());
-    let lines = start(
-        &mut s,
-        "qcg-broker",
-        &broker_toml(d, "broker.toml", "state/broker.redb"),
-    );
-    let quic = wait_for(&lines, "qcg-broker: QUIC on");
-    let https = https_of(&lines);
-    let fr = write(
-        d,
-        "frontal.toml",
-        &format!("cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"{quic}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/alpha.pem\"\nkey = \"ca/alpha.key\"\n"),
-    );
-    let fl = start(&mut s, "qcg-frontal", &fr);
-    let at = wait_for(&fl, "qcg-frontal: cluster alpha serving helpers on");
-    let he = write(
-        d,
-        "helper.toml",
-        &format!("node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\n\n[accounts]\ndefault = \"root\"\nallow_root = true\n"),
-    );
-    let hl = start(&mut s, "qcg-helper", &he);
-    wait_for(&hl, "qcg-helper: node a1 serving");
-    // Jobs are placed on the nodes the frontal reported.
-    until("node a1 in the broker's topology", || {
-        String::from_utf8_lossy(&call(d, &https, "alice", "GET", "/v1/topology", "").body)
-            .contains("\"a1\"")
-    });
+    let (mut g, https) = grid();
+    let d = g.dir().to_path_buf();
+    let d = d.as_path();
 
     let done = submit(d, &https, "true");
     until("the first job to succeed", || {
@@ -155,16 +147,9 @@ fn a_running_broker_is_backed_up_and_a_new_one_restored_from_the_copy_sees_its_j
             .contains("backup")),
         "the temporary copy is removed"
     );
-    drop(s);
 
     // A new broker (the old one and its grid stopped) on the copy.
-    let mut s = Services(Vec::new());
-    let lines = start(
-        &mut s,
-        "qcg-broker",
-        &broker_toml(d, "restored.toml", "restored.redb"),
-    );
-    let https = https_of(&lines);
+    let https = restored(&mut g, "restored.redb");
     let list = call(d, &https, "ops", "GET", "/v1/jobs", "");
     assert_eq!(list.status, 200);
     let jobs = list.json();
@@ -180,5 +165,46 @@ fn a_running_broker_is_backed_up_and_a_new_one_restored_from_the_copy_sees_its_j
         !ids.contains(&after.as_str()),
         "{ids:?}: taken after the copy"
     );
+    assert_eq!(state(d, &https, &done), "succeeded");
+}
+
+/// `qcg backup OUT` (the command around `GET /v1/admin/backup`): as an admin it
+/// writes a copy only its owner may read, from which a new broker shows the job;
+/// as a client it fails, saying an admin certificate is needed, and writes nothing.
+#[test]
+fn qcg_backup_writes_a_private_copy_a_broker_restores_from() {
+    use std::os::unix::fs::PermissionsExt;
+    let (mut g, https) = grid();
+    let d = g.dir().to_path_buf();
+    let d = d.as_path();
+    let done = submit(d, &https, "true");
+    until("the job to succeed", || {
+        state(d, &https, &done) == "succeeded"
+    });
+
+    let backup_as = |who: &str, out: &Path| {
+        std::process::Command::new(bin("qcg"))
+            .arg("backup")
+            .arg(out)
+            .args(g.qcg_args(who))
+            .output()
+            .unwrap()
+    };
+    let refused = d.join("refused.redb");
+    let o = backup_as("alice", &refused);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("403") && err.contains("admin"), "{err}");
+    assert!(!refused.exists(), "a refused backup leaves no file");
+
+    let copy = d.join("copy.redb");
+    let o = backup_as("ops", &copy);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let meta = std::fs::metadata(&copy).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains(&format!("{} bytes", meta.len())), "{said}");
+
+    let https = restored(&mut g, "copy.redb");
     assert_eq!(state(d, &https, &done), "succeeded");
 }

@@ -9,8 +9,9 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{Cluster, Node, ServiceGrid};
 
-use qcg_cli::client::{Answer, Client};
+use qcg_grid::client::{Answer, Client};
 use qcg_proto::tls::Identity;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,8 +19,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 struct Grid {
-    dir: tempfile::TempDir,
-    services: Services,
+    s: ServiceGrid,
     http: SocketAddr,
     url: String,
 }
@@ -32,53 +32,19 @@ fn grid(extra: &str) -> Grid {
 
 /// As [`grid`], with `accounts` as the helper's `[accounts]` section.
 fn grid_with(extra: &str, accounts: &str) -> Grid {
-    let dir = grid_ca(&[
-        ("broker", "broker"),
-        ("frontal", "alpha"),
-        ("helper", "a1"),
-        ("client", "alice"),
-        ("client", "bob"),
-        ("admin", "root"),
-    ]);
-    let d = dir.path();
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        &format!("listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n{extra}"),
-    );
-    let lines = start(&mut services, "qcg-broker", &cfg);
-    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
+    let s = ServiceGrid::builder()
+        .broker_config(extra)
+        .accounts(Some(accounts))
+        .cluster(Cluster::new("alpha").node(Node::new("a1").slots(4)))
+        .cert("client", "alice")
+        .cert("client", "bob")
+        .cert("admin", "root")
+        .start()
         .unwrap();
-    let url = format!(
-        "https://{}",
-        wait_for(&lines, "qcg-broker: HTTPS API on https://")
-    );
-    let cfg = write(
-        d,
-        "frontal.toml",
-        &format!(
-            "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/alpha.pem\"\nkey = \"ca/alpha.key\"\n\n[[nodes]]\nname = \"a1\"\nslots = 4\n"
-        ),
-    );
-    let lines = start(&mut services, "qcg-frontal", &cfg);
-    let at = wait_for(&lines, "qcg-frontal: cluster alpha serving helpers on");
-    let cfg = write(
-        d,
-        "helper.toml",
-        &format!(
-            "node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\n{accounts}"
-        ),
-    );
-    let lines = start(&mut services, "qcg-helper", &cfg);
-    wait_for(&lines, "qcg-helper: node a1 serving");
     let g = Grid {
-        dir,
-        services,
-        http,
-        url,
+        http: s.http().unwrap(),
+        url: s.url(),
+        s,
     };
     g.wait_for_nodes();
     g
@@ -86,7 +52,7 @@ fn grid_with(extra: &str, accounts: &str) -> Grid {
 
 impl Grid {
     fn ca(&self) -> PathBuf {
-        self.dir.path().join("ca")
+        self.s.ca_dir()
     }
 
     fn wait_for_nodes(&self) {
@@ -121,17 +87,9 @@ impl Grid {
     }
 
     fn qcg_as(&self, who: &str, args: &[&str]) -> Output {
-        let ca = self.ca();
         Command::new(bin("qcg"))
             .args(args)
-            .arg("--broker")
-            .arg(&self.url)
-            .arg("--cert")
-            .arg(ca.join(format!("{who}.pem")))
-            .arg("--key")
-            .arg(ca.join(format!("{who}.key")))
-            .arg("--ca")
-            .arg(ca.join("ca.pem"))
+            .args(self.s.qcg_args_at(&self.url, who))
             .output()
             .unwrap()
     }
@@ -296,7 +254,7 @@ fn plain_http_serves_only_aggregates() {
         "{}",
         a.error_message()
     );
-    drop(g.services);
+    drop(g);
 }
 
 /// Issue 11, item 5: one job printing a flood keeps the broker's output under its
@@ -353,17 +311,11 @@ fn jobs_survive_a_broker_killed_with_sigkill() {
     });
 
     // SIGKILL: no chance to save anything on the way out.
-    let mut broker = g.services.0.remove(0);
-    broker.kill().unwrap();
-    broker.wait().unwrap();
-    let lines = start(
-        &mut g.services,
-        "qcg-broker",
-        &g.dir.path().join("broker.toml"),
-    );
+    g.s.restart("broker").unwrap();
     g.url = format!(
         "https://{}",
-        wait_for(&lines, "qcg-broker: HTTPS API on https://")
+        g.s.line("broker", "qcg-broker: HTTPS API on https://")
+            .unwrap()
     );
 
     let after = g.call("alice", "GET", &format!("/v1/jobs/{id}"), "").json();

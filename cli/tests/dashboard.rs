@@ -24,6 +24,7 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{Cluster, Node, ServiceGrid};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -37,97 +38,43 @@ const EVIL_APP: &str = "<script>document.title='pwned'</script><img src=x onerro
 const CAROL: &str = "carol<b>\"&'";
 
 struct Grid {
-    dir: tempfile::TempDir,
-    _services: Services,
+    s: ServiceGrid,
     http: SocketAddr,
-    url: String,
     https: SocketAddr,
 }
 
 fn grid() -> Grid {
-    let dir = grid_ca(&[
-        ("broker", "broker"),
-        ("frontal", "alpha"),
-        ("frontal", "beta"),
-        ("helper", "a1"),
-        ("helper", "b1"),
-        ("client", "alice"),
-        ("client", CAROL),
-        ("admin", "ops"),
-    ]);
-    let d = dir.path();
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
-    );
-    let lines = start(&mut services, "qcg-broker", &cfg);
-    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
+    let node = |name| Node::new(name).slots(1).memory_mib(4096);
+    let s = ServiceGrid::builder()
+        .cluster(Cluster::new("alpha").node(node("a1")))
+        .cluster(
+            Cluster::new("beta")
+                .policy("port-range 43300-43399")
+                .node(node("b1")),
+        )
+        .cert("client", "alice")
+        .cert("client", CAROL)
+        .cert("admin", "ops")
+        .wait_for_topology()
+        .start()
         .unwrap();
-    let https: SocketAddr = wait_for(&lines, "qcg-broker: HTTPS API on https://")
-        .parse()
-        .unwrap();
-    for (cluster, policy, node) in [
-        ("alpha", "open", "a1"),
-        ("beta", "port-range 43300-43399", "b1"),
-    ] {
-        let cfg = write(
-            d,
-            &format!("frontal-{cluster}.toml"),
-            &format!(
-                "cluster = \"{cluster}\"\npolicy = \"{policy}\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/{cluster}.pem\"\nkey = \"ca/{cluster}.key\"\n\n[[nodes]]\nname = \"{node}\"\nslots = 1\nmemory_mib = 4096\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-frontal", &cfg);
-        let at = wait_for(
-            &lines,
-            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-        );
-        let cfg = write(
-            d,
-            &format!("helper-{node}.toml"),
-            &format!(
-                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-helper", &cfg);
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
-    }
-    wait_until("both clusters and the link between them", || {
-        let t: serde_json::Value = serde_json::from_str(&http_get(http, "/v1/topology")).unwrap();
-        t["clusters"].as_array().map_or(0, |c| c.len()) == 2
-            && t["links"].as_array().map_or(0, |l| l.len()) == 1
-    });
     Grid {
-        dir,
-        _services: services,
-        http,
-        url: format!("https://{https}"),
-        https,
+        http: s.http().unwrap(),
+        https: s.https().unwrap(),
+        s,
     }
 }
 
 impl Grid {
     fn ca(&self) -> PathBuf {
-        self.dir.path().join("ca")
+        self.s.ca_dir()
     }
 
     /// `qcg ARGS` as `who`; its stdout, after checking it succeeded.
     fn qcg_as(&self, who: &str, args: &[&str]) -> String {
-        let ca = self.ca();
         let o = Command::new(bin("qcg"))
             .args(args)
-            .arg("--broker")
-            .arg(&self.url)
-            .arg("--cert")
-            .arg(ca.join(format!("{who}.pem")))
-            .arg("--key")
-            .arg(ca.join(format!("{who}.key")))
-            .arg("--ca")
-            .arg(ca.join("ca.pem"))
+            .args(self.s.qcg_args(who))
             .output()
             .unwrap();
         assert!(
@@ -158,7 +105,7 @@ impl Grid {
 "#,
             exe.display()
         );
-        let path = write(self.dir.path(), &format!("{}.xml", hex(who)), &xml);
+        let path = write(self.s.dir(), &format!("{}.xml", hex(who)), &xml);
         self.qcg_as(who, &["submit", "--detach", path.to_str().unwrap()])
     }
 }

@@ -12,8 +12,9 @@
 mod common;
 use common::*;
 
-use qcg_cli::client::Client;
-use qcg_proto::tls::Identity;
+use qcg_grid::client::Client;
+use qcg_grid::services::{tls_fields, Cluster, Limits, ServiceGrid};
+use qcg_proto::tls::Role;
 use qcg_proto::{Request, Response};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -21,56 +22,27 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
 const FLOOD_ENV: &str = "QCG_TEST_DOS_FLOOD";
 
-/// Starts `name --config cfg` under `ulimit -n nofile`, its log (stderr, at `warn`)
-/// going to `log`; its stdout lines on the channel.
-fn start_limited(
-    services: &mut Services,
-    name: &str,
-    cfg: &Path,
-    nofile: u32,
-    log: &Path,
-) -> std::sync::mpsc::Receiver<String> {
-    start_in_shell(services, name, cfg, &format!("ulimit -n {nofile}"), log)
+/// A grid folder whose services log at `warn` (the tests count log lines).
+fn services(holders: &[(Role, &str)]) -> ServiceGrid {
+    let mut g = ServiceGrid::new().unwrap();
+    g.set_log_filter("warn");
+    for (role, name) in holders {
+        g.issue(*role, name).unwrap();
+    }
+    g
 }
 
-/// Starts `name --config cfg` after the shell command `setup`, its log (the
-/// services log on stdout, at `warn` here) copied line by line to `log`; its stdout
-/// lines on the channel too.
-fn start_in_shell(
-    services: &mut Services,
-    name: &str,
-    cfg: &Path,
-    setup: &str,
-    log: &Path,
-) -> std::sync::mpsc::Receiver<String> {
-    let mut child: Child = Command::new("sh")
-        .arg("-c")
-        .arg(format!("{setup} && exec \"$0\" --config \"$1\""))
-        .arg(bin(name))
-        .arg(cfg)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    services.0.push(child);
-    let mut file = std::fs::File::create(log).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = writeln!(file, "{l}");
-            let _ = tx.send(l);
-        }
-    });
-    rx
+fn nofile(n: u32) -> Limits {
+    Limits {
+        nofile: Some(n),
+        ..Limits::default()
+    }
 }
 
 fn lines_of(log: &Path) -> usize {
@@ -90,25 +62,21 @@ fn idle_flood(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
 
 #[test]
 fn idle_plain_http_connections_do_not_take_the_https_api_down() {
-    let dir = grid_ca(&[("broker", "broker"), ("client", "alice")]);
-    let d = dir.path();
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n\
-         ca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
+    let mut g = services(&[(Role::Broker, "broker"), (Role::Client, "alice")]);
+    let cfg = format!(
+        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n{}",
+        tls_fields("broker")
     );
-    let log = d.join("broker.log");
-    let mut services = Services(Vec::new());
-    let lines = start_limited(&mut services, "qcg-broker", &cfg, 256, &log);
-    wait_for(&lines, "qcg-broker: QUIC on");
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
+    g.start_with("broker", "qcg-broker", &cfg, nofile(256))
         .unwrap();
+    g.line("broker", "qcg-broker: QUIC on").unwrap();
+    let http = g.addr("broker", "qcg-broker: HTTP API on http://").unwrap();
     let url = format!(
         "https://{}",
-        wait_for(&lines, "qcg-broker: HTTPS API on https://")
+        g.line("broker", "qcg-broker: HTTPS API on https://")
+            .unwrap()
     );
+    let log = g.service("broker").unwrap().log_path().to_path_buf();
     let before = lines_of(&log);
 
     // More idle connections than the broker has descriptors.
@@ -121,14 +89,7 @@ fn idle_plain_http_connections_do_not_take_the_https_api_down() {
     std::thread::sleep(Duration::from_secs(2));
 
     // The job API still answers its client.
-    let ca = d.join("ca");
-    let id = Identity::load(
-        &ca.join("alice.pem"),
-        &ca.join("alice.key"),
-        &ca.join("ca.pem"),
-    )
-    .unwrap();
-    let client = Client::new(&url, &id).unwrap();
+    let client = Client::new(&url, &g.identity("alice").unwrap()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -180,14 +141,14 @@ fn idle_plain_http_connections_do_not_take_the_https_api_down() {
 
 #[test]
 fn the_broker_database_is_private_whatever_the_umask() {
-    let dir = grid_ca(&[("broker", "broker")]);
-    let d = dir.path();
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\ndatabase = \"state/broker.redb\"\nca = \"ca/ca.pem\"\n\
-         cert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
-    );
+    let mut g = services(&[(Role::Broker, "broker")]);
+    let d = g.dir().to_path_buf();
+    let broker = |database: &str| {
+        format!(
+            "listen = \"127.0.0.1:0\"\ndatabase = \"{database}\"\n{}",
+            tls_fields("broker")
+        )
+    };
     // A database left by an older broker, readable by all.
     let old = d.join("old");
     std::fs::create_dir(&old).unwrap();
@@ -197,16 +158,14 @@ fn the_broker_database_is_private_whatever_the_umask() {
         std::fs::Permissions::from_mode(0o644),
     )
     .unwrap();
-    let old_cfg = write(
-        d,
-        "old.toml",
-        "listen = \"127.0.0.1:0\"\ndatabase = \"old/broker.redb\"\nca = \"ca/ca.pem\"\n\
-         cert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
-    );
-    let mut services = Services(Vec::new());
-    for (cfg, log) in [(&cfg, "new.log"), (&old_cfg, "old.log")] {
-        let lines = start_in_shell(&mut services, "qcg-broker", cfg, "umask 022", &d.join(log));
-        wait_for(&lines, "qcg-broker: QUIC on");
+    let umask = Limits {
+        umask: Some(0o022),
+        ..Limits::default()
+    };
+    for (name, database) in [("new", "state/broker.redb"), ("old", "old/broker.redb")] {
+        g.start_with(name, "qcg-broker", &broker(database), umask)
+            .unwrap();
+        g.line(name, "qcg-broker: QUIC on").unwrap();
     }
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&d.join("state")), 0o700);
@@ -241,64 +200,32 @@ fn half_frame_flood_child() {
     let _ = std::io::stdin().read_to_end(&mut sink);
 }
 
-/// One request on a new connection; the answer.
-fn ask(socket: &Path, req: &Request) -> std::io::Result<Response> {
-    let mut s = UnixStream::connect(socket)?;
-    s.set_read_timeout(Some(Duration::from_secs(20)))?;
-    s.write_all(&qcg_proto::frame::encode(req).unwrap())?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some((r, _)) = qcg_proto::frame::decode::<Response>(&buf).unwrap() {
-            return Ok(r);
-        }
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 #[test]
 fn half_frames_of_one_user_do_not_stop_the_helper_answering_another() {
     assert!(
         rustix::process::geteuid().is_root(),
         "this test runs the flooding user as nobody: run it as root"
     );
-    let dir = grid_ca(&[("broker", "broker"), ("frontal", "alpha"), ("helper", "a1")]);
-    let d = dir.path();
-    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
+    let mut g = ServiceGrid::builder()
+        .dir_mode(0o755)
+        .no_http()
+        .no_https()
+        .log_filter("warn")
+        .cluster(Cluster::new("alpha"))
+        .start()
+        .unwrap();
+    g.issue(Role::Helper, "a1").unwrap();
+    let cfg = format!(
+        "node = \"a1\"\nfrontal = \"{}\"\nsocket = \"a1.sock\"\nsocket_group = \"{NOBODY}\"\n\
+         bind_address = \"127.0.0.1\"\n{}",
+        g.frontal("alpha").unwrap(),
+        tls_fields("a1")
     );
-    let lines = start(&mut services, "qcg-broker", &cfg);
-    let broker = wait_for(&lines, "qcg-broker: QUIC on");
-    let cfg = write(
-        d,
-        "frontal.toml",
-        &format!(
-            "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\n\
-             ca = \"ca/ca.pem\"\ncert = \"ca/alpha.pem\"\nkey = \"ca/alpha.key\"\n"
-        ),
-    );
-    let lines = start(&mut services, "qcg-frontal", &cfg);
-    let at = wait_for(&lines, "qcg-frontal: cluster alpha serving helpers on");
-    let socket = d.join("a1.sock");
-    let cfg = write(
-        d,
-        "helper.toml",
-        &format!(
-            "node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nsocket_group = \"{NOBODY}\"\n\
-             bind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\n"
-        ),
-    );
-    let log = d.join("helper.log");
-    let lines = start_limited(&mut services, "qcg-helper", &cfg, 128, &log);
-    wait_for(&lines, "qcg-helper: node a1 serving");
+    let socket = g.socket("a1");
+    g.start_with("helper", "qcg-helper", &cfg, nofile(128))
+        .unwrap();
+    g.line("helper", "qcg-helper: node a1 serving").unwrap();
+    let log = g.service("helper").unwrap().log_path().to_path_buf();
     assert!(matches!(
         ask(&socket, &Request::NodeInfo),
         Ok(Response::Node { .. })
@@ -361,9 +288,7 @@ fn a_helper_says_at_start_which_accounts_cannot_run_or_reach_it() {
         rustix::process::geteuid().is_root(),
         "this test maps jobs to `nobody`: run it as root"
     );
-    let dir = grid_ca(&[("helper", "a1"), ("helper", "a2")]);
-    let d = dir.path();
-    let mut services = Services(Vec::new());
+    let mut g = services(&[(Role::Helper, "a1"), (Role::Helper, "a2")]);
     // Root not allowed, nothing else mapped: no job can run here.
     // `nobody` runs the jobs, but the socket's group is root's (0): its processes,
     // with their primary group only, cannot connect.
@@ -374,19 +299,16 @@ fn a_helper_says_at_start_which_accounts_cannot_run_or_reach_it() {
             "socket_group = \"0\"\n[accounts]\ndefault = \"nobody\"\n",
         ),
     ] {
-        let cfg = write(
-            d,
-            &format!("{node}.toml"),
-            &format!(
-                "node = \"{node}\"\nfrontal = \"127.0.0.1:9\"\nsocket = \"{node}.sock\"\n\
-                 bind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\n\
-                 key = \"ca/{node}.key\"\n{extra}"
-            ),
+        let cfg = format!(
+            "node = \"{node}\"\nfrontal = \"127.0.0.1:9\"\nsocket = \"{node}.sock\"\n\
+             bind_address = \"127.0.0.1\"\n{}{extra}",
+            tls_fields(node)
         );
-        let lines = start_in_shell(&mut services, "qcg-helper", &cfg, "true", &d.join(node));
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
+        g.start(node, "qcg-helper", &cfg).unwrap();
+        g.line(node, &format!("qcg-helper: node {node} serving"))
+            .unwrap();
     }
-    let log = |n: &str| std::fs::read_to_string(d.join(n)).unwrap();
+    let log = |n: &str| g.log(n);
     assert!(
         log("a1").contains("no account can run a job on this node"),
         "{}",

@@ -8,6 +8,7 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{Cluster, Node, ServiceGrid};
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -16,74 +17,28 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 struct Grid {
-    dir: tempfile::TempDir,
-    _services: Services,
+    s: ServiceGrid,
     http: SocketAddr,
     broker: SocketAddr,
     sockets: [PathBuf; 2],
 }
 
 fn grid() -> Grid {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let ca = d.join("ca");
-    let o = qcg(&["ca", "init", "--dir", ca.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    for (role, name) in [
-        ("broker", "broker"),
-        ("frontal", "alpha"),
-        ("frontal", "beta"),
-        ("helper", "a1"),
-        ("helper", "b1"),
-    ] {
-        issue(&ca, role, name);
-    }
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
-    );
-    let lines = start(&mut services, "qcg-broker", &cfg);
-    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
+    let s = ServiceGrid::builder()
+        .no_https()
+        .cluster(Cluster::new("alpha").node(Node::new("a1")))
+        .cluster(
+            Cluster::new("beta")
+                .policy("port-range 43000-43099")
+                .node(Node::new("b1")),
+        )
+        .start()
         .unwrap();
-    let mut sockets = Vec::new();
-    for (cluster, policy, node) in [
-        ("alpha", "open", "a1"),
-        ("beta", "port-range 43000-43099", "b1"),
-    ] {
-        let cfg = write(
-            d,
-            &format!("frontal-{cluster}.toml"),
-            &format!(
-                "cluster = \"{cluster}\"\npolicy = \"{policy}\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/{cluster}.pem\"\nkey = \"ca/{cluster}.key\"\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-frontal", &cfg);
-        let at = wait_for(
-            &lines,
-            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-        );
-        let socket = d.join(format!("{node}.sock"));
-        let cfg = write(
-            d,
-            &format!("helper-{node}.toml"),
-            &format!(
-                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-helper", &cfg);
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
-        sockets.push(socket);
-    }
     Grid {
-        http,
-        broker,
-        sockets: [sockets[0].clone(), sockets[1].clone()],
-        dir,
-        _services: services,
+        http: s.http().unwrap(),
+        broker: s.quic().unwrap(),
+        sockets: [s.socket("a1"), s.socket("b1")],
+        s,
     }
 }
 
@@ -161,7 +116,7 @@ fn jobs_run_across_two_clusters_of_real_services() {
         "5 lookups of rank 0 from 2 clusters reached the broker {} times",
         after - before
     );
-    drop(g.dir);
+    drop(g);
 }
 
 #[test]
@@ -227,7 +182,7 @@ fn the_helper_answers_bad_frames_and_keeps_serving() {
 #[test]
 fn services_refuse_peers_of_another_ca_or_role() {
     let g = grid();
-    let d = g.dir.path();
+    let d = g.s.dir();
     // A second CA, and a frontal certificate from it.
     let other = d.join("other-ca");
     assert!(qcg(&["ca", "init", "--dir", other.to_str().unwrap()])

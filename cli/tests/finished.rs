@@ -11,6 +11,8 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{tls_fields, ServiceGrid};
+use qcg_proto::tls::Role;
 
 use qcg_broker::jobs::JobRecord;
 use std::path::Path;
@@ -62,18 +64,10 @@ fn rss_kib(pid: u32) -> u64 {
 }
 
 /// `qcg ARGS` as `who` against the broker at `url`: (success, stdout + stderr).
-fn qcg_as(dir: &Path, url: &str, who: &str, args: &[&str]) -> (bool, String) {
-    let ca = dir.join("ca");
+fn qcg_as(g: &ServiceGrid, url: &str, who: &str, args: &[&str]) -> (bool, String) {
     let o = Command::new(bin("qcg"))
         .args(args)
-        .arg("--broker")
-        .arg(url)
-        .arg("--cert")
-        .arg(ca.join(format!("{who}.pem")))
-        .arg("--key")
-        .arg(ca.join(format!("{who}.key")))
-        .arg("--ca")
-        .arg(ca.join("ca.pem"))
+        .args(g.qcg_args_at(url, who))
         .output()
         .unwrap();
     let text = format!(
@@ -84,54 +78,53 @@ fn qcg_as(dir: &Path, url: &str, who: &str, args: &[&str]) -> (bool, String) {
     (o.status.success(), text)
 }
 
-/// Starts the broker on the database; returns it (stopped when dropped), its
-/// resident memory once started, its URL and how many jobs `/v1/jobs` lists to
-/// alice.
-fn broker(dir: &Path) -> (Services, u64, String, usize) {
-    let cfg = write(
-        dir,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\n\
-         cert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\ndatabase = \"state/broker.redb\"\n\
+/// Starts the broker of `g` on the database (stopping the one before); returns
+/// its resident memory once started, its URL and how many jobs `/v1/jobs` lists
+/// to alice.
+fn broker(g: &mut ServiceGrid) -> (u64, String, usize) {
+    let cfg = format!(
+        "listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n{}database = \"state/broker.redb\"\n\
          job_record_keep_secs = 2592000\n",
+        tls_fields("broker")
     );
-    let mut s = Services(Vec::new());
-    let lines = start(&mut s, "qcg-broker", &cfg);
+    g.start("broker", "qcg-broker", &cfg).unwrap();
     let url = format!(
         "https://{}",
-        wait_for(&lines, "qcg-broker: HTTPS API on https://")
+        g.line("broker", "qcg-broker: HTTPS API on https://")
+            .unwrap()
     );
-    let rss = rss_kib(s.0[0].id());
-    let ca = dir.join("ca");
-    let id = qcg_proto::tls::Identity::load(
-        &ca.join("alice.pem"),
-        &ca.join("alice.key"),
-        &ca.join("ca.pem"),
-    )
-    .unwrap();
-    let client = qcg_cli::client::Client::new(&url, &id).unwrap();
+    let rss = rss_kib(g.service("broker").unwrap().pid());
+    let client = qcg_grid::client::Client::new(&url, &g.identity("alice").unwrap()).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let a = rt
         .block_on(client.request("GET", "/v1/jobs", Vec::new()))
         .unwrap();
     assert_eq!(a.status, 200);
     let n = a.json().as_array().unwrap().len();
-    (s, rss, url, n)
+    (rss, url, n)
 }
 
 #[test]
 fn finished_jobs_stay_in_the_database_and_are_still_shown() {
-    let dir = grid_ca(&[("broker", "broker"), ("client", "alice"), ("client", "bob")]);
-    let d = dir.path();
+    let mut g = ServiceGrid::new().unwrap();
+    for (role, name) in [
+        (Role::Broker, "broker"),
+        (Role::Client, "alice"),
+        (Role::Client, "bob"),
+    ] {
+        g.issue(role, name).unwrap();
+    }
+    let d = g.dir().to_path_buf();
+    let d = d.as_path();
     let db = d.join("state/broker.redb");
 
     fill(&db, 0, 1);
-    let (one, rss_one, _, n) = broker(d);
+    let (rss_one, _, n) = broker(&mut g);
     assert_eq!(n, 1);
-    drop(one);
+    g.kill("broker").unwrap();
 
     fill(&db, 1, 20_000);
-    let (_many, rss_many, url, n) = broker(d);
+    let (rss_many, url, n) = broker(&mut g);
     println!(
         "broker RSS after start: {} KiB on 1 finished job, {} KiB on 20,001 (database {} KiB)",
         rss_one,
@@ -141,18 +134,18 @@ fn finished_jobs_stay_in_the_database_and_are_still_shown() {
     assert_eq!(n, 20_001, "/v1/jobs lists every kept job");
 
     // `qcg status` of an old finished job, after the restart.
-    let (ok, out) = qcg_as(d, &url, "alice", &["status", "old-12345"]);
+    let (ok, out) = qcg_as(&g, &url, "alice", &["status", "old-12345"]);
     assert!(ok, "{out}");
     assert!(
         out.contains("old-12345") && out.contains("exited with status 1"),
         "{out}"
     );
     // Not to another client.
-    let (ok, out) = qcg_as(d, &url, "bob", &["status", "old-12345"]);
+    let (ok, out) = qcg_as(&g, &url, "bob", &["status", "old-12345"]);
     assert!(!ok, "bob saw alice's job: {out}");
-    let (ok, out) = qcg_as(d, &url, "bob", &["jobs"]);
+    let (ok, out) = qcg_as(&g, &url, "bob", &["jobs"]);
     assert!(ok && !out.contains("old-"), "{out}");
-    let (ok, out) = qcg_as(d, &url, "alice", &["jobs"]);
+    let (ok, out) = qcg_as(&g, &url, "alice", &["jobs"]);
     assert!(ok && out.contains("old-19999"), "{out}");
 
     // 20,000 jobs in memory took 75 MiB more on the code before (91 MiB against 15);

@@ -7,34 +7,16 @@
 mod common;
 
 use common::*;
+use qcg_grid::services::{tls_fields, Cluster, Limits, ServiceGrid};
+use qcg_proto::tls::Role;
 use qcg_proto::{AccessPoint, ProcName, Request, Response};
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 const NOBODY: u32 = 65534;
 const CHILD_ENV: &str = "QCG_TEST_ACCESS_CHILD";
-
-/// One request on a new connection; the answer.
-fn ask(socket: &Path, req: &Request) -> std::io::Result<Response> {
-    let mut s = UnixStream::connect(socket)?;
-    s.write_all(&qcg_proto::frame::encode(req).unwrap())?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some((r, _)) = qcg_proto::frame::decode::<Response>(&buf).unwrap() {
-            return Ok(r);
-        }
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
 
 /// The child: runs as another user, sends each request of $CHILD_ENV on its own
 /// connection and prints each answer (or the connect error) as a JSON line.
@@ -88,70 +70,33 @@ fn another_user_cannot_act_for_a_job_not_its_own() {
         eprintln!("skipped: needs root");
         return;
     }
-    let tmp = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let certs = tmp.path().join("certs");
-    assert!(qcg(&["ca", "init", "--dir", certs.to_str().unwrap()])
-        .status
-        .success());
-    issue(&certs, "broker", "broker");
-    issue(&certs, "frontal", "orsay");
-    issue(&certs, "helper", "orsay-1");
-    let broker_cfg = write(
-        tmp.path(),
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nca = \"certs/ca.pem\"\ncert = \"certs/broker.pem\"\n\
-         key = \"certs/broker.key\"\n",
-    );
-    let mut services = Services(Vec::new());
-    let b = start(&mut services, "qcg-broker", &broker_cfg);
-    let broker = wait_for(&b, "qcg-broker: QUIC on");
-    let frontal_cfg = write(
-        tmp.path(),
-        "frontal.toml",
-        &format!(
-            "cluster = \"orsay\"\npolicy = \"open\"\nnat = false\nbroker = \"{broker}\"\n\
-             listen = \"127.0.0.1:0\"\nca = \"certs/ca.pem\"\ncert = \"certs/orsay.pem\"\n\
-             key = \"certs/orsay.key\"\n"
-        ),
-    );
-    let f = start(&mut services, "qcg-frontal", &frontal_cfg);
-    let frontal = wait_for(&f, "qcg-frontal:");
-    let frontal = frontal
-        .split_whitespace()
-        .find_map(|w| w.parse::<std::net::SocketAddr>().ok())
-        .unwrap_or_else(|| panic!("no address in `{frontal}`"));
-    let socket = tmp.path().join("helper.sock");
-    let helper_cfg = write(
-        tmp.path(),
-        "helper.toml",
-        &format!(
-            "node = \"orsay-1\"\nfrontal = \"{frontal}\"\nsocket = \"helper.sock\"\n\
-             socket_group = \"{NOBODY}\"\nbind_address = \"127.0.0.1\"\nca = \"certs/ca.pem\"\n\
-             cert = \"certs/orsay-1.pem\"\nkey = \"certs/orsay-1.key\"\n"
-        ),
+    let mut g = ServiceGrid::builder()
+        .dir_mode(0o755)
+        .no_http()
+        .no_https()
+        .cluster(Cluster::new("orsay").frontal_config("nat = false"))
+        .start()
+        .unwrap();
+    g.issue(Role::Helper, "orsay-1").unwrap();
+    let socket = g.dir().join("helper.sock");
+    let helper_cfg = format!(
+        "node = \"orsay-1\"\nfrontal = \"{}\"\nsocket = \"helper.sock\"\n\
+         socket_group = \"{NOBODY}\"\nbind_address = \"127.0.0.1\"\n{}",
+        g.frontal("orsay").unwrap(),
+        tls_fields("orsay-1")
     );
     // A careless umask: the socket must still be 0660.
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("umask 000; exec \"$0\" --config \"$1\"")
-        .arg(bin("qcg-helper"))
-        .arg(&helper_cfg)
-        .stdout(Stdio::piped())
-        .spawn()
+    let careless = Limits {
+        umask: Some(0),
+        ..Limits::default()
+    };
+    g.start_with("helper", "qcg-helper", &helper_cfg, careless)
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    services.0.push(child);
-    let ready = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find(|l| l.starts_with("qcg-helper:"));
+    let ready = g.line("helper", "qcg-helper:").ok();
     assert!(
         ready.is_some_and(|l| l.contains("serving processes")),
         "the helper did not start"
     );
-    // Keep draining its output so that it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
 
     let meta = std::fs::metadata(&socket).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o660);

@@ -11,12 +11,10 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{Cluster, Node, ServiceGrid};
 
 use qcg_proto::{AccessPoint, ProcName, Request, Response};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::UnixStream;
+use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -25,24 +23,6 @@ use std::time::{Duration, Instant};
 
 const NOBODY: u32 = 65534;
 const CHILD_ENV: &str = "QCG_TEST_HIJACK_CHILD";
-
-/// One request on a new connection; the answer.
-fn ask(socket: &Path, req: &Request) -> std::io::Result<Response> {
-    let mut s = UnixStream::connect(socket)?;
-    s.write_all(&qcg_proto::frame::encode(req).unwrap())?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some((r, _)) = qcg_proto::frame::decode::<Response>(&buf).unwrap() {
-            return Ok(r);
-        }
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
 
 /// A rank of alice's job: this test binary, started by the helper. It joins the job
 /// (registers its listener) and stays.
@@ -110,99 +90,34 @@ fn lookup(job: &str, from: u32, target: u32) -> Request {
 }
 
 struct Grid {
-    dir: tempfile::TempDir,
-    _services: Services,
-    url: String,
+    s: ServiceGrid,
 }
 
 /// `orsay` (node orsay-1, 4 slots) and `rennes` (node rennes-1, 1 slot), both open;
 /// both helpers' sockets in group `nobody`.
 fn grid() -> Grid {
-    let dir = grid_ca(&[
-        ("broker", "broker"),
-        ("frontal", "orsay"),
-        ("frontal", "rennes"),
-        ("helper", "orsay-1"),
-        ("helper", "rennes-1"),
-        ("client", "alice"),
-    ]);
-    let d = dir.path();
-    // `nobody` must reach the sockets inside.
-    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
-    );
-    let lines = start(&mut services, "qcg-broker", &cfg);
-    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
+    let node = |name, slots| {
+        Node::new(name)
+            .slots(slots)
+            .memory_mib(8192)
+            .helper_config(&format!("socket_group = \"{NOBODY}\""))
+    };
+    let s = ServiceGrid::builder()
+        // `nobody` must reach the sockets inside.
+        .dir_mode(0o755)
+        .cluster(Cluster::new("orsay").node(node("orsay-1", 4)))
+        .cluster(Cluster::new("rennes").node(node("rennes-1", 1)))
+        .cert("client", "alice")
+        .wait_for_topology()
+        .start()
         .unwrap();
-    let url = format!(
-        "https://{}",
-        wait_for(&lines, "qcg-broker: HTTPS API on https://")
-    );
-    for (cluster, node, slots) in [("orsay", "orsay-1", 4), ("rennes", "rennes-1", 1)] {
-        let cfg = write(
-            d,
-            &format!("frontal-{cluster}.toml"),
-            &format!(
-                "cluster = \"{cluster}\"\npolicy = \"open\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/{cluster}.pem\"\nkey = \"ca/{cluster}.key\"\n\n[[nodes]]\nname = \"{node}\"\nslots = {slots}\nmemory_mib = 8192\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-frontal", &cfg);
-        let at = wait_for(
-            &lines,
-            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-        );
-        let cfg = write(
-            d,
-            &format!("helper-{node}.toml"),
-            &format!(
-                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nsocket_group = \"{NOBODY}\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-helper", &cfg);
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let t: serde_json::Value = serde_json::from_str(&http_get(http, "/v1/topology")).unwrap();
-        let nodes: usize = t["clusters"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| c["nodes"].as_array().map_or(0, |n| n.len()))
-            .sum();
-        if nodes == 2 && t["links"].as_array().map_or(0, |l| l.len()) == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "topology incomplete: {t}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Grid {
-        dir,
-        _services: services,
-        url,
-    }
+    Grid { s }
 }
 
 impl Grid {
     fn qcg_as_alice(&self, args: &[&str]) -> Command {
-        let ca = self.dir.path().join("ca");
         let mut c = Command::new(bin("qcg"));
-        c.args(args).args([
-            "--broker",
-            &self.url,
-            "--cert",
-            ca.join("alice.pem").to_str().unwrap(),
-            "--key",
-            ca.join("alice.key").to_str().unwrap(),
-            "--ca",
-            ca.join("ca.pem").to_str().unwrap(),
-        ]);
+        c.args(args).args(self.s.qcg_args("alice"));
         c
     }
 
@@ -213,7 +128,7 @@ impl Grid {
     }
 
     fn socket(&self, node: &str) -> PathBuf {
-        self.dir.path().join(format!("{node}.sock"))
+        self.s.socket(node)
     }
 }
 
@@ -253,7 +168,7 @@ fn another_user_cannot_act_for_a_job_placed_elsewhere() {
 "#,
         exe.display()
     );
-    let path = write(g.dir.path(), "alice.xml", &xml);
+    let path = write(g.s.dir(), "alice.xml", &xml);
     let mut submit = g
         .qcg_as_alice(&["submit", path.to_str().unwrap()])
         .stdout(Stdio::null())

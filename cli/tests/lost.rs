@@ -11,10 +11,10 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{Cluster, Node, ServiceGrid};
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -23,44 +23,27 @@ use std::time::{Duration, Instant};
 const GRACE_S: u64 = 3;
 
 struct Grid {
-    dir: tempfile::TempDir,
-    services: Services,
+    s: ServiceGrid,
     http: SocketAddr,
-    url: String,
-    broker: SocketAddr,
-    /// Index in `services` of each service, by name.
-    index: Vec<(String, usize)>,
-    /// Each service's log (stdout) lines, by name.
-    logs: Vec<(String, mpsc::Receiver<String>)>,
 }
 
 impl Grid {
-    fn at(&self, name: &str) -> usize {
-        self.index.iter().find(|(n, _)| n == name).unwrap().1
+    /// Kills the frontal of `cluster` and the helper of its node together.
+    fn kill_cluster(&mut self, cluster: &str, node: &str) {
+        self.s.kill(&format!("helper-{node}")).unwrap();
+        self.s.kill(&format!("frontal-{cluster}")).unwrap();
     }
 
-    fn kill(&mut self, name: &str) {
-        let i = self.at(name);
-        let c = &mut self.services.0[i];
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-
-    fn frontal_cfg(&self, cluster: &str) -> PathBuf {
-        self.dir.path().join(format!("frontal-{cluster}.toml"))
-    }
-
+    /// Starts the frontal of `cluster` again from its config; where it serves.
     fn start_frontal(&mut self, cluster: &str) -> String {
-        let cfg = self.frontal_cfg(cluster);
-        let lines = start(&mut self.services, "qcg-frontal", &cfg);
-        self.index
-            .push((format!("frontal-{cluster}"), self.services.0.len() - 1));
-        let at = wait_for(
-            &lines,
-            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-        );
-        self.logs.push((format!("frontal-{cluster}"), lines));
-        at
+        let name = format!("frontal-{cluster}");
+        self.s.restart(&name).unwrap();
+        self.s
+            .line(
+                &name,
+                &format!("qcg-frontal: cluster {cluster} serving helpers on"),
+            )
+            .unwrap()
     }
 
     fn topology(&self) -> serde_json::Value {
@@ -84,18 +67,8 @@ impl Grid {
     }
 
     fn qcg_as_alice(&self, args: &[&str]) -> Command {
-        let ca = self.dir.path().join("ca");
         let mut c = Command::new(bin("qcg"));
-        c.args(args).args([
-            "--broker",
-            &self.url,
-            "--cert",
-            ca.join("alice.pem").to_str().unwrap(),
-            "--key",
-            ca.join("alice.key").to_str().unwrap(),
-            "--ca",
-            ca.join("ca.pem").to_str().unwrap(),
-        ]);
+        c.args(args).args(self.s.qcg_args("alice"));
         c
     }
 
@@ -107,16 +80,16 @@ impl Grid {
 
     /// The log lines of `name` so far that contain `needle`.
     fn logged(&self, name: &str, needle: &str) -> Vec<String> {
-        self.logs
-            .iter()
-            .filter(|(n, _)| n == name)
-            .flat_map(|(_, rx)| rx.try_iter())
+        self.s
+            .log(name)
+            .lines()
             .filter(|l| l.contains(needle))
+            .map(str::to_string)
             .collect()
     }
 
     fn revoke(&self, name: &str) {
-        let ca = self.dir.path().join("ca");
+        let ca = self.s.ca_dir();
         let o = qcg(&["ca", "revoke", "--dir", ca.to_str().unwrap(), name]);
         assert!(o.status.success(), "{o:?}");
     }
@@ -125,70 +98,23 @@ impl Grid {
 /// `orsay` (node orsay-1, 4 slots) and `rennes` (node rennes-1, 1 slot), both open;
 /// every service checks the grid's CRL.
 fn grid() -> Grid {
-    let dir = grid_ca(&[
-        ("broker", "broker"),
-        ("frontal", "orsay"),
-        ("frontal", "rennes"),
-        ("helper", "orsay-1"),
-        ("helper", "rennes-1"),
-        ("client", "alice"),
-        ("proxy", "relay"),
-    ]);
-    let d = dir.path();
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        &format!(
-            "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\n\
-             ca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\ncrl = \"ca/crl.pem\"\n\
-             lost_node_grace_secs = {GRACE_S}\n"
-        ),
-    );
-    let lines = start(&mut services, "qcg-broker", &cfg);
-    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
-        .unwrap();
-    let url = format!(
-        "https://{}",
-        wait_for(&lines, "qcg-broker: HTTPS API on https://")
-    );
-    let mut g = Grid {
-        dir,
-        services,
-        http,
-        url,
-        broker,
-        index: vec![("broker".into(), 0)],
-        logs: vec![("broker".into(), lines)],
+    let crl = "crl = \"ca/crl.pem\"";
+    let cluster = |name, node, slots| {
+        Cluster::new(name)
+            .frontal_config(crl)
+            .node(Node::new(node).slots(slots).memory_mib(8192))
     };
-    for (cluster, node, slots) in [("orsay", "orsay-1", 4), ("rennes", "rennes-1", 1)] {
-        write(
-            g.dir.path(),
-            &format!("frontal-{cluster}.toml"),
-            &format!(
-                "cluster = \"{cluster}\"\npolicy = \"open\"\nbroker = \"{}\"\nlisten = \"127.0.0.1:0\"\n\
-                 ca = \"ca/ca.pem\"\ncert = \"ca/{cluster}.pem\"\nkey = \"ca/{cluster}.key\"\ncrl = \"ca/crl.pem\"\n\n\
-                 [[nodes]]\nname = \"{node}\"\nslots = {slots}\nmemory_mib = 8192\n",
-                g.broker
-            ),
-        );
-        let at = g.start_frontal(cluster);
-        let cfg = write(
-            g.dir.path(),
-            &format!("helper-{node}.toml"),
-            &format!(
-                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\n\
-                 ca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n\
-                 # Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-            ),
-        );
-        let lines = start(&mut g.services, "qcg-helper", &cfg);
-        g.index.push((node.into(), g.services.0.len() - 1));
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
-        g.logs.push((node.into(), lines));
-    }
+    let s = ServiceGrid::builder()
+        .broker_config(&format!("{crl}\nlost_node_grace_secs = {GRACE_S}"))
+        .cluster(cluster("orsay", "orsay-1", 4))
+        .cluster(cluster("rennes", "rennes-1", 1))
+        .cert("client", "alice")
+        .start()
+        .unwrap();
+    let g = Grid {
+        http: s.http().unwrap(),
+        s,
+    };
     wait_until("both nodes in the topology", || g.nodes().len() == 2);
     g
 }
@@ -216,17 +142,7 @@ fn a_revoked_helper_proxy_or_frontal_is_cut_and_leaves_the_topology() {
         "{said:?}"
     );
     // A relay proxy, connected, then revoked: no longer alive for the broker.
-    let cfg = write(
-        g.dir.path(),
-        "proxy.toml",
-        &format!(
-            "listen = \"127.0.0.1:0\"\nbroker = \"{}\"\nca = \"ca/ca.pem\"\ncert = \"ca/relay.pem\"\n\
-             key = \"ca/relay.key\"\ncrl = \"ca/crl.pem\"\n",
-            g.broker
-        ),
-    );
-    let lines = start(&mut g.services, "qcg-proxy", &cfg);
-    wait_for(&lines, "qcg-proxy: relaying on");
+    g.s.start_proxy("relay", "crl = \"ca/crl.pem\"\n").unwrap();
     wait_until("the proxy alive", || {
         metric(g.http, "qcg_broker_proxies_alive") == 1
     });
@@ -265,7 +181,7 @@ fn a_job_on_a_node_gone_unseen_fails_after_the_grace_naming_it() {
   </task>
 </grmsJob>
 "#;
-    let path = write(g.dir.path(), "lost.xml", xml);
+    let path = write(g.s.dir(), "lost.xml", xml);
     let mut submit = g
         .qcg_as_alice(&["submit", path.to_str().unwrap()])
         .stdout(Stdio::null())
@@ -291,8 +207,7 @@ fn a_job_on_a_node_gone_unseen_fails_after_the_grace_naming_it() {
     assert!(g.status(&id).contains("rennes/rennes-1"));
     // rennes' frontal and rennes-1's helper die together; the frontal is back before
     // the broker noticed it gone, without the helper: nobody reports the node lost.
-    g.kill("rennes-1");
-    g.kill("frontal-rennes");
+    g.kill_cluster("rennes", "rennes-1");
     g.start_frontal("rennes");
     wait_until("the job failed", || !g.status(&id).contains(": running"));
     let s = g.status(&id);

@@ -12,6 +12,7 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{accounts_here, Cluster, Node, ServiceGrid};
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -106,40 +107,19 @@ fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
 fn every_service_exposes_metrics_that_promtool_accepts_and_that_count_the_job() {
     // Check promtool first: a missing checker fails here, before any service.
     promtool();
-    let dir = grid_ca(&[
-        ("broker", "broker"),
-        ("frontal", "alpha"),
-        ("frontal", "beta"),
-        ("helper", "a1"),
-        ("helper", "b1"),
-        ("proxy", "relay"),
-    ]);
-    let d = dir.path();
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
-    );
-    let lines = start(&mut services, "qcg-broker", &cfg);
-    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
-        .unwrap();
+    let mut g = ServiceGrid::builder().no_https().start().unwrap();
+    let http = g.http().unwrap();
+    let metrics_at = |g: &ServiceGrid, service: &str, prefix: &str| -> SocketAddr {
+        g.line(service, prefix)
+            .unwrap()
+            .trim_end_matches("/metrics")
+            .parse()
+            .unwrap()
+    };
 
-    let cfg = write(
-        d,
-        "proxy.toml",
-        &format!(
-            "listen = \"127.0.0.1:0\"\nbroker = \"{broker}\"\nca = \"ca/ca.pem\"\ncert = \"ca/relay.pem\"\nkey = \"ca/relay.key\"\nmetrics_listen = \"127.0.0.1:0\"\n"
-        ),
-    );
-    let lines = start(&mut services, "qcg-proxy", &cfg);
-    wait_for(&lines, "qcg-proxy: relaying on");
-    let proxy_m: SocketAddr = wait_for(&lines, "qcg-proxy: metrics on http://")
-        .trim_end_matches("/metrics")
-        .parse()
+    g.start_proxy("relay", "metrics_listen = \"127.0.0.1:0\"\n")
         .unwrap();
+    let proxy_m = metrics_at(&g, "proxy-relay", "qcg-proxy: metrics on http://");
 
     // Two closed clusters behind random-port NATs: neither can be dialled, nor
     // punched (on loopback, closed clusters without NAT punch), so every link
@@ -148,39 +128,18 @@ fn every_service_exposes_metrics_that_promtool_accepts_and_that_count_the_job() 
     let mut helper_m = Vec::new();
     let mut sockets = Vec::new();
     for (cluster, node) in [("alpha", "a1"), ("beta", "b1")] {
-        let cfg = write(
-            d,
-            &format!("frontal-{cluster}.toml"),
-            &format!(
-                "cluster = \"{cluster}\"\npolicy = \"closed\"\nnat = \"random-port\"\npublic_address = \"127.0.0.1\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/{cluster}.pem\"\nkey = \"ca/{cluster}.key\"\nmetrics_listen = \"127.0.0.1:0\"\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-frontal", &cfg);
-        let at = wait_for(
-            &lines,
-            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-        );
-        let m: SocketAddr = wait_for(&lines, "qcg-frontal: metrics on http://")
-            .trim_end_matches("/metrics")
-            .parse()
-            .unwrap();
-        frontal_m.push(m);
-        let socket = d.join(format!("{node}.sock"));
-        let cfg = write(
-            d,
-            &format!("helper-{node}.toml"),
-            &format!(
-                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\nmetrics_listen = \"127.0.0.1:0\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-helper", &cfg);
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
-        let m: SocketAddr = wait_for(&lines, "qcg-helper: metrics on http://")
-            .trim_end_matches("/metrics")
-            .parse()
-            .unwrap();
-        helper_m.push(m);
-        sockets.push(socket);
+        let c = Cluster::new(cluster)
+            .policy("closed")
+            .frontal_config(
+                "nat = \"random-port\"\npublic_address = \"127.0.0.1\"\nmetrics_listen = \"127.0.0.1:0\"",
+            )
+            .node(Node::new(node).helper_config("metrics_listen = \"127.0.0.1:0\""));
+        g.start_cluster(&c, Some(&accounts_here())).unwrap();
+        let f = format!("frontal-{cluster}");
+        frontal_m.push(metrics_at(&g, &f, "qcg-frontal: metrics on http://"));
+        let h = format!("helper-{node}");
+        helper_m.push(metrics_at(&g, &h, "qcg-helper: metrics on http://"));
+        sockets.push(g.socket(node));
     }
     wait_until("the proxy registered", || {
         metric(http, "qcg_broker_proxies_alive") == 1

@@ -290,7 +290,11 @@ fn detached_jobs_are_listed_followed_and_cancelled() {
         let cols: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(&cols[1..3], ["sleepy", "alice"], "{line}");
         if cols[3] == "R" && qcg_output(&g, &id).matches("hello from").count() == 2 {
-            assert_eq!(cols[4], "2", "{line}");
+            // TIME, as squeue's M:SS while under an hour; then RANKS.
+            let (m, sec) = cols[4].split_once(':').unwrap_or_else(|| panic!("{line}"));
+            assert!(m.parse::<u32>().is_ok() && sec.len() == 2, "{line}");
+            assert!(sec.parse::<u32>().is_ok_and(|s| s < 60), "{line}");
+            assert_eq!(cols[5], "2", "{line}");
             break;
         }
         assert!(Instant::now() < deadline, "{out}");

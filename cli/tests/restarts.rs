@@ -10,126 +10,89 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{accounts_here, tls_fields, Cluster, Node, ServiceGrid};
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn broker_toml(dir: &Path, quic: &str, http: &str, https: &str) -> PathBuf {
-    write(
-        dir,
-        "broker.toml",
-        &format!("listen = \"{quic}\"\nhttp_listen = \"{http}\"\nhttps_listen = \"{https}\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n"),
+fn broker_toml(quic: &str, http: &str, https: &str) -> String {
+    format!(
+        "listen = \"{quic}\"\nhttp_listen = \"{http}\"\nhttps_listen = \"{https}\"\n{}",
+        tls_fields("broker")
     )
 }
 
-fn frontal_toml(dir: &Path, cluster: &str, broker: SocketAddr, listen: &str) -> PathBuf {
-    write(
-        dir,
-        &format!("frontal-{cluster}.toml"),
-        &format!("cluster = \"{cluster}\"\npolicy = \"open\"\nbroker = \"{broker}\"\nlisten = \"{listen}\"\nca = \"ca/ca.pem\"\ncert = \"ca/{cluster}.pem\"\nkey = \"ca/{cluster}.key\"\n"),
+fn frontal_toml(cluster: &str, broker: SocketAddr, listen: &str) -> String {
+    format!(
+        "cluster = \"{cluster}\"\npolicy = \"open\"\nbroker = \"{broker}\"\nlisten = \"{listen}\"\n{}",
+        tls_fields(cluster)
     )
-}
-
-fn helper_toml(dir: &Path, node: &str, frontal: &str) -> PathBuf {
-    write(
-        dir,
-        &format!("helper-{node}.toml"),
-        &format!("node = \"{node}\"\nfrontal = \"{frontal}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"),
-    )
-}
-
-/// A service started on its own, so that a test can kill or signal it alone.
-fn spawn(name: &str, config: &Path) -> (Child, mpsc::Receiver<String>) {
-    let mut s = Services(Vec::new());
-    let lines = start(&mut s, name, config);
-    let child = s.0.pop().unwrap();
-    (child, lines)
 }
 
 struct Grid {
-    dir: tempfile::TempDir,
-    broker: (Child, mpsc::Receiver<String>),
+    s: ServiceGrid,
     quic: SocketAddr,
     http: SocketAddr,
     https: SocketAddr,
-    frontals: Vec<(Child, String)>,
-    helpers: Vec<Child>,
-}
-
-impl Drop for Grid {
-    fn drop(&mut self) {
-        let all = std::iter::once(&mut self.broker.0)
-            .chain(self.frontals.iter_mut().map(|f| &mut f.0))
-            .chain(self.helpers.iter_mut());
-        for c in all {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn grid() -> Grid {
-    let dir = grid_ca(&[
-        ("broker", "broker"),
-        ("frontal", "alpha"),
-        ("frontal", "beta"),
-        ("helper", "a1"),
-        ("helper", "b1"),
-        ("client", "alice"),
-    ]);
-    let d = dir.path();
-    let (child, lines) = spawn(
-        "qcg-broker",
-        &broker_toml(d, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"),
-    );
-    let quic: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
+    let s = ServiceGrid::builder()
+        .cluster(Cluster::new("alpha").node(Node::new("a1")))
+        .cluster(Cluster::new("beta").node(Node::new("b1")))
+        .cert("client", "alice")
+        .start()
         .unwrap();
-    let https: SocketAddr = wait_for(&lines, "qcg-broker: HTTPS API on https://")
-        .parse()
-        .unwrap();
-    let mut frontals = Vec::new();
-    let mut helpers = Vec::new();
-    for (cluster, node) in [("alpha", "a1"), ("beta", "b1")] {
-        let (f, lines) = spawn(
-            "qcg-frontal",
-            &frontal_toml(d, cluster, quic, "127.0.0.1:0"),
-        );
-        let at = wait_for(
-            &lines,
-            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-        );
-        let (h, lines) = spawn("qcg-helper", &helper_toml(d, node, &at));
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
-        frontals.push((f, at));
-        helpers.push(h);
-    }
     Grid {
-        dir,
-        broker: (child, lines),
-        quic,
-        http,
-        https,
-        frontals,
-        helpers,
+        quic: s.quic().unwrap(),
+        http: s.http().unwrap(),
+        https: s.https().unwrap(),
+        s,
+    }
+}
+
+impl Grid {
+    fn kill_broker(&mut self) {
+        self.s.kill("broker").unwrap();
+    }
+
+    /// Starts the broker again on the same addresses.
+    fn restart_broker(&mut self) {
+        let cfg = broker_toml(
+            &self.quic.to_string(),
+            &self.http.to_string(),
+            &self.https.to_string(),
+        );
+        self.s.start("broker", "qcg-broker", &cfg).unwrap();
+        self.s.line("broker", "qcg-broker: QUIC on").unwrap();
+    }
+
+    /// Kills the frontal of `cluster` and starts it again on the same address.
+    fn restart_frontal(&mut self, cluster: &str) {
+        let name = format!("frontal-{cluster}");
+        let at = self.s.frontal(cluster).unwrap();
+        self.s.kill(&name).unwrap();
+        self.s
+            .start(&name, "qcg-frontal", &frontal_toml(cluster, self.quic, &at))
+            .unwrap();
+        self.s
+            .line(
+                &name,
+                &format!("qcg-frontal: cluster {cluster} serving helpers on"),
+            )
+            .unwrap();
     }
 }
 
 impl Grid {
     /// One request to the HTTPS job API as the client `alice`.
-    fn call(&self, method: &str, path: &str, body: &str) -> qcg_cli::client::Answer {
-        let ca = self.dir.path().join("ca");
-        let id = qcg_proto::tls::Identity::load(
-            &ca.join("alice.pem"),
-            &ca.join("alice.key"),
-            &ca.join("ca.pem"),
-        )
-        .unwrap();
-        let client = qcg_cli::client::Client::new(&format!("https://{}", self.https), &id).unwrap();
+    fn call(&self, method: &str, path: &str, body: &str) -> qcg_grid::client::Answer {
+        let id = self.s.identity("alice").unwrap();
+        let client =
+            qcg_grid::client::Client::new(&format!("https://{}", self.https), &id).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -171,7 +134,7 @@ impl Grid {
     }
 
     fn socket(&self, node: &str) -> PathBuf {
-        self.dir.path().join(format!("{node}.sock"))
+        self.s.socket(node)
     }
 
     /// One ring job across both clusters; whether it succeeded, and its stderr.
@@ -207,8 +170,9 @@ impl Grid {
 
     /// Waits (at most 60 s) until the broker lists both clusters; how long it took.
     fn clusters_back(&self, since: Instant) -> Duration {
+        let http = self.http;
         loop {
-            if let Ok(body) = std::panic::catch_unwind(|| http_get(self.http, "/v1/clusters")) {
+            if let Ok(body) = std::panic::catch_unwind(|| http_get(http, "/v1/clusters")) {
                 if body.contains("\"alpha\"") && body.contains("\"beta\"") {
                     return since.elapsed();
                 }
@@ -227,16 +191,8 @@ fn a_broker_killed_and_restarted_gets_its_clusters_back_and_runs_jobs() {
     let mut g = grid();
     let (ok, err) = g.ring();
     assert!(ok, "{err}");
-    g.broker.0.kill().unwrap();
-    g.broker.0.wait().unwrap();
-    let cfg = broker_toml(
-        g.dir.path(),
-        &g.quic.to_string(),
-        &g.http.to_string(),
-        &g.https.to_string(),
-    );
-    g.broker = spawn("qcg-broker", &cfg);
-    wait_for(&g.broker.1, "qcg-broker: QUIC on");
+    g.kill_broker();
+    g.restart_broker();
     let t0 = Instant::now();
     // No job asks: the frontals find the new broker and register by themselves.
     let back = g.clusters_back(t0);
@@ -253,14 +209,7 @@ fn a_frontal_killed_and_restarted_gets_its_helper_back_and_runs_jobs() {
     let mut g = grid();
     let (ok, err) = g.ring();
     assert!(ok, "{err}");
-    let (f, at) = &mut g.frontals[0];
-    f.kill().unwrap();
-    f.wait().unwrap();
-    let at = at.clone();
-    let cfg = frontal_toml(g.dir.path(), "alpha", g.quic, &at);
-    let (f, lines) = spawn("qcg-frontal", &cfg);
-    g.frontals[0].0 = f;
-    wait_for(&lines, "qcg-frontal: cluster alpha serving helpers on");
+    g.restart_frontal("alpha");
     let t0 = Instant::now();
     let job = g.first_ring_after(t0);
     eprintln!(
@@ -305,24 +254,12 @@ fn a_broker_restart_keeps_live_jobs_and_fails_those_whose_processes_died_meanwhi
             .unwrap()
             .success());
     };
-    let restart_broker = |g: &mut Grid| {
-        let cfg = broker_toml(
-            g.dir.path(),
-            &g.quic.to_string(),
-            &g.http.to_string(),
-            &g.https.to_string(),
-        );
-        g.broker = spawn("qcg-broker", &cfg);
-        wait_for(&g.broker.1, "qcg-broker: QUIC on");
-    };
-
     // 1. The broker goes; `held`'s process dies; the broker comes back.
-    g.broker.0.kill().unwrap();
-    g.broker.0.wait().unwrap();
+    g.kill_broker();
     kill("sleep 3072");
     g.until("the process to go", || pid("sleep 3072").is_empty());
     std::thread::sleep(Duration::from_millis(300));
-    restart_broker(&mut g);
+    g.restart_broker();
     g.until("the job to fail", || g.status(&held)["state"] == "failed");
     let s = g.status(&held);
     assert_eq!(s["reason"], "was killed by signal 9", "{s}");
@@ -333,25 +270,11 @@ fn a_broker_restart_keeps_live_jobs_and_fails_those_whose_processes_died_meanwhi
         .as_str()
         .unwrap()
         .to_string();
-    g.broker.0.kill().unwrap();
-    g.broker.0.wait().unwrap();
+    g.kill_broker();
     kill("sleep 3073");
     g.until("the process to go", || pid("sleep 3073").is_empty());
-    let i = if cluster == "alpha" { 0 } else { 1 };
-    let (f, at) = &mut g.frontals[i];
-    f.kill().unwrap();
-    f.wait().unwrap();
-    let at = at.clone();
-    let (f, lines) = spawn(
-        "qcg-frontal",
-        &frontal_toml(g.dir.path(), &cluster, g.quic, &at),
-    );
-    g.frontals[i].0 = f;
-    wait_for(
-        &lines,
-        &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-    );
-    restart_broker(&mut g);
+    g.restart_frontal(&cluster);
+    g.restart_broker();
     g.until("the job to fail", || g.status(&gone)["state"] == "failed");
     let s = g.status(&gone);
     let reason = s["reason"].as_str().unwrap_or_default();
@@ -375,28 +298,17 @@ fn stops_cleanly(sig: rustix::process::Signal) {
     let mut g = grid();
     let sockets = [g.socket("a1"), g.socket("b1")];
     assert!(sockets.iter().all(|s| s.exists()));
-    let mut all: Vec<(&str, &mut Child)> = vec![];
-    for h in g.helpers.iter_mut() {
-        all.push(("helper", h));
-    }
-    for f in g.frontals.iter_mut() {
-        all.push(("frontal", &mut f.0));
-    }
-    all.push(("broker", &mut g.broker.0));
-    for (what, c) in all {
-        let pid = rustix::process::Pid::from_raw(c.id() as i32).unwrap();
-        rustix::process::kill_process(pid, sig).unwrap();
-        let start = Instant::now();
-        let status = loop {
-            if let Some(s) = c.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "the {what} did not stop"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+    let all = [
+        ("helper", "helper-a1"),
+        ("helper", "helper-b1"),
+        ("frontal", "frontal-alpha"),
+        ("frontal", "frontal-beta"),
+        ("broker", "broker"),
+    ];
+    for (what, name) in all {
+        g.s.signal(name, sig).unwrap();
+        let status = g.s.wait(name, Duration::from_secs(60)).unwrap();
+        let status = status.unwrap_or_else(|| panic!("the {what} did not stop"));
         assert!(status.success(), "the {what} ended with {status}");
     }
     for s in &sockets {
@@ -419,60 +331,22 @@ fn services_stop_cleanly_on_sigint() {
 /// naming a rank, long before its own time-out.
 #[test]
 fn a_frozen_relay_proxy_fails_the_job_naming_the_silent_rank() {
-    let dir = grid_ca(&[
-        ("broker", "broker"),
-        ("frontal", "alpha"),
-        ("frontal", "beta"),
-        ("helper", "a1"),
-        ("helper", "b1"),
-        ("proxy", "relay"),
-    ]);
-    let d = dir.path();
-    let mut s = Services(Vec::new());
-    let lines = start(
-        &mut s,
-        "qcg-broker",
-        &broker_toml(d, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"),
-    );
-    let quic: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let tls =
-        |n: &str| format!("ca = \"ca/ca.pem\"\ncert = \"ca/{n}.pem\"\nkey = \"ca/{n}.key\"\n");
-    let cfg = write(
-        d,
-        "proxy.toml",
-        &format!(
-            "listen = \"127.0.0.1:0\"\nbroker = \"{quic}\"\n{}",
-            tls("relay")
-        ),
-    );
-    let lines = start(&mut s, "qcg-proxy", &cfg);
-    wait_for(&lines, "qcg-proxy: relaying on");
-    let proxy = rustix::process::Pid::from_raw(s.0.last().unwrap().id() as i32).unwrap();
+    let mut g = ServiceGrid::builder().start().unwrap();
+    g.start_proxy("relay", "").unwrap();
+    let proxy =
+        rustix::process::Pid::from_raw(g.service("proxy-relay").unwrap().pid() as i32).unwrap();
     // A closed site and one behind a random-port NAT: only relaying links them.
-    for (cluster, node, net) in [
-        ("alpha", "a1", "policy = \"closed\"\n"),
-        (
-            "beta",
-            "b1",
-            "policy = \"closed\"\nnat = \"random-port\"\npublic_address = \"127.0.0.1\"\n",
-        ),
+    let nat = "nat = \"random-port\"\npublic_address = \"127.0.0.1\"";
+    for c in [
+        Cluster::new("alpha").policy("closed").node(Node::new("a1")),
+        Cluster::new("beta")
+            .policy("closed")
+            .frontal_config(nat)
+            .node(Node::new("b1")),
     ] {
-        let cfg = write(
-            d,
-            &format!("frontal-{cluster}.toml"),
-            &format!(
-                "cluster = \"{cluster}\"\n{net}broker = \"{quic}\"\nlisten = \"127.0.0.1:0\"\n{}",
-                tls(cluster)
-            ),
-        );
-        let lines = start(&mut s, "qcg-frontal", &cfg);
-        let at = wait_for(
-            &lines,
-            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-        );
-        let lines = start(&mut s, "qcg-helper", &helper_toml(d, node, &at));
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
+        g.start_cluster(&c, Some(&accounts_here())).unwrap();
     }
+    let d = g.dir();
     let mut run = Command::new(bin("qcg"))
         .args(["run", "-n", "2", "--timeout", "100", "--helper"])
         .arg(d.join("a1.sock"))
@@ -517,16 +391,8 @@ fn a_frozen_relay_proxy_fails_the_job_naming_the_silent_rank() {
 #[test]
 fn a_job_started_right_after_a_broker_restart_waits_for_it_and_succeeds() {
     let mut g = grid();
-    g.broker.0.kill().unwrap();
-    g.broker.0.wait().unwrap();
-    let cfg = broker_toml(
-        g.dir.path(),
-        &g.quic.to_string(),
-        &g.http.to_string(),
-        &g.https.to_string(),
-    );
-    g.broker = spawn("qcg-broker", &cfg);
-    wait_for(&g.broker.1, "qcg-broker: QUIC on");
+    g.kill_broker();
+    g.restart_broker();
     // Before the frontals have found the new broker: the ranks' registration (and
     // `qcg run`'s question to the helpers) are answered `unavailable` for a while.
     std::thread::sleep(Duration::from_millis(300));

@@ -19,8 +19,9 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{Cluster as GridCluster, Node, ServiceGrid};
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -291,84 +292,24 @@ fn slurm_cluster(name: &'static str, slots: u32, partition: &'static str) -> Clu
 }
 
 struct Grid {
-    dir: tempfile::TempDir,
-    services: Services,
-    url: String,
-    http: SocketAddr,
+    s: ServiceGrid,
 }
 
 fn grid(slurm: &Slurm, clusters: &[Cluster]) -> Grid {
-    let mut holders = vec![("broker", "broker"), ("client", "alice")];
+    let mut b = ServiceGrid::builder().cert("client", "alice");
     for c in clusters {
-        holders.push(("frontal", c.name));
-        holders.push(("helper", c.node));
-    }
-    let dir = grid_ca(&holders);
-    let d = dir.path();
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
-    );
-    let lines = start(&mut services, "qcg-broker", &cfg);
-    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
-        .unwrap();
-    let url = format!(
-        "https://{}",
-        wait_for(&lines, "qcg-broker: HTTPS API on https://")
-    );
-    for c in clusters {
-        let (name, node, slots) = (c.name, c.node, c.slots);
-        let section = match c.slurm {
-            Some(partition) => format!(
-                "\n[slurm]\npartition = \"{partition}\"\nhelper_socket = \"{{node}}.sock\"\nconf = \"{}\"\nallow_root = {}\n",
+        let mut gc = GridCluster::new(c.name).node(Node::new(c.node).slots(c.slots));
+        if let Some(partition) = c.slurm {
+            gc = gc.frontal_tables(&format!(
+                "[slurm]\npartition = \"{partition}\"\nhelper_socket = \"{{node}}.sock\"\nconf = \"{}\"\nallow_root = {}\n",
                 slurm.conf().display(),
                 c.root
-            ),
-            None => String::new(),
-        };
-        let cfg = write(
-            d,
-            &format!("frontal-{name}.toml"),
-            &format!(
-                "cluster = \"{name}\"\npolicy = \"open\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/{name}.pem\"\nkey = \"ca/{name}.key\"\n\n[[nodes]]\nname = \"{node}\"\nslots = {slots}\n{section}"
-            ),
-        );
-        let lines = start(&mut services, "qcg-frontal", &cfg);
-        let at = wait_for(
-            &lines,
-            &format!("qcg-frontal: cluster {name} serving helpers on"),
-        );
-        let cfg = write(
-            d,
-            &format!("helper-{node}.toml"),
-            &format!(
-                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-helper", &cfg);
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
-    }
-    let want_links = clusters.len() * (clusters.len() - 1) / 2;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let t: serde_json::Value = serde_json::from_str(&http_get(http, "/v1/topology")).unwrap();
-        let n = t["clusters"].as_array().map_or(0, |c| c.len());
-        let links = t["links"].as_array().map_or(0, |l| l.len());
-        if n == clusters.len() && links == want_links {
-            break;
+            ));
         }
-        assert!(Instant::now() < deadline, "topology incomplete: {t}");
-        std::thread::sleep(Duration::from_millis(100));
+        b = b.cluster(gc);
     }
     Grid {
-        dir,
-        services,
-        url,
-        http,
+        s: b.wait_for_topology().start().unwrap(),
     }
 }
 
@@ -384,7 +325,7 @@ impl Grid {
     /// `qcg submit` of a profile of `n` ranks running `/bin/sh -c script`; waits.
     fn submit_sh(&self, name: &str, n: u32, script: &str) -> Output {
         let p = write(
-            self.dir.path(),
+            self.s.dir(),
             &format!("{name}.xml"),
             &sh_profile(name, n, script),
         );
@@ -405,18 +346,8 @@ impl Grid {
         Services(vec![child])
     }
 
-    fn client_args(&self) -> Vec<PathBuf> {
-        let ca = self.dir.path().join("ca");
-        vec![
-            "--broker".into(),
-            self.url.clone().into(),
-            "--cert".into(),
-            ca.join("alice.pem"),
-            "--key".into(),
-            ca.join("alice.key"),
-            "--ca".into(),
-            ca.join("ca.pem"),
-        ]
+    fn client_args(&self) -> Vec<String> {
+        self.s.qcg_args("alice")
     }
 }
 
@@ -516,7 +447,7 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
             "<executable>master_worker<",
             &format!("<executable>{}<", example("master_worker").display()),
         );
-    let p = write(g.dir.path(), "mw.xml", &xml);
+    let p = write(g.s.dir(), "mw.xml", &xml);
     let o = g.qcg(&["submit", p.to_str().unwrap()]);
     let (out, err) = texts(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
@@ -525,11 +456,11 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
         err.contains(" on alpha"),
         "no rank was placed in alpha: {err}"
     );
-    assert_eq!(metric(g.http, "qcg_broker_processes"), 0);
+    assert_eq!(metric(g.s.http().unwrap(), "qcg_broker_processes"), 0);
 
     // A cancel reaches Slurm: the allocations go, and the processes with them.
     let xml = write(
-        g.dir.path(),
+        g.s.dir(),
         "sleepy.xml",
         &sh_profile("sleepy", 6, "exec sleep 3023"),
     );
@@ -561,10 +492,7 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     wait_until("six sleeps again", || count_procs(&["sleep", "3023"]) == 6);
     assert_eq!(slurm.queue().len(), CPUS as usize);
     let mut g = g;
-    // Services in start order: broker, alpha's frontal, a1's helper, ...
-    let helper = &mut g.services.0[2];
-    helper.kill().unwrap();
-    helper.wait().unwrap();
+    g.s.kill(&format!("helper-{NODE}")).unwrap();
     wait_until("an empty Slurm queue after the helper left", || {
         slurm.queue().is_empty()
     });

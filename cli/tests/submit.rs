@@ -9,6 +9,7 @@
 
 mod common;
 use common::*;
+use qcg_grid::services::{Cluster, Node, ServiceGrid};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -18,103 +19,42 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 struct Grid {
-    dir: tempfile::TempDir,
-    _services: Services,
+    s: ServiceGrid,
     http: SocketAddr,
     url: String,
 }
 
 /// Two clusters, `alpha` (open) and `beta` (port range), one node of 4 slots each.
 fn grid() -> Grid {
-    let dir = grid_ca(&[
-        ("broker", "broker"),
-        ("frontal", "alpha"),
-        ("frontal", "beta"),
-        ("helper", "a1"),
-        ("helper", "b1"),
-        ("client", "alice"),
-    ]);
-    let d = dir.path();
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\nhttps_listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
-    );
-    let lines = start(&mut services, "qcg-broker", &cfg);
-    let broker: SocketAddr = wait_for(&lines, "qcg-broker: QUIC on").parse().unwrap();
-    let http: SocketAddr = wait_for(&lines, "qcg-broker: HTTP API on http://")
-        .parse()
+    let node = |name| Node::new(name).slots(4).memory_mib(8192);
+    let s = ServiceGrid::builder()
+        .cluster(Cluster::new("alpha").node(node("a1")))
+        .cluster(
+            Cluster::new("beta")
+                .policy("port-range 43100-43199")
+                .node(node("b1")),
+        )
+        .cert("client", "alice")
+        .wait_for_topology()
+        .start()
         .unwrap();
-    let url = format!(
-        "https://{}",
-        wait_for(&lines, "qcg-broker: HTTPS API on https://")
-    );
-    for (cluster, policy, node) in [
-        ("alpha", "open", "a1"),
-        ("beta", "port-range 43100-43199", "b1"),
-    ] {
-        let cfg = write(
-            d,
-            &format!("frontal-{cluster}.toml"),
-            &format!(
-                "cluster = \"{cluster}\"\npolicy = \"{policy}\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/{cluster}.pem\"\nkey = \"ca/{cluster}.key\"\n\n[[nodes]]\nname = \"{node}\"\nslots = 4\nmemory_mib = 8192\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-frontal", &cfg);
-        let at = wait_for(
-            &lines,
-            &format!("qcg-frontal: cluster {cluster} serving helpers on"),
-        );
-        let cfg = write(
-            d,
-            &format!("helper-{node}.toml"),
-            &format!(
-                "node = \"{node}\"\nfrontal = \"{at}\"\nsocket = \"{node}.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/{node}.pem\"\nkey = \"ca/{node}.key\"\n\n# Test grid, run as root: root allowed explicitly.\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-            ),
-        );
-        let lines = start(&mut services, "qcg-helper", &cfg);
-        wait_for(&lines, &format!("qcg-helper: node {node} serving"));
-    }
-    // Both clusters with their nodes, and the link between them measured.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let t: serde_json::Value = serde_json::from_str(&http_get(http, "/v1/topology")).unwrap();
-        let clusters = t["clusters"].as_array().map_or(0, |c| c.len());
-        let links = t["links"].as_array().map_or(0, |l| l.len());
-        if clusters == 2 && links == 1 {
-            assert_eq!(t["clusters"][0]["nodes"][0]["slots"], 4, "{t}");
-            assert_eq!(t["clusters"][0]["nodes"][0]["memory_mib"], 8192.0, "{t}");
-            break;
-        }
-        assert!(Instant::now() < deadline, "topology incomplete: {t}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let t = s.topology().unwrap();
+    assert_eq!(t["clusters"][0]["nodes"][0]["slots"], 4, "{t}");
+    assert_eq!(t["clusters"][0]["nodes"][0]["memory_mib"], 8192.0, "{t}");
     Grid {
-        dir,
-        _services: services,
-        http,
-        url,
+        http: s.http().unwrap(),
+        url: s.url(),
+        s,
     }
 }
 
 impl Grid {
     fn ca(&self) -> PathBuf {
-        self.dir.path().join("ca")
+        self.s.ca_dir()
     }
 
     fn client_args(&self, name: &str) -> Vec<String> {
-        let ca = self.ca();
-        vec![
-            "--broker".into(),
-            self.url.clone(),
-            "--cert".into(),
-            ca.join(format!("{name}.pem")).display().to_string(),
-            "--key".into(),
-            ca.join(format!("{name}.key")).display().to_string(),
-            "--ca".into(),
-            ca.join("ca.pem").display().to_string(),
-        ]
+        self.s.qcg_args(name)
     }
 
     fn qcg_as(&self, who: &str, args: &[&str]) -> Output {
@@ -207,7 +147,7 @@ fn the_master_worker_job_runs_on_the_real_services() {
             "<executable>master_worker<",
             &format!("<executable>{}<", bin("examples/master_worker").display()),
         );
-    let path = write(g.dir.path(), "mw.xml", &xml);
+    let path = write(g.s.dir(), "mw.xml", &xml);
     let o = g.qcg_as("alice", &["submit", path.to_str().unwrap()]);
     let (out, err) = (
         String::from_utf8_lossy(&o.stdout),
@@ -242,7 +182,7 @@ fn the_master_worker_job_runs_on_the_real_services() {
     assert!(s.contains("exited 0"), "{s}");
     // --vanilla through the same profile: the flat master-worker.
     let path = write(
-        g.dir.path(),
+        g.s.dir(),
         "mw-vanilla.xml",
         &xml.replace(
             "<value>--chunks</value>",
@@ -264,7 +204,7 @@ fn cancel_stops_every_process_and_a_second_job_waits_for_slots() {
     let g = grid();
     // 5 + 2 of the 8 slots; each rank leaves a child behind in its process group.
     let xml = profile(5, 2, "/bin/sh", &["-c", "sleep 3017 &amp; exec sleep 3017"]);
-    let a = write(g.dir.path(), "a.xml", &xml);
+    let a = write(g.s.dir(), "a.xml", &xml);
     let (mut first, _out, err) = g.submit_bg(&a);
     let id = job_id(&err);
     wait_until("14 sleeps", || count_procs(&["sleep", "3017"]) == 14);
@@ -304,7 +244,7 @@ fn a_dying_rank_or_a_missing_program_fails_the_job_and_stops_the_rest() {
     let g = grid();
     let script = "if [ \"$QCG_RANK\" = 3 ]; then sleep 1; echo dying &gt;&amp;2; exit 7; fi; exec sleep 3019";
     let p = write(
-        g.dir.path(),
+        g.s.dir(),
         "die.xml",
         &profile(3, 3, "/bin/sh", &["-c", script]),
     );
@@ -316,7 +256,7 @@ fn a_dying_rank_or_a_missing_program_fails_the_job_and_stops_the_rest() {
     wait_until("no sleep left", || count_procs(&["sleep", "3019"]) == 0);
 
     let p = write(
-        g.dir.path(),
+        g.s.dir(),
         "missing.xml",
         &profile(2, 2, "/nonexistent/qcg-prog", &[]),
     );
@@ -330,11 +270,7 @@ fn a_dying_rank_or_a_missing_program_fails_the_job_and_stops_the_rest() {
     assert!(err.contains("No such file"), "{err}");
 
     // The slots are free again: a job of all 8 runs.
-    let p = write(
-        g.dir.path(),
-        "full.xml",
-        &profile(4, 4, "/bin/echo", &["hi"]),
-    );
+    let p = write(g.s.dir(), "full.xml", &profile(4, 4, "/bin/echo", &["hi"]));
     let o = g.qcg_as("alice", &["submit", p.to_str().unwrap()]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
@@ -349,7 +285,7 @@ fn a_dying_rank_or_a_missing_program_fails_the_job_and_stops_the_rest() {
 #[test]
 fn bad_profiles_infeasible_jobs_and_strangers_are_refused() {
     let g = grid();
-    let d = g.dir.path();
+    let d = g.s.dir();
     // --check: valid, malformed, unknown element, undefined reference.
     let good = write(d, "good.xml", &profile(1, 1, "/bin/true", &[]));
     let o = qcg(&["submit", "--check", good.to_str().unwrap()]);
@@ -392,7 +328,7 @@ fn bad_profiles_infeasible_jobs_and_strangers_are_refused() {
             &ca_dir.join("ca.pem"),
         )
         .unwrap();
-        qcg_cli::client::Client::new(&g.url, &id).unwrap()
+        qcg_grid::client::Client::new(&g.url, &id).unwrap()
     };
     let alice = client("alice", &ca);
     let a = rt
@@ -463,7 +399,7 @@ fn a_c_mpi_program_runs_from_a_jobprofile() {
     // its ranks find each other and pass every check.
     let g = grid();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let exe = g.dir.path().join("collectives");
+    let exe = g.s.dir().join("collectives");
     let o = Command::new(bin("qcg-mpicc"))
         .arg("-O1")
         .arg(repo.join("mpi/tests/c/collectives.c"))
@@ -477,7 +413,7 @@ fn a_c_mpi_program_runs_from_a_jobprofile() {
         String::from_utf8_lossy(&o.stderr)
     );
     let path = write(
-        g.dir.path(),
+        g.s.dir(),
         "mpi.xml",
         &profile(2, 2, exe.to_str().unwrap(), &[]),
     );
@@ -550,7 +486,7 @@ fn without_a_broker_the_job_runs_on_an_embedded_grid() {
 fn sigterm_to_qcg_submit_alone_cancels_the_job() {
     let g = grid();
     let xml = profile(2, 1, "/bin/sh", &["-c", "sleep 3023 &amp; exec sleep 3023"]);
-    let a = write(g.dir.path(), "term.xml", &xml);
+    let a = write(g.s.dir(), "term.xml", &xml);
     let (mut child, _out, err) = g.submit_bg(&a);
     let id = job_id(&err);
     wait_until("6 sleeps", || count_procs(&["sleep", "3023"]) == 6);
@@ -567,14 +503,12 @@ fn sigterm_to_qcg_submit_alone_cancels_the_job() {
 fn a_helper_killed_takes_its_processes_along_and_the_job_fails_naming_its_node() {
     let mut g = grid();
     let xml = profile(2, 1, "/bin/sh", &["-c", "sleep 3029 &amp; exec sleep 3029"]);
-    let a = write(g.dir.path(), "lost.xml", &xml);
+    let a = write(g.s.dir(), "lost.xml", &xml);
     let (mut child, _out, err) = g.submit_bg(&a);
     let id = job_id(&err);
     wait_until("6 sleeps", || count_procs(&["sleep", "3029"]) == 6);
-    // kill -9 the helper of a1 (services: broker, frontal alpha, helper a1, ...).
-    let helper = &mut g._services.0[2];
-    helper.kill().unwrap();
-    helper.wait().unwrap();
+    // kill -9 the helper of a1.
+    g.s.kill("helper-a1").unwrap();
     // Its processes go with it, and the job fails naming the node: the rest stop too.
     wait_until("no sleep left", || count_procs(&["sleep", "3029"]) == 0);
     assert_eq!(child.wait().unwrap().code(), Some(1));

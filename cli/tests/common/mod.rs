@@ -1,6 +1,7 @@
-//! The harness the end-to-end tests share: the workspace's binaries, services started
-//! as separate processes (killed when the test ends), their ready lines, the `qcg`
-//! command, plain HTTP and certificate issuing.
+//! The harness the end-to-end tests share, beside `qcg_grid::services` (grids of
+//! service processes from config files): the workspace's binaries, a single
+//! service or child started alone (killed when the test ends) and its lines, the
+//! `qcg` command, plain HTTP and certificate issuing.
 
 #![allow(dead_code, clippy::unwrap_used)]
 
@@ -12,18 +13,11 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 pub fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
+    qcg_grid::services::bin_dir()
 }
 
 pub fn bin(name: &str) -> PathBuf {
-    let p = bin_dir().join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: build it first with `cargo build --workspace --bins --examples`",
-        p.display()
-    );
-    p
+    qcg_grid::services::bin(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 pub fn example(name: &str) -> PathBuf {
@@ -134,4 +128,24 @@ pub fn issue(ca: &Path, role: &str, name: &str) {
         name,
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// One request to the helper at `socket` on a new connection; its answer (at most
+/// 20 s waited for).
+pub fn ask(socket: &Path, req: &qcg_proto::Request) -> std::io::Result<qcg_proto::Response> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    s.write_all(&qcg_proto::frame::encode(req).unwrap())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((r, _)) = qcg_proto::frame::decode::<qcg_proto::Response>(&buf).unwrap() {
+            return Ok(r);
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
 }

@@ -7,8 +7,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use qcg::{Comm, JobEnv};
-use qcg_cli::grid::LocalGrid;
+mod common;
+
+use common::pair;
+use qcg::Comm;
+use qcg_grid::Grid;
 use qcg_proto::{Nat, Policy, Technique};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -89,27 +92,6 @@ impl Forwarder {
     }
 }
 
-async fn pair(grid: &LocalGrid, job: &str) -> (Comm, Comm) {
-    let secret = qcg_cli::grid::secret();
-    let slots = grid.placement(2);
-    assert_ne!(slots[0].cluster, slots[1].cluster);
-    let job = job.to_string();
-    tokio::task::spawn_blocking(move || {
-        let e = |r: u32| JobEnv {
-            job: job.clone(),
-            rank: r,
-            size: 2,
-            helper: slots[r as usize].socket.clone(),
-            secret,
-        };
-        let (e0, e1) = (e(0), e(1));
-        let h = std::thread::spawn(move || Comm::connect(e1).unwrap());
-        (Comm::connect(e0).unwrap(), h.join().unwrap())
-    })
-    .await
-    .unwrap()
-}
-
 /// Rank 0 sends 1 MiB of the pattern to rank 1: what rank 1 received, or why not.
 async fn send_pattern(a: Comm, b: Comm) -> Result<Vec<u8>, String> {
     tokio::task::spawn_blocking(move || {
@@ -135,16 +117,16 @@ async fn send_pattern(a: Comm, b: Comm) -> Result<Vec<u8>, String> {
 async fn a_relayed_link_between_clusters_carries_only_ciphertext_and_fails_when_altered() {
     // Two clusters that accept nothing, one behind a random-port NAT: only the relay
     // links them.
-    let mut grid = LocalGrid::start_with(
-        &[
+    let mut grid = Grid::builder()
+        .clusters_with_nat(&[
             (Policy::Closed, Nat::None),
             (Policy::Closed, Nat::RandomPort),
-        ],
-        1,
-        0,
-    )
-    .await
-    .unwrap();
+        ])
+        .nodes_per_cluster(1)
+        .proxies(0)
+        .start()
+        .await
+        .unwrap();
     let (fwd, listener) = Forwarder::start();
     let proxy = grid.start_proxy(fwd.addr).await.unwrap();
     fwd.serve(listener, proxy);
@@ -153,7 +135,7 @@ async fn a_relayed_link_between_clusters_carries_only_ciphertext_and_fails_when_
     let (a, b) = pair(&grid, "sealed").await;
     let got = send_pattern(a, b).await.unwrap();
     assert!(got.chunks(PATTERN.len()).all(|c| PATTERN.starts_with(c)));
-    let relayed = grid.broker.state.lock().unwrap().links()[Technique::Relayed.name()].ok;
+    let relayed = grid.broker().state.lock().unwrap().links()[Technique::Relayed.name()].ok;
     assert_eq!(relayed, 1, "the link did not go through the relay");
     assert!(
         fwd.seen.lock().unwrap().len() > 1 << 20,

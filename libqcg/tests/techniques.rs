@@ -7,33 +7,20 @@
 
 #![allow(clippy::unwrap_used)]
 
-use qcg::{Comm, JobEnv};
-use qcg_cli::grid::LocalGrid;
+mod common;
+
+use common::pair;
+use qcg_grid::Grid;
 use qcg_proto::{Nat, Policy, Technique};
 
-async fn pair(grid: &LocalGrid, job: &str) -> (Comm, Comm) {
-    let secret = qcg_cli::grid::secret();
-    let slots = grid.placement(2);
-    assert_ne!(slots[0].cluster, slots[1].cluster);
-    let job = job.to_string();
-    tokio::task::spawn_blocking(move || {
-        let e = |r: u32| JobEnv {
-            job: job.clone(),
-            rank: r,
-            size: 2,
-            helper: slots[r as usize].socket.clone(),
-            secret,
-        };
-        let (e0, e1) = (e(0), e(1));
-        let h = std::thread::spawn(move || Comm::connect(e1).unwrap());
-        (Comm::connect(e0).unwrap(), h.join().unwrap())
-    })
-    .await
-    .unwrap()
-}
-
 async fn check(clusters: [(Policy, Nat); 2], expected: Technique) {
-    let grid = LocalGrid::start_with(&clusters, 1, 1).await.unwrap();
+    let grid = Grid::builder()
+        .clusters_with_nat(&clusters)
+        .nodes_per_cluster(1)
+        .proxies(1)
+        .start()
+        .await
+        .unwrap();
     let (a, b) = pair(&grid, &format!("t-{}", expected.name())).await;
     tokio::task::spawn_blocking(move || {
         let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i * 7) as u8).collect();
@@ -49,7 +36,7 @@ async fn check(clusters: [(Policy, Nat); 2], expected: Technique) {
     })
     .await
     .unwrap();
-    let links = grid.broker.state.lock().unwrap().links();
+    let links = grid.broker().state.lock().unwrap().links();
     for t in Technique::ALL {
         let c = links[t.name()];
         if t == expected {
@@ -113,8 +100,14 @@ async fn a_killed_proxy_is_skipped_for_the_live_one() {
         (Policy::Closed, Nat::None),
         (Policy::Closed, Nat::RandomPort),
     ];
-    let mut grid = LocalGrid::start_with(&clusters, 1, 2).await.unwrap();
-    let dead = grid.proxies.remove(0);
+    let mut grid = Grid::builder()
+        .clusters_with_nat(&clusters)
+        .nodes_per_cluster(1)
+        .proxies(2)
+        .start()
+        .await
+        .unwrap();
+    let dead = grid.remove_proxy(0);
     dead.kill();
     // Round-robin would give every other relay to the dead proxy: all must work.
     for i in 0..2 {
@@ -129,7 +122,7 @@ async fn a_killed_proxy_is_skipped_for_the_live_one() {
         .await
         .unwrap();
     }
-    let live = &grid.proxies[0];
+    let live = &grid.proxies()[0];
     assert_eq!(
         live.tokens
             .paired
@@ -137,7 +130,7 @@ async fn a_killed_proxy_is_skipped_for_the_live_one() {
         2
     );
     let (links, proxies) = {
-        let st = grid.broker.state.lock().unwrap();
+        let st = grid.broker().state.lock().unwrap();
         (st.links(), st.proxies())
     };
     assert_eq!(links["relayed"].ok, 2, "{links:?}");
@@ -151,7 +144,13 @@ async fn a_proxy_dying_mid_transfer_is_an_error_at_both_ends() {
         (Policy::Closed, Nat::None),
         (Policy::Closed, Nat::RandomPort),
     ];
-    let mut grid = LocalGrid::start_with(&clusters, 1, 1).await.unwrap();
+    let mut grid = Grid::builder()
+        .clusters_with_nat(&clusters)
+        .nodes_per_cluster(1)
+        .proxies(1)
+        .start()
+        .await
+        .unwrap();
     let (a, b) = pair(&grid, "cut").await;
     // Make the link first, then cut it in the middle of a large message.
     let (a, b) = tokio::task::spawn_blocking(move || {
@@ -161,7 +160,7 @@ async fn a_proxy_dying_mid_transfer_is_an_error_at_both_ends() {
     })
     .await
     .unwrap();
-    let proxy = grid.proxies.remove(0);
+    let proxy = grid.remove_proxy(0);
     let results = tokio::task::spawn_blocking(move || {
         std::thread::scope(|s| {
             let sender = s.spawn(|| {

@@ -3,26 +3,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod ranks;
+mod common;
 
+use common::{bin, join_with_topology, on_every_rank, open_grid};
 use qcg::{Algo, CollOptions, Comm, ReduceOp};
-use qcg_cli::grid::LocalGrid;
-use qcg_proto::Policy;
-use ranks::{join, on_every_rank};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
-
-fn bin(name: &str) -> PathBuf {
-    let dir = std::env::current_exe().unwrap();
-    let p = dir.parent().unwrap().parent().unwrap().join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --workspace --bins --examples` first",
-        p.display()
-    );
-    p
-}
 
 /// A seed from the clock, printed so a failure can be replayed with COLL_SEED.
 fn seed() -> u64 {
@@ -103,10 +89,8 @@ fn cross_site_messages(comms: &[Comm], f: impl Fn(&Comm) + Sync) -> u64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn hierarchical_bcast_crosses_sites_once_per_cluster_and_flit() {
-    let grid = LocalGrid::start(&[Policy::Open, Policy::Open, Policy::Open], 2)
-        .await
-        .unwrap();
-    let comms = join(&grid, "hier", 9).await;
+    let grid = open_grid(3, 2).await;
+    let comms = join_with_topology(&grid, "hier", 9).await;
     let counts = tokio::task::spawn_blocking(move || {
         // Make every link first so that setup traffic is not counted.
         for c in &comms {
@@ -152,10 +136,8 @@ async fn hierarchical_bcast_crosses_sites_once_per_cluster_and_flit() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rank_dying_mid_collective_fails_every_survivor_by_name() {
-    let grid = LocalGrid::start(&[Policy::Open, Policy::Open], 1)
-        .await
-        .unwrap();
-    let mut comms = join(&grid, "dying", 4).await;
+    let grid = open_grid(2, 1).await;
+    let mut comms = join_with_topology(&grid, "dying", 4).await;
     let errors = tokio::task::spawn_blocking(move || {
         std::thread::scope(|s| {
             for c in &comms {
@@ -183,8 +165,8 @@ async fn a_rank_dying_mid_collective_fails_every_survivor_by_name() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mismatched_sizes_and_short_buffers_are_named_on_every_rank() {
-    let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
-    let comms = join(&grid, "mismatch", 3).await;
+    let grid = open_grid(1, 1).await;
+    let comms = join_with_topology(&grid, "mismatch", 3).await;
     let (sizes, scatter) = tokio::task::spawn_blocking(move || {
         let sizes = on_every_rank(&comms, |c| {
             c.allgather(&vec![1u8; 10 + c.rank() as usize])
@@ -225,8 +207,8 @@ async fn mismatched_sizes_and_short_buffers_are_named_on_every_rank() {
 /// that are not the root's.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rank_with_another_root_is_named() {
-    let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
-    let comms = join(&grid, "roots", 4).await;
+    let grid = open_grid(1, 1).await;
+    let comms = join_with_topology(&grid, "roots", 4).await;
     let outcomes = tokio::task::spawn_blocking(move || {
         on_every_rank(&comms, |c| {
             // Rank 2 waits for rank 1 to send, which believes rank 0 does.
@@ -273,9 +255,9 @@ async fn a_rank_with_another_root_is_named() {
 /// call: the messages they leave behind make both their next collectives fail.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rank_that_names_itself_root_is_caught() {
-    let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
+    let grid = open_grid(1, 1).await;
     for (size, dissenter, root) in [(4u32, 3u32, 0u32), (2, 1, 0)] {
-        let comms = join(&grid, &format!("self-root-{size}"), size).await;
+        let comms = join_with_topology(&grid, &format!("self-root-{size}"), size).await;
         let outcomes = tokio::task::spawn_blocking(move || {
             on_every_rank(&comms, |c| {
                 let me = c.rank();

@@ -18,6 +18,49 @@ use std::time::Duration;
 use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+/// Why a job could not be started or the grid not asked.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A helper could not be reached or did not answer as expected.
+    #[error("helper at {}: {detail}", .socket.display())]
+    Helper {
+        /// The helper's socket.
+        socket: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+    /// A rank's program could not be started.
+    #[error("cannot start {} for rank {rank}: {source}", .program.display())]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// The rank.
+        rank: usize,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file or folder of `--output-filename` could not be made.
+    #[error("cannot create {}: {source}", .path.display())]
+    Output {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The launcher's own plumbing (pipes, threads) failed.
+    #[error("launcher: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl LaunchError {
+    fn helper(socket: &Path, detail: impl std::fmt::Display) -> Self {
+        LaunchError::Helper {
+            socket: socket.to_path_buf(),
+            detail: detail.to_string(),
+        }
+    }
+}
+
 /// How long the output of ended ranks is still read (a process that left their
 /// group may hold it open).
 const DRAIN: Duration = Duration::from_secs(2);
@@ -147,7 +190,7 @@ struct End {
 }
 
 /// What a rank said of a peer: `rank K is gone` (libqcg's words for a peer whose
-/// links broke, [`qcg::Error::PeerLost`]) on its stderr names K, the rank its own
+/// links broke, libqcg's `Error::PeerLost`) on its stderr names K, the rank its own
 /// failure followed from.
 fn peer_gone(line: &[u8]) -> Option<u32> {
     let text = String::from_utf8_lossy(line);
@@ -174,7 +217,7 @@ impl Drop for Groups {
 
 /// Starts every rank, passes their output on, waits for all of them. When a rank
 /// fails the others are stopped, as MPI does.
-pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
+pub async fn run(job: &Job) -> Result<Outcome, LaunchError> {
     run_until(job, std::future::pending()).await
 }
 
@@ -186,7 +229,10 @@ pub async fn run(job: &Job) -> anyhow::Result<Outcome> {
 /// rank this launcher's stop killed is not blamed, nor one whose stderr said that
 /// another failed rank `is gone`; of the rest, the one whose waiting thread woke
 /// first.
-pub async fn run_until(job: &Job, stop: impl Future<Output = Stop>) -> anyhow::Result<Outcome> {
+pub async fn run_until(
+    job: &Job,
+    stop: impl Future<Output = Stop>,
+) -> Result<Outcome, LaunchError> {
     let n = job.sockets.len();
     let topology = topology(&job.sockets).await?;
     let mut groups = Groups {
@@ -221,13 +267,15 @@ pub async fn run_until(job: &Job, stop: impl Future<Output = Stop>) -> anyhow::R
         match &job.io.output_dir {
             Some(dir) => {
                 let (out, err) = Io::output_files(dir, rank);
-                let open = |p: &Path| -> anyhow::Result<std::fs::File> {
+                let open = |p: &Path| -> Result<std::fs::File, LaunchError> {
+                    let cannot = |path: &Path| {
+                        let path = path.to_path_buf();
+                        move |source| LaunchError::Output { path, source }
+                    };
                     if let Some(d) = p.parent() {
-                        std::fs::create_dir_all(d)
-                            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", d.display()))?;
+                        std::fs::create_dir_all(d).map_err(cannot(d))?;
                     }
-                    std::fs::File::create(p)
-                        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", p.display()))
+                    std::fs::File::create(p).map_err(cannot(p))
                 };
                 let files = open(&out).and_then(|o| Ok((o, open(&err)?)));
                 match files {
@@ -244,12 +292,13 @@ pub async fn run_until(job: &Job, stop: impl Future<Output = Stop>) -> anyhow::R
         }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
-            Err(e) => {
+            Err(source) => {
                 pgroup::kill_groups(&groups.pgids).await;
-                anyhow::bail!(
-                    "cannot start {} for rank {rank}: {e}",
-                    job.program.display()
-                );
+                return Err(LaunchError::Spawn {
+                    program: job.program.clone(),
+                    rank,
+                    source,
+                });
             }
         };
         groups.pgids.push(child.id());
@@ -452,20 +501,18 @@ async fn pass_lines(
 /// Asks a helper which cluster and node it serves; while the answer is
 /// `unavailable` (its frontal or the broker restarting), asks again with a growing
 /// pause for up to a minute.
-pub async fn node_info(socket: &Path) -> anyhow::Result<(String, String)> {
-    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
-    let mut pause = std::time::Duration::from_millis(100);
+pub async fn node_info(socket: &Path) -> Result<(String, String), LaunchError> {
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut pause = Duration::from_millis(100);
     loop {
         match node_info_answer(socket).await {
             Ok(r) => return Ok(r),
             Err(NodeInfoError::Unavailable(e)) if tokio::time::Instant::now() + pause < until => {
                 tracing::debug!(error = %e, "the grid is not there yet; asking again");
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(std::time::Duration::from_secs(2));
+                pause = (pause * 2).min(Duration::from_secs(2));
             }
-            Err(NodeInfoError::Unavailable(e)) => {
-                anyhow::bail!("helper at {}: {e}", socket.display())
-            }
+            Err(NodeInfoError::Unavailable(e)) => return Err(LaunchError::helper(socket, e)),
             Err(NodeInfoError::Other(e)) => return Err(e),
         }
     }
@@ -474,38 +521,32 @@ pub async fn node_info(socket: &Path) -> anyhow::Result<(String, String)> {
 /// Why a helper did not say where it is: `unavailable` is worth asking again.
 enum NodeInfoError {
     Unavailable(qcg_proto::msg::ErrorReply),
-    Other(anyhow::Error),
-}
-
-impl<E: Into<anyhow::Error>> From<E> for NodeInfoError {
-    fn from(e: E) -> Self {
-        NodeInfoError::Other(e.into())
-    }
+    Other(LaunchError),
 }
 
 async fn node_info_answer(socket: &Path) -> Result<(String, String), NodeInfoError> {
+    let other = |e: &dyn std::fmt::Display| NodeInfoError::Other(LaunchError::helper(socket, e));
     let mut s = tokio::net::UnixStream::connect(socket)
         .await
-        .map_err(|e| anyhow::anyhow!("helper at {}: {e}", socket.display()))?;
-    qcg_proto::frame::write_frame(&mut s, &Request::NodeInfo).await?;
-    match qcg_proto::frame::read_frame::<Response, _>(&mut s).await? {
+        .map_err(|e| other(&e))?;
+    qcg_proto::frame::write_frame(&mut s, &Request::NodeInfo)
+        .await
+        .map_err(|e| other(&e))?;
+    let answer = qcg_proto::frame::read_frame::<Response, _>(&mut s)
+        .await
+        .map_err(|e| other(&e))?;
+    match answer {
         Some(Response::Node { cluster, node, .. }) => Ok((cluster.name, node)),
         Some(Response::Error(e)) if e.kind == qcg_proto::ErrorKind::Unavailable => {
             Err(NodeInfoError::Unavailable(e))
         }
-        Some(Response::Error(e)) => {
-            Err(anyhow::anyhow!("helper at {}: {e}", socket.display()).into())
-        }
-        other => Err(anyhow::anyhow!(
-            "helper at {}: unexpected answer {other:?}",
-            socket.display()
-        )
-        .into()),
+        Some(Response::Error(e)) => Err(other(&e)),
+        other_answer => Err(other(&format!("unexpected answer {other_answer:?}"))),
     }
 }
 
 /// The job's topology (`QCG_TOPOLOGY`: cluster/node of every rank), from its helpers.
-pub async fn topology(sockets: &[PathBuf]) -> anyhow::Result<String> {
+pub async fn topology(sockets: &[PathBuf]) -> Result<String, LaunchError> {
     let mut known: std::collections::HashMap<&Path, (String, String)> = Default::default();
     let mut paths = Vec::with_capacity(sockets.len());
     for s in sockets {
@@ -521,12 +562,20 @@ pub async fn topology(sockets: &[PathBuf]) -> anyhow::Result<String> {
 }
 
 /// Tells the grid, through a helper, that a job has ended.
-pub async fn end_job(socket: &Path, job: &str) -> anyhow::Result<()> {
-    let mut s = tokio::net::UnixStream::connect(socket).await?;
-    qcg_proto::frame::write_frame(&mut s, &Request::JobEnd { job: job.into() }).await?;
-    match qcg_proto::frame::read_frame::<Response, _>(&mut s).await? {
+pub async fn end_job(socket: &Path, job: &str) -> Result<(), LaunchError> {
+    let fail = |e: &dyn std::fmt::Display| LaunchError::helper(socket, e);
+    let mut s = tokio::net::UnixStream::connect(socket)
+        .await
+        .map_err(|e| fail(&e))?;
+    qcg_proto::frame::write_frame(&mut s, &Request::JobEnd { job: job.into() })
+        .await
+        .map_err(|e| fail(&e))?;
+    match qcg_proto::frame::read_frame::<Response, _>(&mut s)
+        .await
+        .map_err(|e| fail(&e))?
+    {
         Some(Response::Ok) => Ok(()),
-        other => anyhow::bail!("job end not acknowledged: {other:?}"),
+        other => Err(fail(&format!("job end not acknowledged: {other:?}"))),
     }
 }
 

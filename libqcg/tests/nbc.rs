@@ -3,21 +3,17 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod ranks;
+mod common;
 
+use common::{join_with_topology, on_every_rank, open_grid};
 use qcg::ReduceOp;
-use qcg_cli::grid::LocalGrid;
-use qcg_proto::Policy;
-use ranks::{join, on_every_rank};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_iallreduce_completes_while_its_caller_sleeps() {
-    let grid = LocalGrid::start(&[Policy::Open, Policy::Open], 2)
-        .await
-        .unwrap();
-    let comms = join(&grid, "nbc-sleep", 6).await;
+    let grid = open_grid(2, 2).await;
+    let comms = join_with_topology(&grid, "nbc-sleep", 6).await;
     let out = tokio::task::spawn_blocking(move || {
         // Links and schedules first, so that the timed call measures the collective.
         on_every_rank(&comms, |c| {
@@ -63,10 +59,8 @@ async fn an_iallreduce_completes_while_its_caller_sleeps() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn every_nonblocking_collective_matches_its_blocking_twin_on_random_sizes() {
-    let grid = LocalGrid::start(&[Policy::Open, Policy::Open], 2)
-        .await
-        .unwrap();
-    let comms = join(&grid, "nbc-diff", 5).await;
+    let grid = open_grid(2, 2).await;
+    let comms = join_with_topology(&grid, "nbc-diff", 5).await;
     let mut seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -137,10 +131,8 @@ async fn every_nonblocking_collective_matches_its_blocking_twin_on_random_sizes(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn caller_made_schedules_exchange_uneven_blocks_and_scan_in_rank_order() {
-    let grid = LocalGrid::start(&[Policy::Open, Policy::Open], 1)
-        .await
-        .unwrap();
-    let comms = join(&grid, "nbc-vector", 4).await;
+    let grid = open_grid(2, 1).await;
+    let comms = join_with_topology(&grid, "nbc-vector", 4).await;
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -205,8 +197,8 @@ async fn caller_made_schedules_exchange_uneven_blocks_and_scan_in_rank_order() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_on_a_collective_a_rank_never_joins_fails_naming_it() {
-    let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
-    let comms = join(&grid, "nbc-absent", 3).await;
+    let grid = open_grid(1, 1).await;
+    let comms = join_with_topology(&grid, "nbc-absent", 3).await;
     let out = tokio::task::spawn_blocking(move || {
         on_every_rank(&comms, |c| {
             c.set_coll_options(qcg::CollOptions {
@@ -238,10 +230,8 @@ async fn a_wait_on_a_collective_a_rank_never_joins_fails_naming_it() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn barriers_blocking_or_not_wait_for_the_last_rank_to_enter() {
-    let grid = LocalGrid::start(&[Policy::Open, Policy::Open], 1)
-        .await
-        .unwrap();
-    let comms = join(&grid, "nbc-barrier", 4).await;
+    let grid = open_grid(2, 1).await;
+    let comms = join_with_topology(&grid, "nbc-barrier", 4).await;
     let out = tokio::task::spawn_blocking(move || {
         on_every_rank(&comms, |c| {
             c.barrier().unwrap();

@@ -8,8 +8,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use qcg::{Comm, JobEnv};
-use qcg_cli::grid::LocalGrid;
+mod common;
+
+use qcg::Comm;
+use qcg_grid::Grid;
 use qcg_proto::{Nat, Policy};
 
 /// Sizes around a record (64 KiB), the in-place limit (16 KiB) and many records.
@@ -65,25 +67,18 @@ async fn large_messages_cross_a_sealed_link_intact_both_ways() {
     // Both ranks are on this machine: without this, shared memory would carry them
     // (plaintext: it never leaves the node). The test binary's only test.
     std::env::set_var(qcg_proto::env::SHM, "0");
-    let grid = LocalGrid::start_with(
-        &[(Policy::Open, Nat::None), (Policy::Open, Nat::None)],
-        1,
-        0,
-    )
-    .await
-    .unwrap();
-    let secret = qcg_cli::grid::secret();
+    let grid = Grid::builder()
+        .clusters_with_nat(&[(Policy::Open, Nat::None), (Policy::Open, Nat::None)])
+        .nodes_per_cluster(1)
+        .proxies(0)
+        .start()
+        .await
+        .unwrap();
     let slots = grid.placement(2);
     assert_ne!(slots[0].cluster, slots[1].cluster);
+    let mut envs = common::envs(&grid, "sealed-large", 2).into_iter();
+    let (e0, e1) = (envs.next().unwrap(), envs.next().unwrap());
     let results = tokio::task::spawn_blocking(move || {
-        let e = |r: u32| JobEnv {
-            job: "sealed-large".into(),
-            rank: r,
-            size: 2,
-            helper: slots[r as usize].socket.clone(),
-            secret,
-        };
-        let (e0, e1) = (e(0), e(1));
         let h = std::thread::spawn(move || {
             let c = Comm::connect(e1).unwrap();
             let r = exchange(&c, 0);

@@ -3,55 +3,28 @@
 
 #![allow(clippy::unwrap_used)]
 
-use qcg::{Comm, Error, JobEnv};
-use qcg_cli::grid::{LocalGrid, NodeSlot};
+mod common;
+
+use common::{join, open_grid};
+use qcg::Error;
+use qcg_grid::Grid;
 use qcg_proto::Policy;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-fn env(job: &str, rank: u32, size: u32, slot: &NodeSlot, secret: [u8; 32]) -> JobEnv {
-    JobEnv {
-        job: job.into(),
-        rank,
-        size,
-        helper: slot.socket.clone(),
-        secret,
-    }
-}
-
-/// Joins `size` ranks of one job, each on the node `placement` gives it.
-async fn join(grid: &LocalGrid, job: &str, size: u32) -> Vec<Comm> {
-    let secret = qcg_cli::grid::secret();
-    let slots = grid.placement(size as usize);
-    let job = job.to_string();
-    tokio::task::spawn_blocking(move || {
-        let handles: Vec<_> = (0..size)
-            .map(|r| {
-                let e = env(&job, r, size, &slots[r as usize], secret);
-                std::thread::spawn(move || Comm::connect(e).unwrap())
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-    .await
-    .unwrap()
-}
-
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.unwrap()
 }
 
-fn links_json(grid: &LocalGrid) -> serde_json::Value {
-    let links = grid.broker.state.lock().unwrap().links();
+fn links_json(grid: &Grid) -> serde_json::Value {
+    let links = grid.broker().state.lock().unwrap().links();
     serde_json::to_value(links).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn messages_keep_order_per_source_and_tag_and_match_any() {
-    let grid = LocalGrid::start(&[Policy::Open, Policy::Open], 1)
-        .await
-        .unwrap();
+    let grid = open_grid(2, 1).await;
     let comms = join(&grid, "order", 3).await;
     blocking(move || {
         // Ranks 1 and 2 each send 50 messages on two tags, interleaved.
@@ -111,9 +84,7 @@ async fn messages_keep_order_per_source_and_tag_and_match_any() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn empty_and_one_gib_messages_cross_intact() {
-    let grid = LocalGrid::start(&[Policy::Open, Policy::Open], 1)
-        .await
-        .unwrap();
+    let grid = open_grid(2, 1).await;
     let comms = join(&grid, "big", 2).await;
     blocking(move || {
         let (a, b) = (&comms[0], &comms[1]);
@@ -141,7 +112,12 @@ async fn port_range_cluster_binds_inside_its_range_and_is_reached_through_it() {
         lo: 42100,
         hi: 42119,
     };
-    let grid = LocalGrid::start(&[Policy::Open, range], 1).await.unwrap();
+    let grid = Grid::builder()
+        .clusters(&[Policy::Open, range])
+        .nodes_per_cluster(1)
+        .start()
+        .await
+        .unwrap();
     let comms = join(&grid, "range", 4).await;
     for c in &comms {
         let port = c.local_addr().port();
@@ -169,7 +145,11 @@ async fn unreachable_cluster_gets_a_clear_error() {
     // Both closed behind NATs that change ports, and no relay proxy: nothing links
     // them.
     let closed = (Policy::Closed, qcg_proto::Nat::RandomPort);
-    let grid = LocalGrid::start_with(&[closed, closed], 1, 0)
+    let grid = Grid::builder()
+        .clusters_with_nat(&[closed, closed])
+        .nodes_per_cluster(1)
+        .proxies(0)
+        .start()
         .await
         .unwrap();
     let comms = join(&grid, "closed", 2).await;
@@ -184,7 +164,7 @@ async fn unreachable_cluster_gets_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn strangers_and_other_jobs_are_dropped_and_the_job_goes_on() {
-    let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
+    let grid = open_grid(1, 1).await;
     let comms = join(&grid, "guarded", 2).await;
     let target = comms[1].local_addr();
     blocking(move || {
@@ -213,7 +193,7 @@ async fn strangers_and_other_jobs_are_dropped_and_the_job_goes_on() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_peer_is_named_not_waited_for() {
-    let grid = LocalGrid::start(&[Policy::Open], 1).await.unwrap();
+    let grid = open_grid(1, 1).await;
     let mut comms = join(&grid, "dying", 2).await;
     let survivor = comms.remove(0);
     let dying = comms.remove(0);
