@@ -549,7 +549,8 @@ impl Frontal {
                 }
             });
         }
-        tracing::info!(cluster = %inner.cluster.name, %addr, "frontal started");
+        // Debug: the service's "serving" line is its one start-up line.
+        tracing::debug!(cluster = %inner.cluster.name, %addr, "frontal started");
         Ok(Frontal {
             addr,
             inner,
@@ -569,15 +570,24 @@ impl Frontal {
         render_metrics(&self.inner)
     }
 
-    /// Serves the frontal's metrics on `listen` until it stops; returns the bound
+    /// Binds the metrics address (config field `metrics_listen`). Bind it before
+    /// [`Frontal::start`], and serve it with [`Frontal::serve_metrics_on`]: a taken
+    /// port then stops the service before it says it serves.
+    pub async fn bind_metrics(
+        listen: SocketAddr,
+    ) -> Result<qcg_proto::metrics::Listener, StartError> {
+        qcg_proto::metrics::bind(listen)
+            .await
+            .map_err(|source| StartError::Metrics {
+                addr: listen,
+                source,
+            })
+    }
+
+    /// Serves the frontal's metrics on `listener` until it stops; returns its
     /// address.
-    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
-        let err = |source| StartError::Metrics {
-            addr: listen,
-            source,
-        };
-        let l = qcg_proto::metrics::bind(listen).await.map_err(err)?;
-        let at = l.local_addr().map_err(err)?;
+    pub fn serve_metrics_on(&self, listener: qcg_proto::metrics::Listener) -> SocketAddr {
+        let at = listener.addr();
         let inner = Arc::downgrade(&self.inner);
         let render = move || {
             inner
@@ -589,11 +599,17 @@ impl Frontal {
         self.tracker.spawn(async move {
             tokio::select! {
                 _ = c.cancelled() => {}
-                _ = qcg_proto::metrics::serve(l, Arc::new(render)) => {}
+                _ = qcg_proto::metrics::serve(listener, Arc::new(render)) => {}
             }
         });
-        tracing::info!(%at, "metrics served");
-        Ok(at)
+        tracing::debug!(%at, "metrics served");
+        at
+    }
+
+    /// Binds `listen` and serves the frontal's metrics there until it stops;
+    /// returns the bound address.
+    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
+        Ok(self.serve_metrics_on(Frontal::bind_metrics(listen).await?))
     }
 
     /// Stops serving and waits for the tasks.

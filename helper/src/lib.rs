@@ -412,7 +412,6 @@ impl Helper {
         });
         let (c, t) = (cancel.clone(), tracker.clone());
         let (per_uid, total) = caps.limits();
-        tracing::info!(per_uid, total, "local connections taken at most");
         tracker.spawn(async move {
             let mut errors = qcg_proto::limits::AcceptErrors::new("helper socket");
             loop {
@@ -453,7 +452,14 @@ impl Helper {
                 });
             }
         });
-        tracing::info!(socket = %socket.display(), %frontal, "helper started");
+        // Debug: the service's "serving" line is its one start-up line.
+        tracing::debug!(
+            socket = %socket.display(),
+            %frontal,
+            local_connections_per_uid = per_uid,
+            local_connections = total,
+            "helper started"
+        );
         Ok(Helper {
             socket,
             procs,
@@ -474,26 +480,40 @@ impl Helper {
         metrics::render(&self.metrics, self.procs.len())
     }
 
-    /// Serves the helper's metrics on `listen` until it stops; returns the bound
-    /// address.
-    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
-        let err = |source| StartError::Metrics {
-            addr: listen,
-            source,
-        };
-        let l = qcg_proto::metrics::bind(listen).await.map_err(err)?;
-        let at = l.local_addr().map_err(err)?;
+    /// Binds the metrics address (config field `metrics_listen`). Bind it before
+    /// [`Helper::start`], and serve it with [`Helper::serve_metrics_on`]: a taken
+    /// port then stops the service before it says it serves.
+    pub async fn bind_metrics(
+        listen: SocketAddr,
+    ) -> Result<qcg_proto::metrics::Listener, StartError> {
+        qcg_proto::metrics::bind(listen)
+            .await
+            .map_err(|source| StartError::Metrics {
+                addr: listen,
+                source,
+            })
+    }
+
+    /// Serves the helper's metrics on `listener` until it stops; returns its address.
+    pub fn serve_metrics_on(&self, listener: qcg_proto::metrics::Listener) -> SocketAddr {
+        let at = listener.addr();
         let (m, procs) = (self.metrics.clone(), Arc::downgrade(&self.procs));
         let render = move || metrics::render(&m, procs.upgrade().map_or(0, |p| p.len()));
         let c = self.cancel.clone();
         self.tracker.spawn(async move {
             tokio::select! {
                 _ = c.cancelled() => {}
-                _ = qcg_proto::metrics::serve(l, Arc::new(render)) => {}
+                _ = qcg_proto::metrics::serve(listener, Arc::new(render)) => {}
             }
         });
-        tracing::info!(%at, "metrics served");
-        Ok(at)
+        tracing::debug!(%at, "metrics served");
+        at
+    }
+
+    /// Binds `listen` and serves the helper's metrics there until it stops;
+    /// returns the bound address.
+    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
+        Ok(self.serve_metrics_on(Helper::bind_metrics(listen).await?))
     }
 
     /// Stops serving, kills the job processes still running, removes the socket and

@@ -163,7 +163,8 @@ impl Proxy {
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
         });
-        tracing::info!(%addr, %public, "proxy started");
+        // Debug: the service's "relaying" line is its one start-up line.
+        tracing::debug!(%addr, %public, "proxy started");
         Ok(Proxy {
             addr,
             tokens,
@@ -177,25 +178,39 @@ impl Proxy {
         })
     }
 
-    /// Serves this proxy's metrics ([`metrics::render`]) on `listen` until it
-    /// stops; returns the bound address.
-    pub async fn serve_metrics(&mut self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
-        let err = |source| StartError::Metrics {
-            addr: listen,
-            source,
-        };
-        let l = qcg_proto::metrics::bind(listen).await.map_err(err)?;
-        let at = l.local_addr().map_err(err)?;
+    /// Binds the metrics address (config field `metrics_listen`). Bind it before
+    /// [`Proxy::start`], and serve it with [`Proxy::serve_metrics_on`]: a taken
+    /// port then stops the service before it says it serves.
+    pub async fn bind_metrics(
+        listen: SocketAddr,
+    ) -> Result<qcg_proto::metrics::Listener, StartError> {
+        qcg_proto::metrics::bind(listen)
+            .await
+            .map_err(|source| StartError::Metrics {
+                addr: listen,
+                source,
+            })
+    }
+
+    /// Serves this proxy's metrics ([`metrics::render`]) on `listener` until it
+    /// stops; returns its address.
+    pub fn serve_metrics_on(&mut self, listener: qcg_proto::metrics::Listener) -> SocketAddr {
+        let at = listener.addr();
         let (tokens, gate, errors) = (self.tokens.clone(), self.gate.clone(), self.errors.clone());
         let render = move || metrics::render(&tokens, &gate, &errors);
-        if let Some(old) = self
-            .metrics
-            .replace(tokio::spawn(qcg_proto::metrics::serve(l, Arc::new(render))))
-        {
+        let task = qcg_proto::metrics::serve(listener, Arc::new(render));
+        if let Some(old) = self.metrics.replace(tokio::spawn(task)) {
             old.abort();
         }
-        tracing::info!(%at, "metrics served");
-        Ok(at)
+        tracing::debug!(%at, "metrics served");
+        at
+    }
+
+    /// Binds `listen` and serves this proxy's metrics there until it stops;
+    /// returns the bound address.
+    pub async fn serve_metrics(&mut self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
+        let listener = Proxy::bind_metrics(listen).await?;
+        Ok(self.serve_metrics_on(listener))
     }
 
     /// Stops registering (relays in progress go on until their ends close).
