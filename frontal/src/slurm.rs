@@ -35,6 +35,7 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// The `[slurm]` section of the frontal's config.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -355,48 +356,59 @@ impl Slurm {
             self.scancel(&[id]).await;
         }
         tracing::info!(%job, rank, %node, slurm_job = id, "rank started under Slurm");
+        // The rank's tasks outlive the broker's launch request: a root span each.
+        let rank_span =
+            || tracing::error_span!(parent: None, "slurm_rank", %job, rank, %node, slurm_job = id);
         let (tx, rx) = mpsc::unbounded_channel();
         if let Some(o) = child.stdout.take() {
-            tokio::spawn(read_lines(o, Stream::Stdout, None, tx.clone()));
+            let read = read_lines(o, Stream::Stdout, None, tx.clone());
+            tokio::spawn(read.instrument(rank_span()));
         }
         if let Some(e) = child.stderr.take() {
             // srun's own word on the task's end (`Exited with exit code 7`,
             // `Terminated`) says what the exit report says; slurmstepd's (`*** STEP
             // 7.0 ON a1 CANCELLED AT …`, a time limit) is passed on: it says why.
             let own = format!("srun: error: {node}: task 0: ");
-            tokio::spawn(read_lines(e, Stream::Stderr, Some(own), tx.clone()));
+            let read = read_lines(e, Stream::Stderr, Some(own), tx.clone());
+            tokio::spawn(read.instrument(rank_span()));
         }
         drop(tx);
         let me = self.clone();
-        tokio::spawn(async move {
-            me.forward_output(&job, rank, rx).await;
-            let exit = match child.wait().await {
-                Ok(s) => {
-                    use std::os::unix::process::ExitStatusExt;
-                    ExitReport {
-                        code: s.code(),
-                        signal: s.signal(),
-                        error: None,
+        let span = rank_span();
+        tokio::spawn(
+            async move {
+                me.forward_output(&job, rank, rx).await;
+                let exit = match child.wait().await {
+                    Ok(s) => {
+                        use std::os::unix::process::ExitStatusExt;
+                        ExitReport {
+                            code: s.code(),
+                            signal: s.signal(),
+                            error: None,
+                        }
                     }
-                }
-                Err(e) => ExitReport::not_started(format!("`srun` could not be waited for: {e}")),
-            };
-            me.release(id).await;
-            let lost = {
-                let mut running = lock(&me.running);
-                let alloc = running.get_mut(&job).and_then(|r| r.remove(&rank));
-                if running.get(&job).is_some_and(|r| r.is_empty()) {
-                    running.remove(&job);
-                }
-                alloc.and_then(|a| a.lost)
-            };
-            let exit = match lost {
-                Some(why) => ExitReport::not_started(why),
-                None => exit,
-            };
-            tracing::info!(%job, rank, slurm_job = id, %exit, "rank ended under Slurm");
-            let _ = me.reports.send(Request::ProcessExited { job, rank, exit });
-        });
+                    Err(e) => {
+                        ExitReport::not_started(format!("`srun` could not be waited for: {e}"))
+                    }
+                };
+                me.release(id).await;
+                let lost = {
+                    let mut running = lock(&me.running);
+                    let alloc = running.get_mut(&job).and_then(|r| r.remove(&rank));
+                    if running.get(&job).is_some_and(|r| r.is_empty()) {
+                        running.remove(&job);
+                    }
+                    alloc.and_then(|a| a.lost)
+                };
+                let exit = match lost {
+                    Some(why) => ExitReport::not_started(why),
+                    None => exit,
+                };
+                tracing::info!(%job, rank, slurm_job = id, %exit, "rank ended under Slurm");
+                let _ = me.reports.send(Request::ProcessExited { job, rank, exit });
+            }
+            .instrument(span),
+        );
         Response::Ok
     }
 

@@ -17,6 +17,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// Longest line forwarded; longer ones are cut (and marked).
 const MAX_LINE: usize = 16 * 1024;
@@ -388,20 +389,28 @@ impl Procs {
             .insert(spec.rank, pid);
         self.guard('+', pid);
         tracing::info!(job = %spec.job, rank = spec.rank, pid, user = %acct.name, "process started");
+        // The process's tasks outlive the frontal's launch request: a root span each.
+        let rank_span =
+            || tracing::error_span!(parent: None, "rank", job = %spec.job, rank = spec.rank, pid);
         let (tx, rx) = mpsc::unbounded_channel();
         let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
-            readers.push(tokio::spawn(read_lines(out, Stream::Stdout, tx.clone())));
+            let read = read_lines(out, Stream::Stdout, tx.clone());
+            readers.push(tokio::spawn(read.instrument(rank_span())));
         }
         if let Some(err) = child.stderr.take() {
-            readers.push(tokio::spawn(read_lines(err, Stream::Stderr, tx.clone())));
+            let read = read_lines(err, Stream::Stderr, tx.clone());
+            readers.push(tokio::spawn(read.instrument(rank_span())));
         }
         drop(tx);
         let (job, rank, procs) = (spec.job.clone(), spec.rank, self.clone());
+        let span = rank_span();
         tokio::spawn(async move {
             let mut forward = {
                 let (frontal, job) = (frontal.clone(), job.clone());
-                tokio::spawn(async move { forward_output(&frontal, &job, rank, rx).await })
+                tokio::spawn(
+                    async move { forward_output(&frontal, &job, rank, rx).await }.in_current_span(),
+                )
             };
             let exit = match child.wait().await {
                 Ok(s) => {
@@ -435,14 +444,16 @@ impl Procs {
                 let procs = procs.clone();
                 let job = job.clone();
                 // Killing what is left under the uid reads /proc: off the runtime.
-                let _ = tokio::task::spawn_blocking(move || procs.release(&job)).await;
+                let span = tracing::Span::current();
+                let _ = tokio::task::spawn_blocking(move || span.in_scope(|| procs.release(&job)))
+                    .await;
             }
             tracing::info!(%job, rank, %exit, "process ended");
             let req = Request::ProcessExited { job, rank, exit };
             if let Err(e) = frontal.request(&req).await {
                 tracing::warn!(error = %e, "process end not delivered");
             }
-        });
+        }.instrument(span));
         Response::Ok
     }
 
@@ -558,13 +569,16 @@ impl Procs {
         tracing::info!(%job, processes = count, "stopping the job's processes");
         if count > 0 {
             // SIGTERM now (a program's `trap TERM` gets to run), SIGKILL after the grace.
-            let job = job.to_string();
-            tokio::spawn(async move {
-                let left = pgroup::stop_groups(&pids, pgroup::GRACE).await;
-                if !left.is_empty() {
-                    tracing::error!(%job, groups = ?left, "process groups survived SIGKILL");
+            let span = tracing::error_span!(parent: None, "stop", %job);
+            tokio::spawn(
+                async move {
+                    let left = pgroup::stop_groups(&pids, pgroup::GRACE).await;
+                    if !left.is_empty() {
+                        tracing::error!(groups = ?left, "process groups survived SIGKILL");
+                    }
                 }
-            });
+                .instrument(span),
+            );
         }
         count
     }

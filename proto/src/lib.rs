@@ -29,6 +29,7 @@ pub mod packet;
 pub mod quic;
 pub mod revocation;
 pub mod service;
+pub mod spans;
 pub mod tls;
 
 pub use qcg_wire::{env, frame, groups, msg, topo};

@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tracing::Instrument;
 
 /// How long a scraper has to send its request's head.
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
@@ -406,12 +407,16 @@ pub async fn serve(listener: Listener, render: Arc<dyn Fn() -> String + Send + S
             continue;
         };
         let render = render.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            if let Err(e) = answer(tcp, render).await {
-                tracing::debug!(%peer, error = %e, "metrics request failed");
+        let span = tracing::error_span!("scrape", %peer);
+        tokio::spawn(
+            async move {
+                let _permit = permit;
+                if let Err(e) = answer(tcp, render).await {
+                    tracing::debug!(error = %e, "metrics request failed");
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 }
 

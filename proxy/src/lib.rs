@@ -30,6 +30,7 @@ use relay::Tokens;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// A running proxy.
 pub struct Proxy {
@@ -113,14 +114,20 @@ impl Proxy {
         let tokens = Tokens::default();
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let gate = Arc::new(gate::GateStats::default());
-        let door = tokio::spawn(gate::run(listener, tokens.clone(), gate.clone()));
+        let door = gate::run(listener, tokens.clone(), gate.clone());
+        let door = tokio::spawn(
+            door.instrument(tracing::error_span!(parent: None, "gate", listen = %addr)),
+        );
         let t = tokens.clone();
         let on_connect = Arc::new(move |conn: quinn::Connection| {
             let t = t.clone();
-            tokio::spawn(quic::serve(conn, move |req: Request| {
+            // A root span: the task outlives whatever request made the connection.
+            let span = tracing::error_span!(parent: None, "broker", peer = %conn.remote_address());
+            let serve = quic::serve(conn, move |req: Request| {
                 let t = t.clone();
+                let span = qcg_proto::request_span!(&req);
                 async move {
-                    match req {
+                    let resp = match req {
                         Request::ExpectRelay { token, valid_ms } => {
                             t.expect(token, Duration::from_millis(valid_ms));
                             Response::Ok
@@ -130,9 +137,13 @@ impl Proxy {
                             ErrorKind::Forbidden,
                             format!("a proxy does not answer `{}`", other.kind()),
                         ),
-                    }
+                    };
+                    qcg_proto::answered!(&resp);
+                    resp
                 }
-            }));
+                .instrument(span)
+            });
+            tokio::spawn(serve.instrument(span));
         });
         let endpoint = quic::client_endpoint(&id)?;
         let hello = Request::RegisterProxy { addr: public };
@@ -147,6 +158,7 @@ impl Proxy {
         // fresh and reconnects after a broker restart.
         let errors = Arc::new(qcg_proto::metrics::Errors::new(metrics::ERRORS));
         let errs = errors.clone();
+        let register = tracing::error_span!(parent: None, "register", %broker);
         let task = tokio::spawn(async move {
             loop {
                 match up.request(&hello).await {
@@ -162,7 +174,7 @@ impl Proxy {
                 }
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
-        });
+        }.instrument(register));
         // Debug: the service's "relaying" line is its one start-up line.
         tracing::debug!(%addr, %public, "proxy started");
         Ok(Proxy {
@@ -198,7 +210,8 @@ impl Proxy {
         let at = listener.addr();
         let (tokens, gate, errors) = (self.tokens.clone(), self.gate.clone(), self.errors.clone());
         let render = move || metrics::render(&tokens, &gate, &errors);
-        let task = qcg_proto::metrics::serve(listener, Arc::new(render));
+        let task = qcg_proto::metrics::serve(listener, Arc::new(render))
+            .instrument(tracing::error_span!(parent: None, "metrics", listen = %at));
         if let Some(old) = self.metrics.replace(tokio::spawn(task)) {
             old.abort();
         }
