@@ -27,13 +27,13 @@
 //! The argument lists and the parsing of `salloc`'s answer are pure functions
 //! ([`salloc_args`], [`srun_args`], [`granted`]); [`Slurm`] runs them.
 
+use qcg_proto::output::read_lines;
 use qcg_proto::{ErrorKind, ExitReport, LaunchSpec, OutputLine, Request, Response, Stream};
 use serde::Deserialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Mutex;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -204,10 +204,6 @@ pub fn refusal(text: &str) -> String {
     }
 }
 
-/// Longest line forwarded; longer ones are cut (and marked).
-const MAX_LINE: usize = 16 * 1024;
-/// Most bytes of text in one `Output` request.
-const MAX_BATCH: usize = 256 * 1024;
 /// How many cancelled jobs are remembered (their late launches are refused).
 const KILLED_MEMORY: usize = 4096;
 
@@ -488,17 +484,7 @@ impl Slurm {
         mut rx: mpsc::UnboundedReceiver<OutputLine>,
     ) {
         while let Some(first) = rx.recv().await {
-            let mut size = first.text.len();
-            let mut lines = vec![first];
-            while size < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(l) => {
-                        size += l.text.len() + 40;
-                        lines.push(l);
-                    }
-                    Err(_) => break,
-                }
-            }
+            let lines = qcg_proto::output::batch(first, &mut rx);
             let req = Request::Output {
                 job: job.to_string(),
                 rank,
@@ -507,43 +493,6 @@ impl Slurm {
             if self.reports.send(req).is_err() {
                 return;
             }
-        }
-    }
-}
-
-/// Sends the lines of `r` on `tx`, but those starting with `skip` (srun's own).
-async fn read_lines<R: AsyncRead + Unpin>(
-    r: R,
-    stream: Stream,
-    skip: Option<String>,
-    tx: mpsc::UnboundedSender<OutputLine>,
-) {
-    let mut r = BufReader::new(r);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match r.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        while matches!(buf.last(), Some(b'\n' | b'\r')) {
-            buf.pop();
-        }
-        let mut text = String::from_utf8_lossy(&buf).into_owned();
-        if skip.as_deref().is_some_and(|p| text.starts_with(p)) {
-            tracing::debug!(line = %text, "srun");
-            continue;
-        }
-        if text.len() > MAX_LINE {
-            let mut cut = MAX_LINE;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text.push_str(" [line cut]");
-        }
-        if tx.send(OutputLine { stream, text }).is_err() {
-            return;
         }
     }
 }

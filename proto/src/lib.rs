@@ -25,6 +25,7 @@ pub mod config;
 pub mod der;
 pub mod limits;
 pub mod metrics;
+pub mod output;
 pub mod packet;
 pub mod quic;
 pub mod revocation;
