@@ -40,6 +40,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 /// Counters a test or an operator can read.
 #[derive(Default, Debug)]
@@ -234,19 +235,23 @@ impl Inner {
                     s.cancel(&job).await;
                 }
                 let conns: Vec<_> = lock(&self.helpers)
-                    .values()
-                    .map(|(c, _, _)| c.clone())
+                    .iter()
+                    .map(|(node, (c, _, _))| (node.clone(), c.clone()))
                     .collect();
                 let mut set = tokio::task::JoinSet::new();
-                for conn in conns {
+                for (node, conn) in conns {
                     let req = Request::Kill { job: job.clone() };
-                    set.spawn(async move { quic::request(&conn, &req).await });
+                    let span = tracing::error_span!("kill", %node);
+                    set.spawn(
+                        async move {
+                            if let Err(e) = quic::request(&conn, &req).await {
+                                tracing::warn!(error = %e, "kill not delivered to the node's helper");
+                            }
+                        }
+                        .instrument(span),
+                    );
                 }
-                while let Some(r) = set.join_next().await {
-                    if let Ok(Err(e)) = r {
-                        tracing::warn!(%job, error = %e, "kill not delivered to a helper");
-                    }
-                }
+                while set.join_next().await.is_some() {}
                 Response::Ok
             }
             other => Response::error(
@@ -378,6 +383,10 @@ impl Frontal {
                 let weak = weak.clone();
                 let w2 = weak.clone();
                 let c2 = conn.clone();
+                // Root spans: these tasks outlive whatever request made the connection.
+                let peer = conn.remote_address();
+                let resync = tracing::error_span!(parent: None, "broker_resync", %peer);
+                let serve = tracing::error_span!(parent: None, "broker", %peer);
                 t.spawn(async move {
                     if let Some(inner) = w2.upgrade() {
                         {
@@ -428,22 +437,29 @@ impl Frontal {
                             tracing::warn!(error = %e, "could not report the running processes");
                         }
                     }
-                });
-                t.spawn(async move {
-                    let handler = move |req: Request| {
-                        let weak = weak.clone();
-                        async move {
-                            match weak.upgrade() {
-                                Some(inner) => inner.answer_broker(req).await,
-                                None => Response::error(
-                                    ErrorKind::Unavailable,
-                                    "the frontal is stopping",
-                                ),
+                }.instrument(resync));
+                t.spawn(
+                    async move {
+                        let handler = move |req: Request| {
+                            let weak = weak.clone();
+                            let span = qcg_proto::request_span!(&req);
+                            async move {
+                                let resp = match weak.upgrade() {
+                                    Some(inner) => inner.answer_broker(req).await,
+                                    None => Response::error(
+                                        ErrorKind::Unavailable,
+                                        "the frontal is stopping",
+                                    ),
+                                };
+                                qcg_proto::answered!(&resp);
+                                resp
                             }
-                        }
-                    };
-                    quic::serve(conn, handler).await;
-                });
+                            .instrument(span)
+                        };
+                        quic::serve(conn, handler).await;
+                    }
+                    .instrument(serve),
+                );
             });
             Inner {
                 broker: Upstream::new(
@@ -487,7 +503,7 @@ impl Frontal {
                     other => tracing::warn!(kind = req.kind(), answer = ?other, "the broker did not take a Slurm rank's report"),
                 }
             }
-        });
+        }.instrument(tracing::error_span!(parent: None, "slurm_reports")));
 
         // Register now so the cluster is known before its first process; a broker that
         // is not up yet, or lost later, is redialed in the background.
@@ -495,12 +511,17 @@ impl Frontal {
             tracing::warn!(broker = %broker, error = %e, "broker not reachable yet; retrying");
         }
         let (inn, c) = (inner.clone(), cancel.clone());
-        tracker.spawn(async move {
-            tokio::select! {
-                _ = c.cancelled() => {}
-                _ = inn.broker.stay_connected() => {}
+        tracker.spawn(
+            async move {
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = inn.broker.stay_connected() => {}
+                }
             }
-        });
+            .instrument(
+                tracing::error_span!(parent: None, "upstream", peer = %broker, role = "broker"),
+            ),
+        );
 
         let ep = endpoint.clone();
         let (inn, c, t) = (inner.clone(), cancel.clone(), tracker.clone());
@@ -516,6 +537,8 @@ impl Frontal {
                     continue;
                 };
                 let inn = inn.clone();
+                // The node is named once its helper registers it.
+                let span = tracing::error_span!(parent: None, "conn", %peer, node = tracing::field::Empty);
                 t.spawn(async move {
                     let _permit = permit;
                     match incoming.await {
@@ -529,27 +552,31 @@ impl Frontal {
                             )
                         }
                     }
-                });
+                }.instrument(span));
             }
-        });
+        }.instrument(tracing::error_span!(parent: None, "accept", listen = %addr)));
         // A revocation cuts the live connections of the helpers it names, at once:
         // their nodes leave the cluster's report.
         if let Some(crl) = id.crl.clone() {
             let (inn, c) = (inner.clone(), cancel.clone());
-            tracker.spawn(async move {
-                let conns = move || {
-                    lock(&inn.helpers)
-                        .iter()
-                        .map(|(node, (c, _, _))| (c.clone(), format!("helper of node {node}")))
-                        .collect()
-                };
-                tokio::select! {
-                    _ = c.cancelled() => {}
-                    _ = quic::cut_revoked(crl, conns) => {}
+            tracker.spawn(
+                async move {
+                    let conns = move || {
+                        lock(&inn.helpers)
+                            .iter()
+                            .map(|(node, (c, _, _))| (c.clone(), format!("helper of node {node}")))
+                            .collect()
+                    };
+                    tokio::select! {
+                        _ = c.cancelled() => {}
+                        _ = quic::cut_revoked(crl, conns) => {}
+                    }
                 }
-            });
+                .instrument(tracing::error_span!(parent: None, "revocations")),
+            );
         }
-        tracing::info!(cluster = %inner.cluster.name, %addr, "frontal started");
+        // Debug: the service's "serving" line is its one start-up line.
+        tracing::debug!(cluster = %inner.cluster.name, %addr, "frontal started");
         Ok(Frontal {
             addr,
             inner,
@@ -569,15 +596,24 @@ impl Frontal {
         render_metrics(&self.inner)
     }
 
-    /// Serves the frontal's metrics on `listen` until it stops; returns the bound
+    /// Binds the metrics address (config field `metrics_listen`). Bind it before
+    /// [`Frontal::start`], and serve it with [`Frontal::serve_metrics_on`]: a taken
+    /// port then stops the service before it says it serves.
+    pub async fn bind_metrics(
+        listen: SocketAddr,
+    ) -> Result<qcg_proto::metrics::Listener, StartError> {
+        qcg_proto::metrics::bind(listen)
+            .await
+            .map_err(|source| StartError::Metrics {
+                addr: listen,
+                source,
+            })
+    }
+
+    /// Serves the frontal's metrics on `listener` until it stops; returns its
     /// address.
-    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
-        let err = |source| StartError::Metrics {
-            addr: listen,
-            source,
-        };
-        let l = qcg_proto::metrics::bind(listen).await.map_err(err)?;
-        let at = l.local_addr().map_err(err)?;
+    pub fn serve_metrics_on(&self, listener: qcg_proto::metrics::Listener) -> SocketAddr {
+        let at = listener.addr();
         let inner = Arc::downgrade(&self.inner);
         let render = move || {
             inner
@@ -586,14 +622,23 @@ impl Frontal {
                 .unwrap_or_default()
         };
         let c = self.cancel.clone();
-        self.tracker.spawn(async move {
-            tokio::select! {
-                _ = c.cancelled() => {}
-                _ = qcg_proto::metrics::serve(l, Arc::new(render)) => {}
+        self.tracker.spawn(
+            async move {
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = qcg_proto::metrics::serve(listener, Arc::new(render)) => {}
+                }
             }
-        });
-        tracing::info!(%at, "metrics served");
-        Ok(at)
+            .instrument(tracing::error_span!(parent: None, "metrics", listen = %at)),
+        );
+        tracing::debug!(%at, "metrics served");
+        at
+    }
+
+    /// Binds `listen` and serves the frontal's metrics there until it stops;
+    /// returns the bound address.
+    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
+        Ok(self.serve_metrics_on(Frontal::bind_metrics(listen).await?))
     }
 
     /// Stops serving and waits for the tasks.
@@ -619,19 +664,25 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
     let peer = conn.remote_address();
     if quic::check_peer_role(&conn, Role::Frontal).is_ok() {
         // Another cluster's frontal, probing the link: echoes only.
-        let handler = |req: Request| async move {
-            match req {
-                Request::Echo { payload } => Response::Echoed {
-                    len: payload.len() as u64,
-                },
-                other => Response::error(
-                    ErrorKind::Forbidden,
-                    format!(
-                        "a frontal only answers `echo` from another frontal, not `{}`",
-                        other.kind()
+        let handler = |req: Request| {
+            let span = qcg_proto::request_span!(&req);
+            async move {
+                let resp = match req {
+                    Request::Echo { payload } => Response::Echoed {
+                        len: payload.len() as u64,
+                    },
+                    other => Response::error(
+                        ErrorKind::Forbidden,
+                        format!(
+                            "a frontal only answers `echo` from another frontal, not `{}`",
+                            other.kind()
+                        ),
                     ),
-                ),
+                };
+                qcg_proto::answered!(&resp);
+                resp
             }
+            .instrument(span)
         };
         quic::serve(conn, handler).await;
         return;
@@ -645,27 +696,36 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
     tracing::info!(%peer, "helper connected");
     let node: Arc<Mutex<Option<String>>> = Default::default();
     let (inn, nd, c2) = (inner.clone(), node.clone(), conn.clone());
+    // The connection's span (current here): it names the node once registered.
+    let conn_span = tracing::Span::current();
     let handler = move |req: Request| {
         let (inner, node, conn) = (inn.clone(), nd.clone(), c2.clone());
-        async move {
+        let conn_span = conn_span.clone();
+        let span = qcg_proto::request_span!(&req);
+        let answer = async move {
             if let Request::RegisterNode(spec) = req {
                 let name = spec.name.clone();
+                conn_span.record("node", tracing::field::display(&name));
                 // The node's latency: the best of three empty round trips, timed
                 // once the helper's stream is answered (so, in the background).
                 let (inn, nm, c) = (inner.clone(), name.clone(), conn.clone());
-                tokio::spawn(async move {
-                    let rtt = ping(&c).await;
-                    let changed = match lock(&inn.helpers).get_mut(&nm) {
-                        Some(h) if h.0.stable_id() == c.stable_id() => {
-                            h.2 = Some(rtt);
-                            true
+                let ping_span = tracing::error_span!("ping");
+                tokio::spawn(
+                    async move {
+                        let rtt = ping(&c).await;
+                        let changed = match lock(&inn.helpers).get_mut(&nm) {
+                            Some(h) if h.0.stable_id() == c.stable_id() => {
+                                h.2 = Some(rtt);
+                                true
+                            }
+                            _ => false,
+                        };
+                        if changed {
+                            inn.push_nodes().await;
                         }
-                        _ => false,
-                    };
-                    if changed {
-                        inn.push_nodes().await;
                     }
-                });
+                    .instrument(ping_span),
+                );
                 lock(&inner.helpers).insert(name.clone(), (conn.clone(), spec, None));
                 *lock(&node) = Some(name.clone());
                 tracing::info!(%peer, node = %name, "node registered");
@@ -730,7 +790,13 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
             let resp = handle(&inner, &conn, req).await;
             inner.metrics.answers.note(kind, &resp);
             resp
+        };
+        async move {
+            let resp = answer.await;
+            qcg_proto::answered!(&resp);
+            resp
         }
+        .instrument(span)
     };
     let why = quic::serve(conn.clone(), handler).await;
     let name = lock(&node).clone();

@@ -39,19 +39,26 @@ async fn main() {
         qcg_proto::check::report("qcg-frontal", &cli.config, &cfg.problems());
     }
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-frontal", 2, e));
+    // Every listener is bound before the service says it serves: a taken port
+    // stops it with the field's name, never just after a "serving" line.
+    let metrics = match cfg.metrics_listen {
+        Some(at) => Some(
+            qcg_frontal::Frontal::bind_metrics(at)
+                .await
+                .unwrap_or_else(|e| fail("qcg-frontal", 1, e)),
+        ),
+        None => None,
+    };
     let frontal =
         qcg_frontal::Frontal::start_with(id, cfg.cluster(), cfg.broker, cfg.listen, cfg.settings())
             .await
             .unwrap_or_else(|e| fail("qcg-frontal", 1, e));
+    let metrics = metrics.map(|l| frontal.serve_metrics_on(l));
     println!(
         "qcg-frontal: cluster {} serving helpers on {}",
         cfg.cluster, frontal.addr
     );
-    if let Some(at) = cfg.metrics_listen {
-        let at = frontal
-            .serve_metrics(at)
-            .await
-            .unwrap_or_else(|e| fail("qcg-frontal", 1, e));
+    if let Some(at) = metrics {
         println!("qcg-frontal: metrics on http://{at}/metrics");
     }
     shutdown.wait().await;

@@ -27,14 +27,15 @@
 //! The argument lists and the parsing of `salloc`'s answer are pure functions
 //! ([`salloc_args`], [`srun_args`], [`granted`]); [`Slurm`] runs them.
 
+use qcg_proto::output::read_lines;
 use qcg_proto::{ErrorKind, ExitReport, LaunchSpec, OutputLine, Request, Response, Stream};
 use serde::Deserialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Mutex;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// The `[slurm]` section of the frontal's config.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -203,10 +204,6 @@ pub fn refusal(text: &str) -> String {
     }
 }
 
-/// Longest line forwarded; longer ones are cut (and marked).
-const MAX_LINE: usize = 16 * 1024;
-/// Most bytes of text in one `Output` request.
-const MAX_BATCH: usize = 256 * 1024;
 /// How many cancelled jobs are remembered (their late launches are refused).
 const KILLED_MEMORY: usize = 4096;
 
@@ -355,48 +352,59 @@ impl Slurm {
             self.scancel(&[id]).await;
         }
         tracing::info!(%job, rank, %node, slurm_job = id, "rank started under Slurm");
+        // The rank's tasks outlive the broker's launch request: a root span each.
+        let rank_span =
+            || tracing::error_span!(parent: None, "slurm_rank", %job, rank, %node, slurm_job = id);
         let (tx, rx) = mpsc::unbounded_channel();
         if let Some(o) = child.stdout.take() {
-            tokio::spawn(read_lines(o, Stream::Stdout, None, tx.clone()));
+            let read = read_lines(o, Stream::Stdout, None, tx.clone());
+            tokio::spawn(read.instrument(rank_span()));
         }
         if let Some(e) = child.stderr.take() {
             // srun's own word on the task's end (`Exited with exit code 7`,
             // `Terminated`) says what the exit report says; slurmstepd's (`*** STEP
             // 7.0 ON a1 CANCELLED AT …`, a time limit) is passed on: it says why.
             let own = format!("srun: error: {node}: task 0: ");
-            tokio::spawn(read_lines(e, Stream::Stderr, Some(own), tx.clone()));
+            let read = read_lines(e, Stream::Stderr, Some(own), tx.clone());
+            tokio::spawn(read.instrument(rank_span()));
         }
         drop(tx);
         let me = self.clone();
-        tokio::spawn(async move {
-            me.forward_output(&job, rank, rx).await;
-            let exit = match child.wait().await {
-                Ok(s) => {
-                    use std::os::unix::process::ExitStatusExt;
-                    ExitReport {
-                        code: s.code(),
-                        signal: s.signal(),
-                        error: None,
+        let span = rank_span();
+        tokio::spawn(
+            async move {
+                me.forward_output(&job, rank, rx).await;
+                let exit = match child.wait().await {
+                    Ok(s) => {
+                        use std::os::unix::process::ExitStatusExt;
+                        ExitReport {
+                            code: s.code(),
+                            signal: s.signal(),
+                            error: None,
+                        }
                     }
-                }
-                Err(e) => ExitReport::not_started(format!("`srun` could not be waited for: {e}")),
-            };
-            me.release(id).await;
-            let lost = {
-                let mut running = lock(&me.running);
-                let alloc = running.get_mut(&job).and_then(|r| r.remove(&rank));
-                if running.get(&job).is_some_and(|r| r.is_empty()) {
-                    running.remove(&job);
-                }
-                alloc.and_then(|a| a.lost)
-            };
-            let exit = match lost {
-                Some(why) => ExitReport::not_started(why),
-                None => exit,
-            };
-            tracing::info!(%job, rank, slurm_job = id, %exit, "rank ended under Slurm");
-            let _ = me.reports.send(Request::ProcessExited { job, rank, exit });
-        });
+                    Err(e) => {
+                        ExitReport::not_started(format!("`srun` could not be waited for: {e}"))
+                    }
+                };
+                me.release(id).await;
+                let lost = {
+                    let mut running = lock(&me.running);
+                    let alloc = running.get_mut(&job).and_then(|r| r.remove(&rank));
+                    if running.get(&job).is_some_and(|r| r.is_empty()) {
+                        running.remove(&job);
+                    }
+                    alloc.and_then(|a| a.lost)
+                };
+                let exit = match lost {
+                    Some(why) => ExitReport::not_started(why),
+                    None => exit,
+                };
+                tracing::info!(%job, rank, slurm_job = id, %exit, "rank ended under Slurm");
+                let _ = me.reports.send(Request::ProcessExited { job, rank, exit });
+            }
+            .instrument(span),
+        );
         Response::Ok
     }
 
@@ -476,17 +484,7 @@ impl Slurm {
         mut rx: mpsc::UnboundedReceiver<OutputLine>,
     ) {
         while let Some(first) = rx.recv().await {
-            let mut size = first.text.len();
-            let mut lines = vec![first];
-            while size < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(l) => {
-                        size += l.text.len() + 40;
-                        lines.push(l);
-                    }
-                    Err(_) => break,
-                }
-            }
+            let lines = qcg_proto::output::batch(first, &mut rx);
             let req = Request::Output {
                 job: job.to_string(),
                 rank,
@@ -495,43 +493,6 @@ impl Slurm {
             if self.reports.send(req).is_err() {
                 return;
             }
-        }
-    }
-}
-
-/// Sends the lines of `r` on `tx`, but those starting with `skip` (srun's own).
-async fn read_lines<R: AsyncRead + Unpin>(
-    r: R,
-    stream: Stream,
-    skip: Option<String>,
-    tx: mpsc::UnboundedSender<OutputLine>,
-) {
-    let mut r = BufReader::new(r);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match r.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        while matches!(buf.last(), Some(b'\n' | b'\r')) {
-            buf.pop();
-        }
-        let mut text = String::from_utf8_lossy(&buf).into_owned();
-        if skip.as_deref().is_some_and(|p| text.starts_with(p)) {
-            tracing::debug!(line = %text, "srun");
-            continue;
-        }
-        if text.len() > MAX_LINE {
-            let mut cut = MAX_LINE;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text.push_str(" [line cut]");
-        }
-        if tx.send(OutputLine { stream, text }).is_err() {
-            return;
         }
     }
 }

@@ -43,6 +43,7 @@ use std::time::Duration;
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 type Subscribers = std::sync::Mutex<
     std::collections::HashMap<
@@ -119,12 +120,18 @@ fn frontal_handler(
        + 'static {
     move |req: Request| {
         let weak = weak.clone();
-        Box::pin(async move {
-            match weak.upgrade() {
-                Some(inner) => answer_frontal(&inner, req).await,
-                None => Response::error(ErrorKind::Unavailable, "the helper is stopping"),
+        let span = qcg_proto::request_span!(&req);
+        Box::pin(
+            async move {
+                let resp = match weak.upgrade() {
+                    Some(inner) => answer_frontal(&inner, req).await,
+                    None => Response::error(ErrorKind::Unavailable, "the helper is stopping"),
+                };
+                qcg_proto::answered!(&resp);
+                resp
             }
-        })
+            .instrument(span),
+        )
     }
 }
 
@@ -226,18 +233,21 @@ async fn check_listener(ip: IpAddr, ports: Option<(u16, u16)>) -> std::io::Resul
         }
     };
     let addr = listener.local_addr()?;
-    tokio::spawn(async move {
-        let until = tokio::time::Instant::now() + CHECK_OPEN;
-        for _ in 0..CHECK_ACCEPTS {
-            match tokio::time::timeout_at(until, listener.accept()).await {
-                Ok(Ok((s, from))) => {
-                    tracing::debug!(%from, "reachability check connected");
-                    drop(s);
+    tokio::spawn(
+        async move {
+            let until = tokio::time::Instant::now() + CHECK_OPEN;
+            for _ in 0..CHECK_ACCEPTS {
+                match tokio::time::timeout_at(until, listener.accept()).await {
+                    Ok(Ok((s, from))) => {
+                        tracing::debug!(%from, "reachability check connected");
+                        drop(s);
+                    }
+                    _ => break,
                 }
-                _ => break,
             }
         }
-    });
+        .instrument(tracing::error_span!("check_listener", listen = %addr)),
+    );
     Ok(addr)
 }
 
@@ -352,6 +362,10 @@ impl Helper {
             let (weak, t) = (weak.clone(), tracker.clone());
             let on_connect = Arc::new(move |conn: quinn::Connection| {
                 let handler = frontal_handler(weak.clone());
+                // Root spans: these tasks outlive whatever request made the connection.
+                let peer = conn.remote_address();
+                let resync = tracing::error_span!(parent: None, "frontal_resync", %peer);
+                let serve = tracing::error_span!(parent: None, "frontal", %peer);
                 // A frontal that (re)started, or whose broker did, learns what runs here.
                 let (w, c2) = (weak.clone(), conn.clone());
                 t.spawn(async move {
@@ -366,10 +380,13 @@ impl Helper {
                     if let Err(e) = quic::request(&c2, &req).await {
                         tracing::warn!(error = %e, "could not tell the frontal which processes run");
                     }
-                });
-                t.spawn(async move {
-                    quic::serve(conn, handler).await;
-                });
+                }.instrument(resync));
+                t.spawn(
+                    async move {
+                        quic::serve(conn, handler).await;
+                    }
+                    .instrument(serve),
+                );
             });
             Inner {
                 subs: Default::default(),
@@ -404,15 +421,19 @@ impl Helper {
         // Stay connected to the frontal, so that it can start processes here: connect
         // now, and again as soon as the connection is lost (the node registers anew).
         let (c, up) = (cancel.clone(), inner.frontal.clone());
-        tracker.spawn(async move {
-            tokio::select! {
-                _ = c.cancelled() => {}
-                _ = up.stay_connected() => {}
+        tracker.spawn(
+            async move {
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = up.stay_connected() => {}
+                }
             }
-        });
+            .instrument(
+                tracing::error_span!(parent: None, "upstream", peer = %frontal, role = "frontal"),
+            ),
+        );
         let (c, t) = (cancel.clone(), tracker.clone());
         let (per_uid, total) = caps.limits();
-        tracing::info!(per_uid, total, "local connections taken at most");
         tracker.spawn(async move {
             let mut errors = qcg_proto::limits::AcceptErrors::new("helper socket");
             loop {
@@ -431,8 +452,8 @@ impl Helper {
                     },
                 };
                 errors.flush(std::time::Instant::now());
-                let uid = match stream.peer_cred() {
-                    Ok(c) => c.uid(),
+                let (uid, pid) = match stream.peer_cred() {
+                    Ok(c) => (c.uid(), c.pid()),
                     Err(e) => {
                         inner.metrics.errors.note("no_credentials");
                         tracing::warn!(error = %e, "no peer credentials on the helper socket; closing");
@@ -444,16 +465,27 @@ impl Helper {
                 };
                 let inner = inner.clone();
                 let c = c.clone();
+                let span = match pid {
+                    Some(pid) => tracing::error_span!(parent: None, "process", uid, pid),
+                    None => tracing::error_span!(parent: None, "process", uid),
+                };
                 t.spawn(async move {
                     let _permit = permit;
                     tokio::select! {
                         _ = c.cancelled() => {}
                         _ = serve_process(stream, inner) => {}
                     }
-                });
+                }.instrument(span));
             }
-        });
-        tracing::info!(socket = %socket.display(), %frontal, "helper started");
+        }.instrument(tracing::error_span!(parent: None, "accept", socket = %socket.display())));
+        // Debug: the service's "serving" line is its one start-up line.
+        tracing::debug!(
+            socket = %socket.display(),
+            %frontal,
+            local_connections_per_uid = per_uid,
+            local_connections = total,
+            "helper started"
+        );
         Ok(Helper {
             socket,
             procs,
@@ -474,26 +506,43 @@ impl Helper {
         metrics::render(&self.metrics, self.procs.len())
     }
 
-    /// Serves the helper's metrics on `listen` until it stops; returns the bound
-    /// address.
-    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
-        let err = |source| StartError::Metrics {
-            addr: listen,
-            source,
-        };
-        let l = qcg_proto::metrics::bind(listen).await.map_err(err)?;
-        let at = l.local_addr().map_err(err)?;
+    /// Binds the metrics address (config field `metrics_listen`). Bind it before
+    /// [`Helper::start`], and serve it with [`Helper::serve_metrics_on`]: a taken
+    /// port then stops the service before it says it serves.
+    pub async fn bind_metrics(
+        listen: SocketAddr,
+    ) -> Result<qcg_proto::metrics::Listener, StartError> {
+        qcg_proto::metrics::bind(listen)
+            .await
+            .map_err(|source| StartError::Metrics {
+                addr: listen,
+                source,
+            })
+    }
+
+    /// Serves the helper's metrics on `listener` until it stops; returns its address.
+    pub fn serve_metrics_on(&self, listener: qcg_proto::metrics::Listener) -> SocketAddr {
+        let at = listener.addr();
         let (m, procs) = (self.metrics.clone(), Arc::downgrade(&self.procs));
         let render = move || metrics::render(&m, procs.upgrade().map_or(0, |p| p.len()));
         let c = self.cancel.clone();
-        self.tracker.spawn(async move {
-            tokio::select! {
-                _ = c.cancelled() => {}
-                _ = qcg_proto::metrics::serve(l, Arc::new(render)) => {}
+        self.tracker.spawn(
+            async move {
+                tokio::select! {
+                    _ = c.cancelled() => {}
+                    _ = qcg_proto::metrics::serve(listener, Arc::new(render)) => {}
+                }
             }
-        });
-        tracing::info!(%at, "metrics served");
-        Ok(at)
+            .instrument(tracing::error_span!(parent: None, "metrics", listen = %at)),
+        );
+        tracing::debug!(%at, "metrics served");
+        at
+    }
+
+    /// Binds `listen` and serves the helper's metrics there until it stops;
+    /// returns the bound address.
+    pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
+        Ok(self.serve_metrics_on(Helper::bind_metrics(listen).await?))
     }
 
     /// Stops serving, kills the job processes still running, removes the socket and
@@ -523,36 +572,8 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
         }
     };
     loop {
-        let kind;
-        let resp = match read_request(&mut stream).await {
-            Ok(Some(req)) => match (refuse(&inner, peer, &req), req) {
-                (Err(refusal), req) => {
-                    kind = req.kind();
-                    refusal
-                }
-                (Ok(_), Request::Subscribe { process }) => {
-                    inner.metrics.answers.note("subscribe", &Response::Ok);
-                    return subscribed(stream, inner, process).await;
-                }
-                (Ok(claimed), req) => {
-                    kind = req.kind();
-                    let resp = handle(&inner, req).await;
-                    if let Response::Error(e) = &resp {
-                        if e.kind == ErrorKind::Forbidden {
-                            tracing::warn!(uid = peer.uid, pid = ?peer.pid, request = kind, reason = %e.message, "request refused upstream");
-                            // The grid says the job is not this user's to act for
-                            // here: the claim this request made is void.
-                            if let Some(job) = claimed {
-                                let mut owners = lock(&inner.owners);
-                                if owners.get(&job) == Some(&peer.uid) {
-                                    owners.remove(&job);
-                                }
-                            }
-                        }
-                    }
-                    resp
-                }
-            },
+        let req = match read_request(&mut stream).await {
+            Ok(Some(req)) => req,
             Ok(None) => return,
             Err(e @ (FrameError::Io(_) | FrameError::Truncated)) => {
                 tracing::debug!(uid = peer.uid, error = %e, "process connection closed");
@@ -577,6 +598,35 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
                 continue;
             }
         };
+        let kind = req.kind();
+        let span = qcg_proto::request_span!(&req);
+        let resp = match (span.in_scope(|| refuse(&inner, peer, &req)), req) {
+            (Err(refusal), _) => refusal,
+            (Ok(_), Request::Subscribe { process }) => {
+                inner.metrics.answers.note("subscribe", &Response::Ok);
+                return subscribed(stream, inner, process).instrument(span).await;
+            }
+            (Ok(claimed), req) => {
+                let resp = handle(&inner, req).instrument(span.clone()).await;
+                if let Response::Error(e) = &resp {
+                    if e.kind == ErrorKind::Forbidden {
+                        span.in_scope(
+                            || tracing::warn!(reason = %e.message, "request refused upstream"),
+                        );
+                        // The grid says the job is not this user's to act for
+                        // here: the claim this request made is void.
+                        if let Some(job) = claimed {
+                            let mut owners = lock(&inner.owners);
+                            if owners.get(&job) == Some(&peer.uid) {
+                                owners.remove(&job);
+                            }
+                        }
+                    }
+                }
+                resp
+            }
+        };
+        span.in_scope(|| qcg_proto::answered!(&resp));
         inner.metrics.answers.note(kind, &resp);
         match tokio::time::timeout(FRAME_DEADLINE, frame::write_frame(&mut stream, &resp)).await {
             Ok(Ok(())) => {}
@@ -711,7 +761,7 @@ fn refuse(inner: &Inner, peer: access::Peer, req: &Request) -> Result<Option<Str
         Ok((fresh && owners.get(job) == Some(&peer.uid)).then(|| job.to_string()))
     });
     verdict.map_err(|why| {
-        tracing::warn!(uid = peer.uid, pid = ?peer.pid, request = req.kind(), reason = %why, "request refused");
+        tracing::warn!(reason = %why, "request refused");
         Response::error(
             ErrorKind::Forbidden,
             format!("`{}` refused: {why}", req.kind()),
@@ -758,7 +808,9 @@ async fn notice(inner: &Inner, req: Request) -> Response {
         );
     };
     if let qcg_proto::Notice::Inject { packet } = notice {
-        return match tokio::task::spawn_blocking(move || raw::inject(&packet)).await {
+        let span = tracing::Span::current();
+        let inject = move || span.in_scope(|| raw::inject(&packet));
+        return match tokio::task::spawn_blocking(inject).await {
             Ok(Ok(())) => Response::Ok,
             Ok(Err(e)) => {
                 Response::error(ErrorKind::Unavailable, format!("SYN injection failed: {e}"))
@@ -803,32 +855,39 @@ async fn watch_syn(inner: Arc<Inner>, req: Request) -> Response {
             )
         }
     };
-    tokio::spawn(async move {
-        let got = tokio::task::spawn_blocking(move || {
-            raw::capture_syn(sock, local, remote, std::time::Duration::from_secs(5))
-        })
-        .await;
-        match got {
-            Ok(Ok(Some(packet))) => {
-                let r = inner
-                    .frontal
-                    .forward(&Request::Syn {
-                        from,
-                        target,
-                        packet,
-                    })
-                    .await;
-                if !matches!(r, Response::Ok) {
+    // The capture outlives the request: a root span of its own.
+    let span = tracing::error_span!(parent: None, "syn_capture", job = %from.job, rank = from.rank, %local, %remote);
+    tokio::spawn(
+        async move {
+            let span = tracing::Span::current();
+            let got = tokio::task::spawn_blocking(move || {
+                let _in = span.enter();
+                raw::capture_syn(sock, local, remote, std::time::Duration::from_secs(5))
+            })
+            .await;
+            match got {
+                Ok(Ok(Some(packet))) => {
+                    let r = inner
+                        .frontal
+                        .forward(&Request::Syn {
+                            from,
+                            target,
+                            packet,
+                        })
+                        .await;
+                    if !matches!(r, Response::Ok) {
+                        inner.metrics.errors.note("syn_not_delivered");
+                        tracing::warn!(?r, "SYN not delivered");
+                    }
+                }
+                other => {
                     inner.metrics.errors.note("syn_not_delivered");
-                    tracing::warn!(?r, "SYN not delivered");
+                    tracing::warn!(?other, "no SYN seen")
                 }
             }
-            other => {
-                inner.metrics.errors.note("syn_not_delivered");
-                tracing::warn!(?other, %local, %remote, "no SYN seen")
-            }
         }
-    });
+        .instrument(span),
+    );
     Response::Ok
 }
 

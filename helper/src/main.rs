@@ -33,6 +33,16 @@ async fn main() {
         qcg_proto::check::report("qcg-helper", &cli.config, &cfg.problems());
     }
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-helper", 2, e));
+    // Every listener is bound before the service says it serves: a taken port
+    // stops it with the field's name, never just after a "serving" line.
+    let metrics = match cfg.metrics_listen {
+        Some(at) => Some(
+            qcg_helper::Helper::bind_metrics(at)
+                .await
+                .unwrap_or_else(|e| fail("qcg-helper", 1, e)),
+        ),
+        None => None,
+    };
     let helper = qcg_helper::Helper::start_full(
         id,
         qcg_helper::node::detect(&cfg.node),
@@ -44,16 +54,13 @@ async fn main() {
     )
     .await
     .unwrap_or_else(|e| fail("qcg-helper", 1, e));
+    let metrics = metrics.map(|l| helper.serve_metrics_on(l));
     println!(
         "qcg-helper: node {} serving processes on {}",
         cfg.node,
         cfg.socket.display()
     );
-    if let Some(at) = cfg.metrics_listen {
-        let at = helper
-            .serve_metrics(at)
-            .await
-            .unwrap_or_else(|e| fail("qcg-helper", 1, e));
+    if let Some(at) = metrics {
         println!("qcg-helper: metrics on http://{at}/metrics");
     }
     shutdown.wait().await;

@@ -9,19 +9,16 @@
 
 use crate::accounts::{self, Accounts};
 use crate::pgroup;
+use qcg_proto::output::read_lines;
 use qcg_proto::quic::Upstream;
 use qcg_proto::{ErrorKind, ExitReport, LaunchSpec, OutputLine, Request, Response, Stream};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
-/// Longest line forwarded; longer ones are cut (and marked).
-const MAX_LINE: usize = 16 * 1024;
-/// Most bytes of text in one `Output` request.
-const MAX_BATCH: usize = 256 * 1024;
 /// How long the output of a process that ended is read before its end is reported
 /// without the rest (the pipes held open by a process out of its group).
 const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
@@ -388,20 +385,28 @@ impl Procs {
             .insert(spec.rank, pid);
         self.guard('+', pid);
         tracing::info!(job = %spec.job, rank = spec.rank, pid, user = %acct.name, "process started");
+        // The process's tasks outlive the frontal's launch request: a root span each.
+        let rank_span =
+            || tracing::error_span!(parent: None, "rank", job = %spec.job, rank = spec.rank, pid);
         let (tx, rx) = mpsc::unbounded_channel();
         let mut readers = Vec::new();
         if let Some(out) = child.stdout.take() {
-            readers.push(tokio::spawn(read_lines(out, Stream::Stdout, tx.clone())));
+            let read = read_lines(out, Stream::Stdout, None, tx.clone());
+            readers.push(tokio::spawn(read.instrument(rank_span())));
         }
         if let Some(err) = child.stderr.take() {
-            readers.push(tokio::spawn(read_lines(err, Stream::Stderr, tx.clone())));
+            let read = read_lines(err, Stream::Stderr, None, tx.clone());
+            readers.push(tokio::spawn(read.instrument(rank_span())));
         }
         drop(tx);
         let (job, rank, procs) = (spec.job.clone(), spec.rank, self.clone());
+        let span = rank_span();
         tokio::spawn(async move {
             let mut forward = {
                 let (frontal, job) = (frontal.clone(), job.clone());
-                tokio::spawn(async move { forward_output(&frontal, &job, rank, rx).await })
+                tokio::spawn(
+                    async move { forward_output(&frontal, &job, rank, rx).await }.in_current_span(),
+                )
             };
             let exit = match child.wait().await {
                 Ok(s) => {
@@ -435,14 +440,16 @@ impl Procs {
                 let procs = procs.clone();
                 let job = job.clone();
                 // Killing what is left under the uid reads /proc: off the runtime.
-                let _ = tokio::task::spawn_blocking(move || procs.release(&job)).await;
+                let span = tracing::Span::current();
+                let _ = tokio::task::spawn_blocking(move || span.in_scope(|| procs.release(&job)))
+                    .await;
             }
             tracing::info!(%job, rank, %exit, "process ended");
             let req = Request::ProcessExited { job, rank, exit };
             if let Err(e) = frontal.request(&req).await {
                 tracing::warn!(error = %e, "process end not delivered");
             }
-        });
+        }.instrument(span));
         Response::Ok
     }
 
@@ -558,13 +565,16 @@ impl Procs {
         tracing::info!(%job, processes = count, "stopping the job's processes");
         if count > 0 {
             // SIGTERM now (a program's `trap TERM` gets to run), SIGKILL after the grace.
-            let job = job.to_string();
-            tokio::spawn(async move {
-                let left = pgroup::stop_groups(&pids, pgroup::GRACE).await;
-                if !left.is_empty() {
-                    tracing::error!(%job, groups = ?left, "process groups survived SIGKILL");
+            let span = tracing::error_span!(parent: None, "stop", %job);
+            tokio::spawn(
+                async move {
+                    let left = pgroup::stop_groups(&pids, pgroup::GRACE).await;
+                    if !left.is_empty() {
+                        tracing::error!(groups = ?left, "process groups survived SIGKILL");
+                    }
                 }
-            });
+                .instrument(span),
+            );
         }
         count
     }
@@ -592,71 +602,6 @@ impl Procs {
     }
 }
 
-async fn read_lines<R: AsyncRead + Unpin>(
-    r: R,
-    stream: Stream,
-    tx: mpsc::UnboundedSender<OutputLine>,
-) {
-    let mut r = BufReader::new(r);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match r.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        while matches!(buf.last(), Some(b'\n' | b'\r')) {
-            buf.pop();
-        }
-        let mut text = String::from_utf8_lossy(&buf).into_owned();
-        if text.len() > MAX_LINE {
-            let mut cut = MAX_LINE;
-            while !text.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            text.truncate(cut);
-            text.push_str(" [line cut]");
-        }
-        if tx.send(OutputLine { stream, text }).is_err() {
-            return;
-        }
-    }
-}
-
-/// What a line costs in a frame: its text as JSON escapes it (a control character
-/// takes six bytes) and the fields around it.
-fn encoded_cost(l: &OutputLine) -> usize {
-    let escapes: usize = l
-        .text
-        .bytes()
-        .map(|b| match b {
-            0..=0x1f => 5,
-            b'"' | b'\\' => 1,
-            _ => 0,
-        })
-        .sum();
-    40 + l.text.len() + escapes
-}
-
-/// `first` and the lines that wait behind it, up to [`MAX_BATCH`] bytes once encoded:
-/// a batch always fits in a frame, whatever the lines (a flood of empty lines, or of
-/// control characters, counted as text bytes, once made batches past the frame limit
-/// that were refused whole).
-fn batch(first: OutputLine, rx: &mut mpsc::UnboundedReceiver<OutputLine>) -> Vec<OutputLine> {
-    let mut size = encoded_cost(&first);
-    let mut lines = vec![first];
-    while size < MAX_BATCH {
-        match rx.try_recv() {
-            Ok(l) => {
-                size += encoded_cost(&l);
-                lines.push(l);
-            }
-            Err(_) => break,
-        }
-    }
-    lines
-}
-
 /// Output batches the frontal did not take, summed up for the log.
 static OUTPUT_LOST: std::sync::Mutex<qcg_proto::limits::Tally> =
     std::sync::Mutex::new(qcg_proto::limits::Tally::new());
@@ -668,7 +613,7 @@ async fn forward_output(
     mut rx: mpsc::UnboundedReceiver<OutputLine>,
 ) {
     while let Some(first) = rx.recv().await {
-        let lines = batch(first, &mut rx);
+        let lines = qcg_proto::output::batch(first, &mut rx);
         let req = Request::Output {
             job: job.to_string(),
             rank,
@@ -691,38 +636,6 @@ async fn forward_output(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn output_batches_fit_in_a_frame_whatever_the_lines() {
-        for (text, n) in [
-            (String::new(), 100_000),
-            ("\u{1}".repeat(MAX_LINE), 100),
-            ("x".repeat(MAX_LINE), 100),
-        ] {
-            let (tx, mut rx) = mpsc::unbounded_channel();
-            for _ in 0..n {
-                tx.send(OutputLine {
-                    stream: Stream::Stdout,
-                    text: text.clone(),
-                })
-                .unwrap();
-            }
-            drop(tx);
-            let mut total = 0;
-            while let Ok(first) = rx.try_recv() {
-                let lines = batch(first, &mut rx);
-                total += lines.len();
-                let req = Request::Output {
-                    job: "j".repeat(256),
-                    rank: u32::MAX,
-                    lines,
-                };
-                let len = qcg_proto::frame::encode(&req).unwrap().len();
-                assert!(len <= qcg_proto::frame::MAX_FRAME, "{len}");
-            }
-            assert_eq!(total, n);
-        }
-    }
 
     #[test]
     fn programs_resolve_against_the_working_directory() {

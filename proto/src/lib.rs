@@ -25,10 +25,12 @@ pub mod config;
 pub mod der;
 pub mod limits;
 pub mod metrics;
+pub mod output;
 pub mod packet;
 pub mod quic;
 pub mod revocation;
 pub mod service;
+pub mod spans;
 pub mod tls;
 
 pub use qcg_wire::{env, frame, groups, msg, topo};

@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tracing::Instrument;
 
 /// How long a scraper has to send its request's head.
 pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
@@ -362,9 +363,26 @@ pub fn check_listen(
     }
 }
 
+/// A metrics listener, bound before its service starts: a service whose
+/// `metrics_listen` is taken stops before it says it serves.
+#[derive(Debug)]
+pub struct Listener {
+    tcp: TcpListener,
+    addr: SocketAddr,
+}
+
+impl Listener {
+    /// The address it is bound to (the port chosen, for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
 /// Binds a metrics listener on `addr`.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+pub async fn bind(addr: SocketAddr) -> std::io::Result<Listener> {
+    let tcp = TcpListener::bind(addr).await?;
+    let addr = tcp.local_addr()?;
+    Ok(Listener { tcp, addr })
 }
 
 /// Answers `GET /metrics` on `listener` with `render()`'s text until the task is
@@ -372,7 +390,8 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// within [`HEAD_DEADLINE`] or exceeds [`MAX_HEAD`] is dropped, and connections
 /// over [`PER_ADDRESS`] or [`TOTAL`] are closed at once. One request per
 /// connection (`Connection: close`).
-pub async fn serve(listener: TcpListener, render: Arc<dyn Fn() -> String + Send + Sync>) {
+pub async fn serve(listener: Listener, render: Arc<dyn Fn() -> String + Send + Sync>) {
+    let listener = listener.tcp;
     let caps: Caps<IpAddr> = Caps::new(PER_ADDRESS, TOTAL);
     let mut errors = crate::limits::AcceptErrors::new("metrics");
     loop {
@@ -388,12 +407,16 @@ pub async fn serve(listener: TcpListener, render: Arc<dyn Fn() -> String + Send 
             continue;
         };
         let render = render.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            if let Err(e) = answer(tcp, render).await {
-                tracing::debug!(%peer, error = %e, "metrics request failed");
+        let span = tracing::error_span!("scrape", %peer);
+        tokio::spawn(
+            async move {
+                let _permit = permit;
+                if let Err(e) = answer(tcp, render).await {
+                    tracing::debug!(error = %e, "metrics request failed");
+                }
             }
-        });
+            .instrument(span),
+        );
     }
 }
 
@@ -490,7 +513,7 @@ mod tests {
     #[tokio::test]
     async fn the_listener_answers_metrics_only() {
         let l = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let addr = l.local_addr().unwrap();
+        let addr = l.addr();
         let task = tokio::spawn(serve(l, Arc::new(|| "qcg_up 1\n".to_string())));
         let ask = |req: &'static str| async move {
             let mut s = TcpStream::connect(addr).await.unwrap();

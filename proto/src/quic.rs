@@ -216,12 +216,15 @@ pub async fn request(conn: &Connection, req: &Request) -> Result<Response, QuicE
 
 /// Answers every stream the peer opens on `conn` with `handler`, until the connection
 /// closes. A frame that cannot be decoded gets an error answer naming the problem; the
-/// connection and its other streams go on.
+/// connection and its other streams go on. Each stream's task runs in the span
+/// current where `serve` is polled (the connection's, [`crate::spans`]); the
+/// handler makes the request's own ([`crate::request_span!`]).
 pub async fn serve<F, Fut>(conn: Connection, handler: F) -> quinn::ConnectionError
 where
     F: Fn(Request) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Response> + Send,
 {
+    use tracing::Instrument;
     loop {
         let (mut send, mut recv) = match conn.accept_bi().await {
             Ok(s) => s,
@@ -229,32 +232,36 @@ where
         };
         let handler = handler.clone();
         let peer = conn.remote_address();
-        tokio::spawn(async move {
-            let resp = match frame::read_frame::<Request, _>(&mut recv).await {
-                Ok(Some(req)) => handler(req).await,
-                Ok(None) => return,
-                Err(e) => {
-                    tracing::warn!(%peer, error = %e, "bad frame");
-                    if let FrameError::Io(_) = e {
-                        return;
+        tokio::spawn(
+            async move {
+                let resp = match frame::read_frame::<Request, _>(&mut recv).await {
+                    Ok(Some(req)) => handler(req).await,
+                    Ok(None) => return,
+                    Err(e) => {
+                        tracing::warn!(%peer, error = %e, "bad frame");
+                        if let FrameError::Io(_) = e {
+                            return;
+                        }
+                        Response::error(e.kind(), e.to_string())
                     }
-                    Response::error(e.kind(), e.to_string())
-                }
-            };
-            let bytes = match frame::encode(&resp) {
-                Ok(b) => b,
-                Err(e) => match frame::encode(&Response::error(ErrorKind::Internal, e.to_string()))
-                {
+                };
+                let bytes = match frame::encode(&resp) {
                     Ok(b) => b,
-                    Err(_) => return,
-                },
-            };
-            if send.write_all(&bytes).await.is_ok() {
-                let _ = send.finish();
-                // Wait until the peer has read the answer before dropping the stream.
-                let _ = send.stopped().await;
+                    Err(e) => {
+                        match frame::encode(&Response::error(ErrorKind::Internal, e.to_string())) {
+                            Ok(b) => b,
+                            Err(_) => return,
+                        }
+                    }
+                };
+                if send.write_all(&bytes).await.is_ok() {
+                    let _ = send.finish();
+                    // Wait until the peer has read the answer before dropping the stream.
+                    let _ = send.stopped().await;
+                }
             }
-        });
+            .in_current_span(),
+        );
     }
 }
 

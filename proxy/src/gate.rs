@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
+use tracing::Instrument;
 
 /// How long a new connection has to send its magic and token.
 pub const FIRST_BYTES_DEADLINE: Duration = Duration::from_secs(3);
@@ -68,13 +69,13 @@ pub fn parse_header(head: &[u8; 4 + TOKEN_LEN]) -> Result<String, HeaderError> {
 /// Accepts on `listener` until the task is aborted.
 pub async fn run(listener: TcpListener, tokens: Tokens, stats: Arc<GateStats>) {
     let pending: Arc<Mutex<VecDeque<(u64, AbortHandle)>>> = Default::default();
-    let logger = tokio::spawn(summarise(tokens.clone(), stats.clone()));
+    let logger = tokio::spawn(summarise(tokens.clone(), stats.clone()).in_current_span());
     let _stop_logger = AbortOnDrop(logger.abort_handle());
     let mut next_id = 0u64;
     let mut errors = qcg_proto::limits::AcceptErrors::new("relay gate");
     loop {
-        let s = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (s, peer) = match listener.accept().await {
+            Ok(a) => a,
             Err(e) => {
                 // Out of descriptors and the like: wait rather than spin, and say so
                 // once per interval.
@@ -89,10 +90,14 @@ pub async fn run(listener: TcpListener, tokens: Tokens, stats: Arc<GateStats>) {
         let (p, st, t) = (pending.clone(), stats.clone(), tokens.clone());
         // Listed before the task can end (its `Done` waits for this lock).
         let mut q = lock(&pending);
-        let task = tokio::spawn(async move {
-            let _done = Done(p, st.clone(), id);
-            handshake(s, t, &st).await;
-        });
+        let span = tracing::error_span!("conn", %peer);
+        let task = tokio::spawn(
+            async move {
+                let _done = Done(p, st.clone(), id);
+                handshake(s, t, &st).await;
+            }
+            .instrument(span),
+        );
         q.push_back((id, task.abort_handle()));
         stats.pending.store(q.len() as u64, Ordering::Relaxed);
         while q.len() > MAX_PENDING {
@@ -183,9 +188,12 @@ async fn handshake(mut s: TcpStream, tokens: Tokens, stats: &GateStats) {
     // token the broker announced) gets a thread, for the life of its relay.
     if let Some((a, b)) = tokens.admit(std, token) {
         let relays = tokens.stats.clone();
+        // The pair's span (this connection's, the second of the two): the thread
+        // logs in it.
+        let span = tracing::Span::current();
         let spawned = std::thread::Builder::new()
             .name("qcg-relay".into())
-            .spawn(move || crate::relay::relay(a, b, &relays));
+            .spawn(move || span.in_scope(|| crate::relay::relay(a, b, &relays)));
         if let Err(e) = spawned {
             stats.thread_failed.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %e, "cannot start a relay thread");

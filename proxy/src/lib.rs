@@ -30,6 +30,7 @@ use relay::Tokens;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// A running proxy.
 pub struct Proxy {
@@ -113,14 +114,20 @@ impl Proxy {
         let tokens = Tokens::default();
         let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let gate = Arc::new(gate::GateStats::default());
-        let door = tokio::spawn(gate::run(listener, tokens.clone(), gate.clone()));
+        let door = gate::run(listener, tokens.clone(), gate.clone());
+        let door = tokio::spawn(
+            door.instrument(tracing::error_span!(parent: None, "gate", listen = %addr)),
+        );
         let t = tokens.clone();
         let on_connect = Arc::new(move |conn: quinn::Connection| {
             let t = t.clone();
-            tokio::spawn(quic::serve(conn, move |req: Request| {
+            // A root span: the task outlives whatever request made the connection.
+            let span = tracing::error_span!(parent: None, "broker", peer = %conn.remote_address());
+            let serve = quic::serve(conn, move |req: Request| {
                 let t = t.clone();
+                let span = qcg_proto::request_span!(&req);
                 async move {
-                    match req {
+                    let resp = match req {
                         Request::ExpectRelay { token, valid_ms } => {
                             t.expect(token, Duration::from_millis(valid_ms));
                             Response::Ok
@@ -130,9 +137,13 @@ impl Proxy {
                             ErrorKind::Forbidden,
                             format!("a proxy does not answer `{}`", other.kind()),
                         ),
-                    }
+                    };
+                    qcg_proto::answered!(&resp);
+                    resp
                 }
-            }));
+                .instrument(span)
+            });
+            tokio::spawn(serve.instrument(span));
         });
         let endpoint = quic::client_endpoint(&id)?;
         let hello = Request::RegisterProxy { addr: public };
@@ -147,6 +158,7 @@ impl Proxy {
         // fresh and reconnects after a broker restart.
         let errors = Arc::new(qcg_proto::metrics::Errors::new(metrics::ERRORS));
         let errs = errors.clone();
+        let register = tracing::error_span!(parent: None, "register", %broker);
         let task = tokio::spawn(async move {
             loop {
                 match up.request(&hello).await {
@@ -162,8 +174,9 @@ impl Proxy {
                 }
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
-        });
-        tracing::info!(%addr, %public, "proxy started");
+        }.instrument(register));
+        // Debug: the service's "relaying" line is its one start-up line.
+        tracing::debug!(%addr, %public, "proxy started");
         Ok(Proxy {
             addr,
             tokens,
@@ -177,25 +190,40 @@ impl Proxy {
         })
     }
 
-    /// Serves this proxy's metrics ([`metrics::render`]) on `listen` until it
-    /// stops; returns the bound address.
-    pub async fn serve_metrics(&mut self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
-        let err = |source| StartError::Metrics {
-            addr: listen,
-            source,
-        };
-        let l = qcg_proto::metrics::bind(listen).await.map_err(err)?;
-        let at = l.local_addr().map_err(err)?;
+    /// Binds the metrics address (config field `metrics_listen`). Bind it before
+    /// [`Proxy::start`], and serve it with [`Proxy::serve_metrics_on`]: a taken
+    /// port then stops the service before it says it serves.
+    pub async fn bind_metrics(
+        listen: SocketAddr,
+    ) -> Result<qcg_proto::metrics::Listener, StartError> {
+        qcg_proto::metrics::bind(listen)
+            .await
+            .map_err(|source| StartError::Metrics {
+                addr: listen,
+                source,
+            })
+    }
+
+    /// Serves this proxy's metrics ([`metrics::render`]) on `listener` until it
+    /// stops; returns its address.
+    pub fn serve_metrics_on(&mut self, listener: qcg_proto::metrics::Listener) -> SocketAddr {
+        let at = listener.addr();
         let (tokens, gate, errors) = (self.tokens.clone(), self.gate.clone(), self.errors.clone());
         let render = move || metrics::render(&tokens, &gate, &errors);
-        if let Some(old) = self
-            .metrics
-            .replace(tokio::spawn(qcg_proto::metrics::serve(l, Arc::new(render))))
-        {
+        let task = qcg_proto::metrics::serve(listener, Arc::new(render))
+            .instrument(tracing::error_span!(parent: None, "metrics", listen = %at));
+        if let Some(old) = self.metrics.replace(tokio::spawn(task)) {
             old.abort();
         }
-        tracing::info!(%at, "metrics served");
-        Ok(at)
+        tracing::debug!(%at, "metrics served");
+        at
+    }
+
+    /// Binds `listen` and serves this proxy's metrics there until it stops;
+    /// returns the bound address.
+    pub async fn serve_metrics(&mut self, listen: SocketAddr) -> Result<SocketAddr, StartError> {
+        let listener = Proxy::bind_metrics(listen).await?;
+        Ok(self.serve_metrics_on(listener))
     }
 
     /// Stops registering (relays in progress go on until their ends close).

@@ -34,15 +34,22 @@ async fn main() {
         qcg_proto::check::report("qcg-proxy", &cli.config, &cfg.problems());
     }
     let id = cfg.identity().unwrap_or_else(|e| fail("qcg-proxy", 2, e));
+    // Every listener is bound before the service says it serves: a taken port
+    // stops it with the field's name, never just after a "relaying" line.
+    let metrics = match cfg.metrics_listen {
+        Some(at) => Some(
+            qcg_proxy::Proxy::bind_metrics(at)
+                .await
+                .unwrap_or_else(|e| fail("qcg-proxy", 1, e)),
+        ),
+        None => None,
+    };
     let mut proxy = qcg_proxy::Proxy::start(id, cfg.listen, cfg.public_address, cfg.broker)
         .await
         .unwrap_or_else(|e| fail("qcg-proxy", 1, e));
+    let metrics = metrics.map(|l| proxy.serve_metrics_on(l));
     println!("qcg-proxy: relaying on {}", proxy.addr);
-    if let Some(at) = cfg.metrics_listen {
-        let at = proxy
-            .serve_metrics(at)
-            .await
-            .unwrap_or_else(|e| fail("qcg-proxy", 1, e));
+    if let Some(at) = metrics {
         println!("qcg-proxy: metrics on http://{at}/metrics");
     }
     shutdown.wait().await;

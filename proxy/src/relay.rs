@@ -198,7 +198,9 @@ fn pair(mut a: TcpStream, mut b: TcpStream, stats: &Arc<RelayStats>) {
         _ => return,
     };
     let s2 = stats.clone();
-    let t = std::thread::spawn(move || pump(a2, b2, &s2));
+    // The other direction, in the same span.
+    let span = tracing::Span::current();
+    let t = std::thread::spawn(move || span.in_scope(|| pump(a2, b2, &s2)));
     pump(b, a, stats);
     let _ = t.join();
 }

@@ -670,6 +670,43 @@ impl Request {
             Request::ExpectRelay { .. } => "expect_relay",
         }
     }
+
+    /// The job this request acts for, and the rank when it names one: what a log
+    /// line about it should say (the span of its handling).
+    pub fn job(&self) -> Option<(&str, Option<u32>)> {
+        fn of(p: &ProcName) -> (&str, Option<u32>) {
+            (p.job.as_str(), Some(p.rank))
+        }
+        match self {
+            Request::Register(ap) => Some(of(&ap.process)),
+            Request::Unregister { process } | Request::Subscribe { process } => Some(of(process)),
+            Request::Lookup { from, .. }
+            | Request::Report { from, .. }
+            | Request::Rendezvous { from, .. }
+            | Request::WatchSyn { from, .. }
+            | Request::Syn { from, .. } => Some(of(from)),
+            Request::Notify { target, .. } => Some(of(target)),
+            Request::Launch(spec) => Some((spec.job.as_str(), Some(spec.rank))),
+            Request::Output { job, rank, .. } | Request::ProcessExited { job, rank, .. } => {
+                Some((job.as_str(), Some(*rank)))
+            }
+            Request::Invalidate { job, rank } => Some((job.as_str(), *rank)),
+            Request::JobEnd { job } | Request::Kill { job } => Some((job.as_str(), None)),
+            Request::ClusterInfo
+            | Request::NodeInfo
+            | Request::RegisterCluster(_)
+            | Request::RegisterNode(_)
+            | Request::ClusterNodes { .. }
+            | Request::ProbePeer { .. }
+            | Request::OpenCheck { .. }
+            | Request::NatCheck { .. }
+            | Request::DialCheck { .. }
+            | Request::Echo { .. }
+            | Request::Running { .. }
+            | Request::RegisterProxy { .. }
+            | Request::ExpectRelay { .. } => None,
+        }
+    }
 }
 
 /// What a process is told to do for a link another process is making.
