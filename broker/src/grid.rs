@@ -287,14 +287,18 @@ impl Ctx {
 
     /// The refusal of a request from the frontal of `cluster` that acts for a rank of
     /// a submitted job away from where the job was placed, or ends a submitted job
-    /// ([`crate::placed`]); logged.
-    pub fn placement_refusal(&self, cluster: &str, req: &Request) -> Option<Response> {
-        let acts = crate::placed::acts(req)?;
+    /// ([`crate::placed`]); logged. Else the request to hand on: for a submitted job,
+    /// without the sender a helper named ([`crate::users`] keeps only the jobs the
+    /// broker did not place).
+    pub fn admit(&self, cluster: &str, req: Request) -> Result<Request, Response> {
+        let Some(acts) = crate::placed::acts(&req) else {
+            return Ok(req);
+        };
         let job = match acts {
             crate::placed::Acts::As(p, _) => p.job.as_str(),
             crate::placed::Acts::Ends(j) => j,
         };
-        let verdict = {
+        let (verdict, submitted) = {
             let book = self.book();
             let known = match book.jobs.get(job) {
                 None => crate::placed::Known::Unknown,
@@ -303,14 +307,20 @@ impl Ctx {
                     None => crate::placed::Known::Unplaced,
                 },
             };
-            crate::placed::check(cluster, req, known)
+            let submitted = !matches!(known, crate::placed::Known::Unknown);
+            (crate::placed::check(cluster, &req, known), submitted)
         };
-        let why = verdict.err()?;
-        tracing::warn!(%cluster, request = req.kind(), %job, reason = %why, "request refused: not where the job was placed");
-        Some(Response::error(
-            ErrorKind::Forbidden,
-            format!("`{}` refused: {why}", req.kind()),
-        ))
+        if let Err(why) = verdict {
+            tracing::warn!(%cluster, request = req.kind(), %job, reason = %why, "request refused: not where the job was placed");
+            return Err(Response::error(
+                ErrorKind::Forbidden,
+                format!("`{}` refused: {why}", req.kind()),
+            ));
+        }
+        Ok(match req {
+            Request::ForUser { request, .. } if submitted => *request,
+            req => req,
+        })
     }
 
     /// Handles what a frontal reports about its nodes and its processes; `None` for

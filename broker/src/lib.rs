@@ -39,6 +39,7 @@ pub mod reach;
 pub mod registry;
 pub mod store;
 pub mod topology;
+pub mod users;
 
 use grid::Ctx;
 use qcg_proto::msg::{ErrorKind, Request, Response};
@@ -553,10 +554,14 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
                 tracing::debug!(%peer, kind = req.kind(), error = %why, "request refused");
                 return Response::error(ErrorKind::TooLarge, why);
             }
+            let req = match &current {
+                Some(own) => match ctx.admit(own, req) {
+                    Ok(req) => req,
+                    Err(refusal) => return refusal,
+                },
+                None => req,
+            };
             if let Some(own) = &current {
-                if let Some(refusal) = ctx.placement_refusal(own, &req) {
-                    return refusal;
-                }
                 if let Some(resp) = ctx.frontal_report(own, &req) {
                     return resp;
                 }
@@ -626,6 +631,11 @@ async fn push(conn: &quinn::Connection, req: &Request) -> Result<Response, Strin
 async fn handle(ctx: &Ctx, cluster: Option<String>, req: Request) -> Response {
     'retry: for _ in 0..8 {
         let (resp, effects) = lock(&ctx.registry).handle(cluster.as_deref(), req.clone());
+        if let (Request::ForUser { user, request }, Response::Error(e)) = (&req, &resp) {
+            if e.kind == ErrorKind::Forbidden {
+                tracing::warn!(cluster = ?cluster, request = request.kind(), %user, machine = %user.machine, reason = %e.message, "request refused");
+            }
+        }
         for e in &effects {
             if let Effect::ExpectRelay { proxy, token } = e {
                 let conn = lock(&ctx.proxies).get(proxy).cloned();

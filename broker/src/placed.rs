@@ -33,7 +33,7 @@ pub enum Acts<'r> {
 
 /// What `req` acts for, if it acts for a job.
 pub fn acts(req: &Request) -> Option<Acts<'_>> {
-    Some(match req {
+    Some(match req.by_user().0 {
         Request::Register(ap) => Acts::As(&ap.process, Some(ap.node.as_str())),
         Request::Unregister { process } => Acts::As(process, None),
         Request::Lookup { from, .. }
