@@ -5,7 +5,7 @@
 //! node. Jobs the broker did not place (those of `qcg run`) are not its business here:
 //! their helpers keep them to the user who started them.
 //!
-//! [`check`] is the pure rule; the shell ([`crate::grid`]) looks the job up and logs
+//! [`check`] is the pure rule; the core ([`crate::core::Core::admit`]) looks the job up and logs
 //! refusals.
 
 use qcg_jobprofile::sched::Mapping;
