@@ -459,7 +459,7 @@ async fn run_phase(
                                     to_broker.fetch_add(1, Ordering::Relaxed);
                                     match quic::request(&f.conn, &req).await {
                                         Ok(Response::Plan(p)) => {
-                                            *plan = Some(p);
+                                            *plan = Some((p, None));
                                             true
                                         }
                                         _ => false,

@@ -9,7 +9,7 @@
 //! | method and path | what |
 //! |---|---|
 //! | `POST /v1/jobs?workdir=DIR` | body: a JobProfile (XML). 201 with the job; 400 with the parse error (line and column); 422 when the job can never run here (the scheduler's reason; nothing is reserved); 429 when the client has `max_queued_jobs_per_client` jobs waiting, 413 when its stored profiles would pass `max_profile_bytes_per_client` (the message names the limit) |
-//! | `GET /v1/jobs` | the caller's jobs (every job for an admin) |
+//! | `GET /v1/jobs?limit=N&after=ID` | the caller's jobs (every job for an admin); with `limit` (1 to 10,000), at most N of them in id order from the first id past ID (the last id of the page before): only those are read and built |
 //! | `GET /v1/jobs/ID` | one job: state, ranks and where they run |
 //! | `DELETE /v1/jobs/ID` | cancel: every process of the job is killed |
 //! | `GET /v1/jobs/ID/output?from=N&wait=SECS` | output lines from the N-th on; waits up to SECS (at most 30) for one when there is none yet |
@@ -306,7 +306,35 @@ fn stored(ctx: &Ctx, caller: &Caller, id: &str) -> Result<Job, JobError> {
         .ok_or_else(|| JobError::Unknown(id.to_string()))
 }
 
-async fn list(State(ctx): State<Ctx>, Extension(caller): Extension<Caller>) -> Response {
+/// Most jobs one page of `GET /v1/jobs` holds.
+pub const MAX_PAGE: usize = 10_000;
+
+#[derive(Deserialize)]
+struct ListQuery {
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+async fn list(
+    State(ctx): State<Ctx>,
+    Extension(caller): Extension<Caller>,
+    Query(q): Query<ListQuery>,
+) -> Response {
+    if let Some(limit) = q.limit {
+        if limit == 0 || limit > MAX_PAGE {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("limit is {limit}: a page holds 1 to {MAX_PAGE} jobs"),
+            );
+        }
+        let page = ctx.jobs_page(
+            q.after.as_deref(),
+            limit,
+            |owner| caller.may_see(owner),
+            JobView::of,
+        );
+        return Json(page).into_response();
+    }
     // Those only in the database first (they finished longest ago), then memory's.
     let old = ctx.stored_jobs(|owner| caller.may_see(owner));
     let mut jobs: Vec<JobView> = old.iter().map(JobView::of).collect();
@@ -356,12 +384,9 @@ async fn cancel(
 
 /// Registered processes (with their addresses) of the jobs the caller may see.
 async fn processes(State(ctx): State<Ctx>, Extension(caller): Extension<Caller>) -> Response {
-    let all = ctx
-        .registry
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .processes();
-    let book = ctx.book();
+    let core = ctx.core();
+    let all = core.registry.processes();
+    let book = &core.book;
     let mine: Vec<_> = all
         .into_iter()
         .filter(|p| {
@@ -603,5 +628,57 @@ mod tests {
             StatusCode::UNPROCESSABLE_ENTITY,
             "no grid, but no limit: {v}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_job_list_comes_a_page_at_a_time() {
+        let ctx = Ctx::new(Default::default(), Duration::from_secs(60));
+        let ok = r#"<grmsJob appId="x"><task taskId="t"><resourcesDescription><topology>
+            <group groupId="g"><processes><processesCount><value>1</value></processesCount></processes></group>
+            </topology></resourcesDescription><execution type="x"><executable>/bin/true</executable></execution></task></grmsJob>"#;
+        let rec = |id: &str, owner: &str| crate::jobs::JobRecord {
+            id: id.into(),
+            owner: owner.into(),
+            profile: ok.into(),
+            app_id: "x".into(),
+            profile_bytes: ok.len(),
+            decided_unix_ms: None,
+            secret_hex: "00".repeat(32),
+            workdir: None,
+            state: JobState::Queued,
+            ranks: vec![RankState::Pending; 1],
+            mapping: None,
+            released: false,
+            lines_printed: 0,
+            dropped_bytes: 0,
+            seq: 0,
+        };
+        let records = vec![
+            rec("job-c", "alice"),
+            rec("job-a", "alice"),
+            rec("job-b", "bob"),
+            rec("job-d", "alice"),
+        ];
+        let now = std::time::Instant::now();
+        assert!(ctx.book().jobs.restore(records, now).is_empty());
+        let page = |uri: &'static str| {
+            let ctx = ctx.clone();
+            async move {
+                let (s, v) = call(app(ctx, alice()), "GET", uri, "").await;
+                assert_eq!(s, StatusCode::OK, "{v}");
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|j| j["id"].as_str().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(page("/v1/jobs?limit=2").await, ["job-a", "job-c"]);
+        assert_eq!(page("/v1/jobs?limit=2&after=job-c").await, ["job-d"]);
+        assert!(page("/v1/jobs?limit=2&after=job-d").await.is_empty());
+        assert_eq!(page("/v1/jobs").await.len(), 3);
+        let (s, v) = call(app(ctx.clone(), alice()), "GET", "/v1/jobs?limit=0", "").await;
+        assert_eq!(s, StatusCode::BAD_REQUEST);
+        assert!(v["error"].as_str().unwrap().contains("1 to 10000"), "{v}");
     }
 }

@@ -106,9 +106,9 @@ pub struct View {
 impl View {
     /// What `caller` may see of the broker now.
     pub fn gather(ctx: &Ctx, caller: &Caller) -> View {
-        // Registry first, then book (the lock order of [`Ctx`]).
         let (clusters, proxies, links_total, mut job_links) = {
-            let r = ctx.registry.lock().unwrap_or_else(|p| p.into_inner());
+            let core = ctx.core();
+            let r = &core.registry;
             let p = r.proxies();
             (
                 r.cluster_summaries(),

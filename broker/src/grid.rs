@@ -1,19 +1,23 @@
-//! The async shell around the pure cores: it keeps the frontals' connections,
-//! feeds the job table ([`crate::jobs`]) and the topology book
-//! ([`crate::topology`]) with what frontals report, carries out their actions
-//! (launch, kill, probe) over QUIC, and runs the clock.
+//! The async shell around the pure [`crate::core::Core`]: it keeps the frontals' and
+//! proxies' connections, feeds the core what happens (requests, outcomes of what it
+//! asked for, the clock) under one lock, and carries out what the core answers over
+//! QUIC in tasks it tracks: shutdown stops them all, and a task that panics is
+//! logged.
 
-use crate::http::Shared;
-use crate::jobs::{Action, JobError, Jobs, Submission};
+use crate::core::{Answer, Core, Input, Output, Peer};
+use crate::jobs::{JobError, Jobs, Submission};
 use crate::registry::Invalidation;
 use crate::topology::TopoBook;
 use qcg_jobprofile::profile::JobProfile;
 use qcg_jobprofile::topology::ResourceTopology;
 use qcg_proto::quic;
-use qcg_proto::{ErrorKind, Request, Response};
+use qcg_proto::{Request, Response};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 /// Connections of the registered frontals, by cluster.
 pub type Frontals = Arc<Mutex<HashMap<String, quinn::Connection>>>;
@@ -32,64 +36,164 @@ pub struct Book {
     pub checks: crate::reach::Checks,
 }
 
-/// Everything the broker's tasks and handlers share. Locks are taken registry first,
-/// then book, never the other way.
+/// The core, behind the broker's one lock.
+pub type Shared = Arc<Mutex<Core>>;
+
+/// Everything the broker's tasks and handlers share. The core has the one lock that
+/// decisions take; the store's lock, when both are needed, is taken first.
 #[derive(Clone)]
 pub struct Ctx {
-    /// Clusters and processes.
-    pub registry: Shared,
-    /// Jobs and resources.
-    pub book: Arc<Mutex<Book>>,
+    /// Registry, jobs, topology and checks.
+    pub core: Shared,
     /// Frontal connections.
     pub frontals: Frontals,
     /// Relay proxy connections.
     pub proxies: Proxies,
     /// Bumped whenever a job changes (output, state), for long polls.
     pub changed: Arc<tokio::sync::watch::Sender<u64>>,
-    /// How often each pair of clusters is measured.
-    pub probe_interval: Duration,
     /// Where jobs are kept across restarts, if anywhere.
     pub store: Arc<Mutex<Option<crate::store::Store>>>,
-    /// How long the helper of a node running a job may stay away before the job
-    /// fails ([`DEFAULT_LOST_NODE_GRACE`]).
-    pub lost_node_grace: Duration,
-    /// Since when each node (cluster, node) where a job runs has been away.
-    pub away: Arc<Mutex<HashMap<(String, String), Instant>>>,
     /// The caps of the broker's listeners by name (`quic`, `http`, `https`), for
     /// the connection metrics.
     pub listeners: Arc<Mutex<Vec<Listener>>>,
+    /// Every task the broker runs.
+    pub tasks: TaskTracker,
+    /// Cancelled at shutdown: every task in [`Ctx::tasks`] stops.
+    pub cancel: CancellationToken,
 }
 
 /// A listener's name and its caps.
 pub type Listener = (&'static str, qcg_proto::limits::Caps<std::net::IpAddr>);
 
-/// Default [`Ctx::lost_node_grace`].
-pub const DEFAULT_LOST_NODE_GRACE: Duration = Duration::from_secs(30);
+/// Default lost-node grace ([`Core::lost_node_grace`]).
+pub const DEFAULT_LOST_NODE_GRACE: Duration = crate::core::DEFAULT_LOST_NODE_GRACE;
+
+/// How long the broker waits for a proxy or a frontal to take a pushed request.
+const PUSH_TIMEOUT: Duration = Duration::from_secs(3);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The core's [`Book`], locked (the whole core is).
+pub struct BookGuard<'a>(MutexGuard<'a, Core>);
+
+impl std::ops::Deref for BookGuard<'_> {
+    type Target = Book;
+    fn deref(&self) -> &Book {
+        &self.0.book
+    }
+}
+
+impl std::ops::DerefMut for BookGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Book {
+        &mut self.0.book
+    }
+}
+
+async fn push(conn: &quinn::Connection, req: &Request) -> Result<Response, String> {
+    match tokio::time::timeout(PUSH_TIMEOUT, quic::request(conn, req)).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer in {} s", PUSH_TIMEOUT.as_secs())),
+    }
+}
+
 impl Ctx {
-    /// A fresh context.
-    pub fn new(registry: Shared, probe_interval: Duration) -> Ctx {
+    /// A fresh context around `core`.
+    pub fn new(core: Shared, probe_interval: Duration) -> Ctx {
+        lock(&core).probe_interval = probe_interval;
         Ctx {
-            registry,
-            book: Default::default(),
+            core,
             frontals: Default::default(),
             proxies: Default::default(),
             changed: Arc::new(tokio::sync::watch::channel(0).0),
-            probe_interval,
             store: Default::default(),
-            lost_node_grace: DEFAULT_LOST_NODE_GRACE,
-            away: Default::default(),
             listeners: Default::default(),
+            tasks: TaskTracker::new(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The core, locked.
+    pub fn core(&self) -> MutexGuard<'_, Core> {
+        lock(&self.core)
+    }
+
+    /// The core's book, locked.
+    pub fn book(&self) -> BookGuard<'_> {
+        BookGuard(self.core())
+    }
+
+    /// Runs `task` (called `what` in the log) until it ends or the broker stops; a
+    /// panic in it is logged.
+    pub fn spawn<F>(&self, what: &'static str, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let span = tracing::debug_span!("task", what);
+        let cancel = self.cancel.clone();
+        let mut inner = tokio::spawn(task.instrument(span.clone()));
+        self.tasks.spawn(
+            async move {
+                tokio::select! {
+                    r = &mut inner => if let Err(e) = r {
+                        if e.is_panic() {
+                            tracing::error!(task = what, error = %e, "a broker task panicked");
+                        }
+                    },
+                    _ = cancel.cancelled() => inner.abort(),
+                }
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Feeds `input` to the core now and carries out what it says, pushing what it
+    /// waits on; the answer, if the input wants one.
+    pub async fn step(&self, input: Input) -> Option<Response> {
+        let (mut answer, out) = self.core().handle(input, Instant::now());
+        self.run(out);
+        loop {
+            match answer {
+                Answer::Reply(r) => return Some(r),
+                Answer::Nothing => return None,
+                Answer::Push { to, req, then } => {
+                    let outcome = self.push_to(&to, &req).await;
+                    let (next, out) = self
+                        .core()
+                        .handle(Input::Pushed { then, outcome }, Instant::now());
+                    self.run(out);
+                    answer = next;
+                }
+            }
+        }
+    }
+
+    /// Feeds the core an input that wants no answer, and carries out what it says.
+    pub fn feed(&self, input: Input) {
+        let (answer, out) = self.core().handle(input, Instant::now());
+        debug_assert!(matches!(answer, Answer::Nothing), "{answer:?}");
+        self.run(out);
+    }
+
+    async fn push_to(&self, to: &Peer, req: &Request) -> Result<Response, String> {
+        let conn = match to {
+            Peer::Proxy(a) => lock(&self.proxies).get(a).cloned(),
+            Peer::Frontal(c) => lock(&self.frontals).get(c).cloned(),
+        };
+        match conn {
+            Some(c) => push(&c, req).await,
+            None => Err(match to {
+                Peer::Proxy(_) => "not connected".into(),
+                Peer::Frontal(_) => "its frontal is not connected".into(),
+            }),
         }
     }
 
     /// Writes what changed in the jobs since the last call to the database (and
     /// deletes what retention dropped). The changes are taken under the store's
-    /// lock, so they reach the database in the order they happened; the book's lock
+    /// lock, so they reach the database in the order they happened; the core's lock
     /// is not held while the database writes (or compacts).
     pub fn persist(&self) {
         let mut store = lock(&self.store);
@@ -111,7 +215,7 @@ impl Ctx {
     }
 
     /// Finished job `id` from the database, when it is no longer in memory
-    /// ([`crate::jobs`]' `stored`). Takes the store's lock, then the book's, as
+    /// ([`crate::jobs`]' `stored`). Takes the store's lock, then the core's, as
     /// [`Ctx::persist`] does.
     pub fn stored_job(&self, id: &str) -> Option<crate::jobs::Job> {
         let store = lock(&self.store);
@@ -150,6 +254,57 @@ impl Ctx {
             .collect()
     }
 
+    /// A page of the jobs whose owner `see` accepts, each as `view` shows it: at
+    /// most `limit`, by id, from the first id past `after`; those in memory and those
+    /// only in the database together. Only the page's jobs are read and built.
+    pub fn jobs_page<T>(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        see: impl Fn(&str) -> bool,
+        view: impl Fn(&crate::jobs::Job) -> T,
+    ) -> Vec<T> {
+        let store = lock(&self.store);
+        let (mut live, in_memory): (Vec<(String, T)>, std::collections::HashSet<String>) = {
+            let book = self.book();
+            let live = book
+                .jobs
+                .after(after)
+                .filter(|j| see(&j.submission.owner))
+                .take(limit)
+                .map(|j| (j.id.clone(), view(j)))
+                .collect();
+            let ids = book.jobs.after(after).map(|j| j.id.clone()).collect();
+            (live, ids)
+        };
+        let stored = match store.as_ref() {
+            None => Vec::new(),
+            Some(store) => {
+                match store.finished_page(after, limit, |r| {
+                    see(&r.owner) && !in_memory.contains(&r.id)
+                }) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot read finished jobs' records");
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        drop(store);
+        let now = Instant::now();
+        {
+            let book = self.book();
+            live.extend(stored.into_iter().map(|r| {
+                let j = book.jobs.stored_job(r, now);
+                (j.id.clone(), view(&j))
+            }));
+        }
+        live.sort_by(|a, b| a.0.cmp(&b.0));
+        live.truncate(limit);
+        live.into_iter().map(|(_, v)| v).collect()
+    }
+
     /// Deletes from the database the finished jobs past `job_record_keep_secs`
     /// that live only there.
     pub fn purge_stored(&self) {
@@ -165,22 +320,13 @@ impl Ctx {
         }
     }
 
-    /// The book, locked.
-    pub fn book(&self) -> MutexGuard<'_, Book> {
-        lock(&self.book)
-    }
-
     pub(crate) fn bump(&self) {
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// The resource topology jobs are scheduled on.
     pub fn topology(&self) -> ResourceTopology {
-        let (configs, relay) = {
-            let r = lock(&self.registry);
-            (r.clusters(), r.proxies().iter().any(|p| p.alive))
-        };
-        self.book().topo.topology(&configs, relay)
+        self.core().topology()
     }
 
     /// Submits a parsed profile for `owner`; returns the job id.
@@ -191,7 +337,6 @@ impl Ctx {
         workdir: Option<String>,
         owner: String,
     ) -> Result<String, JobError> {
-        let topo = self.topology();
         let id = crate::new_job_id();
         let submission = Submission {
             profile,
@@ -200,21 +345,21 @@ impl Ctx {
             owner: owner.clone(),
             source,
         };
-        let actions = self.book().jobs.submit(id.clone(), submission, &topo)?;
-        tracing::info!(job = %id, %owner, launches = actions.len(), "job submitted");
-        self.persist();
-        self.execute(actions);
-        self.bump();
+        let out = self.core().submit(id.clone(), submission)?;
+        let launches = out
+            .iter()
+            .filter(|o| matches!(o, Output::Launch { .. }))
+            .count();
+        tracing::info!(job = %id, %owner, launches, "job submitted");
+        self.run(out);
         Ok(id)
     }
 
     /// Cancels a job.
     pub fn cancel(&self, id: &str) -> Result<(), JobError> {
-        let actions = self.book().jobs.cancel(id, Instant::now())?;
+        let out = self.core().cancel(id, Instant::now())?;
         tracing::info!(job = %id, "job cancelled");
-        self.persist();
-        self.execute(actions);
-        self.bump();
+        self.run(out);
         Ok(())
     }
 
@@ -222,294 +367,176 @@ impl Ctx {
         lock(&self.frontals).get(cluster).cloned()
     }
 
-    /// Carries out what the job table asked for (after saving what changed).
-    pub fn execute(&self, actions: Vec<Action>) {
-        self.persist();
-        for a in actions {
-            match a {
-                Action::Launch { cluster, spec } => {
+    /// Carries out what the core asked for (after saving what changed in the jobs,
+    /// when it says so). Never called with the core locked.
+    pub fn run(&self, outputs: Vec<Output>) {
+        if outputs.is_empty() {
+            return;
+        }
+        if outputs.contains(&Output::Save) {
+            self.persist();
+        }
+        let mut changed = false;
+        for o in outputs {
+            match o {
+                Output::Save => {}
+                Output::Changed => changed = true,
+                Output::Invalidate(inv) => self.invalidate(inv),
+                Output::Launch { cluster, spec } => {
                     let ctx = self.clone();
-                    tokio::spawn(async move {
-                        let result = match ctx.frontal(&cluster) {
-                            None => {
-                                Err(format!("the frontal of cluster {cluster} is not connected"))
-                            }
-                            Some(conn) => {
-                                match quic::request(&conn, &Request::Launch(Box::new(spec.clone())))
-                                    .await
-                                {
-                                    Ok(Response::Ok) => Ok(()),
-                                    Ok(Response::Error(e)) => Err(e.message),
-                                    Ok(other) => {
-                                        Err(format!("unexpected answer to launch: {other:?}"))
+                    let span =
+                        tracing::info_span!("launch", job = %spec.job, rank = spec.rank, %cluster);
+                    self.spawn(
+                        "launch",
+                        async move {
+                            let result = match ctx.frontal(&cluster) {
+                                None => Err(format!(
+                                    "the frontal of cluster {cluster} is not connected"
+                                )),
+                                Some(conn) => {
+                                    let req = Request::Launch(Box::new(spec.clone()));
+                                    match quic::request(&conn, &req).await {
+                                        Ok(Response::Ok) => Ok(()),
+                                        Ok(Response::Error(e)) => Err(e.message),
+                                        Ok(other) => {
+                                            Err(format!("unexpected answer to launch: {other:?}"))
+                                        }
+                                        Err(e) => {
+                                            Err(format!("the frontal of cluster {cluster}: {e}"))
+                                        }
                                     }
-                                    Err(e) => Err(format!("the frontal of cluster {cluster}: {e}")),
                                 }
+                            };
+                            if let Err(e) = &result {
+                                tracing::warn!(error = %e, "launch failed");
                             }
-                        };
-                        if let Err(e) = &result {
-                            tracing::warn!(job = %spec.job, rank = spec.rank, error = %e, "launch failed");
+                            ctx.feed(Input::Launched {
+                                job: spec.job,
+                                rank: spec.rank,
+                                result,
+                            });
                         }
-                        let more =
-                            ctx.book()
-                                .jobs
-                                .launched(&spec.job, spec.rank, result, Instant::now());
-                        ctx.execute(more);
-                        ctx.bump();
-                    });
+                        .instrument(span),
+                    );
                 }
-                Action::Kill { job, clusters } => {
+                Output::Kill { job, clusters } => {
                     for cluster in clusters {
                         let Some(conn) = self.frontal(&cluster) else {
                             tracing::warn!(%job, %cluster, "cannot kill: frontal not connected");
                             continue;
                         };
                         let req = Request::Kill { job: job.clone() };
-                        tokio::spawn(async move {
+                        self.spawn("kill", async move {
                             if let Err(e) = quic::request(&conn, &req).await {
                                 tracing::warn!(%cluster, error = %e, "kill not delivered");
                             }
                         });
                     }
                 }
-                Action::Ended { job } => {
-                    tracing::info!(%job, "job ended; its slots are free");
-                    let inv = lock(&self.registry).end_job(&job);
-                    push_invalidation(&self.frontals, inv);
-                    let topo = self.topology();
-                    let more = self.book().jobs.start_queued(&topo);
-                    self.execute(more);
-                    self.bump();
+                Output::Probe { a, b } => {
+                    let (Some(ca), Some(cb)) = (self.frontal(&a), self.frontal(&b)) else {
+                        // A frontal that went as the probe came due: the probe is
+                        // not left in flight.
+                        let none = crate::topology::estimate(Duration::ZERO, Duration::ZERO);
+                        self.feed(Input::Probed {
+                            a,
+                            b,
+                            outcome: Err("a frontal is not connected".into()),
+                            fallback: none,
+                        });
+                        continue;
+                    };
+                    let addr = cb.remote_address();
+                    let fallback = crate::topology::estimate(ca.rtt(), cb.rtt());
+                    let ctx = self.clone();
+                    let span = tracing::debug_span!("probe", %a, %b);
+                    self.spawn(
+                        "probe",
+                        async move {
+                            let req = Request::ProbePeer {
+                                cluster: b.clone(),
+                                addr,
+                            };
+                            let outcome = match quic::request(&ca, &req).await {
+                                Ok(Response::Measured(q)) => Ok(q),
+                                Ok(Response::Error(e)) => Err(e.message),
+                                Ok(other) => Err(format!("unexpected answer to probe: {other:?}")),
+                                Err(e) => Err(e.to_string()),
+                            };
+                            ctx.feed(Input::Probed {
+                                a,
+                                b,
+                                outcome,
+                                fallback,
+                            });
+                        }
+                        .instrument(span),
+                    );
+                }
+                Output::Check {
+                    config,
+                    node,
+                    proxy: proxy_addr,
+                } => {
+                    let frontal = self.frontal(&config.name);
+                    let proxy = lock(&self.proxies).get(&proxy_addr).cloned();
+                    let (Some(frontal), Some(proxy)) = (frontal, proxy) else {
+                        // One went as the check came due: tried again later.
+                        self.feed(Input::Checked {
+                            config,
+                            inbound: None,
+                            nat: None,
+                        });
+                        continue;
+                    };
+                    let ctx = self.clone();
+                    let span = tracing::debug_span!("check", cluster = %config.name, %node);
+                    self.spawn(
+                        "check",
+                        async move {
+                            let nat = check_nat(&frontal, &proxy_addr, &config, &node).await;
+                            let inbound = if crate::plan::accepts_inbound(&config) {
+                                check_reach(&frontal, &proxy, &config, &node).await
+                            } else {
+                                None
+                            };
+                            ctx.feed(Input::Checked {
+                                config,
+                                inbound,
+                                nat,
+                            });
+                        }
+                        .instrument(span),
+                    );
                 }
             }
         }
-    }
-
-    /// The refusal of a request from the frontal of `cluster` that acts for a rank of
-    /// a submitted job away from where the job was placed, or ends a submitted job
-    /// ([`crate::placed`]); logged.
-    pub fn placement_refusal(&self, cluster: &str, req: &Request) -> Option<Response> {
-        let acts = crate::placed::acts(req)?;
-        let job = match acts {
-            crate::placed::Acts::As(p, _) => p.job.as_str(),
-            crate::placed::Acts::Ends(j) => j,
-        };
-        let verdict = {
-            let book = self.book();
-            let known = match book.jobs.get(job) {
-                None => crate::placed::Known::Unknown,
-                Some(j) => match &j.mapping {
-                    Some(m) => crate::placed::Known::Placed(m),
-                    None => crate::placed::Known::Unplaced,
-                },
-            };
-            crate::placed::check(cluster, req, known)
-        };
-        let why = verdict.err()?;
-        tracing::warn!(%cluster, request = req.kind(), %job, reason = %why, "request refused: not where the job was placed");
-        Some(Response::error(
-            ErrorKind::Forbidden,
-            format!("`{}` refused: {why}", req.kind()),
-        ))
-    }
-
-    /// Handles what a frontal reports about its nodes and its processes; `None` for
-    /// requests that are the registry's business.
-    pub fn frontal_report(&self, cluster: &str, req: &Request) -> Option<Response> {
-        let now = Instant::now();
-        let resp = match req {
-            Request::ClusterNodes { nodes, internal } => {
-                self.book()
-                    .topo
-                    .set_nodes(cluster, nodes.clone(), *internal);
-                tracing::info!(%cluster, nodes = nodes.len(), "cluster nodes reported");
-                let topo = self.topology();
-                let more = self.book().jobs.start_queued(&topo);
-                self.execute(more);
-                Response::Ok
-            }
-            Request::Output { job, rank, lines } => {
-                match self.book().jobs.output(job, *rank, cluster, lines.clone()) {
-                    Ok(()) => Response::Ok,
-                    Err(e) => Response::error(ErrorKind::Forbidden, e.to_string()),
-                }
-            }
-            Request::Running { nodes, processes } => {
-                let actions = self.book().jobs.running(cluster, nodes, processes, now);
-                self.execute(actions);
-                Response::Ok
-            }
-            Request::ProcessExited { job, rank, exit } => {
-                let r = self
-                    .book()
-                    .jobs
-                    .exited(job, *rank, cluster, exit.clone(), now);
-                match r {
-                    Ok(actions) => {
-                        self.execute(actions);
-                        Response::Ok
-                    }
-                    Err(e) => Response::error(ErrorKind::Forbidden, e.to_string()),
-                }
-            }
-            _ => return None,
-        };
-        self.bump();
-        Some(resp)
-    }
-
-    /// One turn of the clock: probes that are due, processes given up.
-    pub fn tick(&self) {
-        let now = Instant::now();
-        let conns: HashMap<String, quinn::Connection> = lock(&self.frontals).clone();
-        let names: Vec<String> = conns.keys().cloned().collect();
-        let due = self.book().topo.due(&names, now, self.probe_interval);
-        for (a, b) in due {
-            let (Some(ca), Some(cb)) = (conns.get(&a).cloned(), conns.get(&b)) else {
-                continue;
-            };
-            let addr = cb.remote_address();
-            let fallback = crate::topology::estimate(ca.rtt(), cb.rtt());
-            let ctx = self.clone();
-            tokio::spawn(async move {
-                let req = Request::ProbePeer {
-                    cluster: b.clone(),
-                    addr,
-                };
-                let outcome = match quic::request(&ca, &req).await {
-                    Ok(Response::Measured(q)) => Ok(q),
-                    Ok(Response::Error(e)) => Err(e.message),
-                    Ok(other) => Err(format!("unexpected answer to probe: {other:?}")),
-                    Err(e) => Err(e.to_string()),
-                };
-                let failure = outcome.as_ref().err().cloned();
-                if let Ok(q) = &outcome {
-                    tracing::debug!(%a, %b, latency_ms = q.latency_ms, bandwidth_mbps = q.bandwidth_mbps, "link measured");
-                }
-                let news = ctx
-                    .book()
-                    .topo
-                    .record(&a, &b, outcome, fallback, Instant::now());
-                if let Some(e) = failure {
-                    if news {
-                        tracing::warn!(%a, %b, error = %e, latency_ms = fallback.latency_ms, bandwidth_mbps = fallback.bandwidth_mbps, "the gateways cannot probe each other (processes still link); the link is estimated from their round trips to the broker until a probe succeeds");
-                    } else {
-                        tracing::debug!(%a, %b, error = %e, "probe failed again");
-                    }
-                }
-                let topo = ctx.topology();
-                let more = ctx.book().jobs.start_queued(&topo);
-                ctx.execute(more);
-            });
-        }
-        self.start_checks(&conns, now);
-        let topo = self.topology();
-        let mut actions = self.lost_nodes(&topo, now);
-        actions.extend(self.book().jobs.tick(&topo, now));
-        if !actions.is_empty() {
-            self.execute(actions);
+        if changed {
             self.bump();
         }
-        // Output offsets and whatever else changed without an action.
-        self.persist();
-    }
-}
-
-impl Ctx {
-    /// Jobs with a live rank on a node whose helper has been away from `topo` (its
-    /// frontal reports the nodes whose helper is connected) for the grace fail,
-    /// naming the node: a lost node never leaves a job running unseen.
-    fn lost_nodes(&self, topo: &ResourceTopology, now: Instant) -> Vec<Action> {
-        let present: std::collections::HashSet<(&str, &str)> = topo
-            .clusters
-            .iter()
-            .flat_map(|c| c.nodes.iter().map(|n| (c.name.as_str(), n.name.as_str())))
-            .collect();
-        let mut book = self.book();
-        let mut away = lock(&self.away);
-        let mut wanted = std::collections::HashSet::new();
-        for job in book.jobs.all() {
-            if job.state != crate::jobs::JobState::Running {
-                continue;
-            }
-            for r in job.mapping.iter().flat_map(|m| m.ranks.iter()) {
-                let live = matches!(
-                    job.ranks.get(r.rank),
-                    Some(crate::jobs::RankState::Starting | crate::jobs::RankState::Running)
-                );
-                if live && !present.contains(&(r.cluster.as_str(), r.node.as_str())) {
-                    wanted.insert((r.cluster.clone(), r.node.clone()));
-                }
-            }
-        }
-        away.retain(|k, _| wanted.contains(k));
-        let grace = self.lost_node_grace;
-        let mut actions = Vec::new();
-        for key in wanted {
-            let since = *away.entry(key.clone()).or_insert(now);
-            if now.saturating_duration_since(since) < grace {
-                continue;
-            }
-            away.remove(&key);
-            let (cluster, node) = key;
-            let reason = format!(
-                "was lost: the helper of node {node} (cluster `{cluster}`) was lost for {} s",
-                grace.as_secs()
-            );
-            tracing::warn!(%cluster, %node, grace_s = grace.as_secs(), "a node running jobs stayed away past the grace; its jobs fail");
-            actions.extend(book.jobs.node_lost(&cluster, &node, &reason, now));
-        }
-        actions
     }
 
-    /// Starts the reachability checks that are due ([`crate::reach`]).
-    fn start_checks(&self, frontals: &HashMap<String, quinn::Connection>, now: Instant) {
-        let (configs, live) = {
-            let r = lock(&self.registry);
-            let live: Vec<std::net::SocketAddr> = r
-                .proxies()
-                .into_iter()
-                .filter(|p| p.alive)
-                .map(|p| p.addr)
-                .collect();
-            (r.clusters(), live)
-        };
-        let proxy = {
-            let p = lock(&self.proxies);
-            live.iter().find_map(|a| p.get(a).cloned().map(|c| (*a, c)))
-        };
-        let due = {
-            let mut book = self.book();
-            let clusters: Vec<_> = configs
-                .into_iter()
-                .filter(|c| frontals.contains_key(&c.name))
-                .map(|c| {
-                    let node = book.topo.first_node(&c.name);
-                    (c, node)
-                })
-                .collect();
-            book.checks.due(&clusters, proxy.is_some(), now)
-        };
-        for (config, node) in due {
-            let (Some(frontal), Some((proxy_addr, proxy))) =
-                (frontals.get(&config.name).cloned(), proxy.clone())
-            else {
-                continue;
+    /// Tells every frontal to forget cached answers.
+    fn invalidate(&self, inv: Invalidation) {
+        let conns: Vec<_> = lock(&self.frontals).values().cloned().collect();
+        for conn in conns {
+            let req = Request::Invalidate {
+                job: inv.job.clone(),
+                rank: inv.rank,
             };
-            let ctx = self.clone();
-            tokio::spawn(async move {
-                let nat = check_nat(&frontal, &proxy_addr, &config, &node).await;
-                let inbound = if crate::plan::accepts_inbound(&config) {
-                    check_reach(&frontal, &proxy, &config, &node).await
-                } else {
-                    None
-                };
-                let ran = nat.is_some() || inbound.is_some();
-                tracing::debug!(cluster = %config.name, %node, ?inbound, ?nat, "cluster checked");
-                lock(&ctx.registry).checked(&config.name, &config, inbound, nat);
-                ctx.book().checks.done(&config, ran, Instant::now());
+            self.spawn("invalidate", async move {
+                if let Err(e) = quic::request(&conn, &req).await {
+                    tracing::warn!(peer = %conn.remote_address(), error = %e, "invalidation not delivered");
+                }
             });
         }
+    }
+
+    /// One turn of the clock: probes and checks that are due, nodes lost, jobs timed
+    /// out; then whatever changed without an action (output offsets) is saved.
+    pub fn tick(&self) {
+        self.feed(Input::Tick);
+        self.persist();
     }
 }
 
@@ -578,21 +605,5 @@ async fn check_reach(
             tracing::debug!(cluster = %config.name, %node, outcome = ?other, "reachability check: no answer from the proxy");
             None
         }
-    }
-}
-
-/// Tells every frontal to forget cached answers.
-pub fn push_invalidation(frontals: &Frontals, inv: Invalidation) {
-    let conns: Vec<_> = lock(frontals).values().cloned().collect();
-    for conn in conns {
-        let req = Request::Invalidate {
-            job: inv.job.clone(),
-            rank: inv.rank,
-        };
-        tokio::spawn(async move {
-            if let Err(e) = quic::request(&conn, &req).await {
-                tracing::warn!(peer = %conn.remote_address(), error = %e, "invalidation not delivered");
-            }
-        });
     }
 }

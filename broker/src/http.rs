@@ -13,7 +13,6 @@
 //! ([`accept_loop`]) with its own, larger caps.
 
 use crate::grid::Ctx;
-use crate::registry::Registry;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -22,7 +21,6 @@ use axum::{Json, Router};
 use qcg_proto::limits::{self, AcceptErrors, Caps, Permit};
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -142,25 +140,14 @@ pub async fn serve(
     .await
 }
 
-/// Shared state behind the API.
-pub type Shared = Arc<Mutex<Registry>>;
-
-fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Registry> {
-    s.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// The router, built apart from serving so tests can call it without a port.
 pub fn app(ctx: Ctx) -> Router {
     Router::new()
         .route("/v1/clusters", get(clusters))
         .route("/v1/links", get(links))
-        .with_state(ctx.registry.clone())
-        .merge(
-            Router::new()
-                .route("/v1/topology", get(topology))
-                .route("/metrics", get(metrics))
-                .with_state(ctx),
-        )
+        .route("/v1/topology", get(topology))
+        .route("/metrics", get(metrics))
+        .with_state(ctx)
 }
 
 async fn topology(State(ctx): State<Ctx>) -> impl IntoResponse {
@@ -172,18 +159,18 @@ async fn topology(State(ctx): State<Ctx>) -> impl IntoResponse {
     Json(t)
 }
 
-async fn clusters(State(s): State<Shared>) -> impl IntoResponse {
-    Json(lock(&s).cluster_summaries())
+async fn clusters(State(ctx): State<Ctx>) -> impl IntoResponse {
+    Json(ctx.core().registry.cluster_summaries())
 }
 
-async fn links(State(s): State<Shared>) -> impl IntoResponse {
-    Json(lock(&s).links())
+async fn links(State(ctx): State<Ctx>) -> impl IntoResponse {
+    Json(ctx.core().registry.links())
 }
 
 async fn metrics(State(ctx): State<Ctx>) -> impl IntoResponse {
     use crate::jobs::JobState;
     let mut e = qcg_proto::metrics::Exposition::default();
-    e.raw(&lock(&ctx.registry).metrics());
+    e.raw(&ctx.core().registry.metrics());
     // Jobs by state: the queue is the `queued` ones.
     let (states, bytes) = {
         let book = ctx.book();
@@ -251,8 +238,8 @@ mod tests {
 
     #[tokio::test]
     async fn endpoints_answer() {
-        let state: Shared = Default::default();
-        state.lock().unwrap().handle(
+        let state: crate::grid::Shared = Default::default();
+        state.lock().unwrap().registry.handle(
             None,
             qcg_proto::Request::RegisterCluster(ClusterConfig {
                 name: "orsay".into(),
@@ -262,7 +249,7 @@ mod tests {
             }),
         );
         let ctx = Ctx::new(state.clone(), std::time::Duration::from_secs(60));
-        let app = |_: Shared| self::app(ctx.clone());
+        let app = |_: crate::grid::Shared| self::app(ctx.clone());
         let (s, body) = get(app(state.clone()), "/v1/clusters").await;
         assert_eq!(s, StatusCode::OK);
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -280,7 +267,7 @@ mod tests {
         let (s, _) = get(app(state.clone()), "/v1/nope").await;
         assert_eq!(s, StatusCode::NOT_FOUND);
         // No address on plain HTTP: no process list, no cluster address.
-        state.lock().unwrap().handle(
+        state.lock().unwrap().registry.handle(
             None,
             qcg_proto::Request::RegisterCluster(ClusterConfig {
                 name: "nat".into(),

@@ -404,6 +404,16 @@ impl Jobs {
         self.jobs.values()
     }
 
+    /// The jobs whose id comes after `after` (all when `None`), by id.
+    pub fn after<'a>(&'a self, after: Option<&str>) -> impl Iterator<Item = &'a Job> + 'a {
+        use std::ops::Bound;
+        let from = match after {
+            Some(a) => Bound::Excluded(a.to_string()),
+            None => Bound::Unbounded,
+        };
+        self.jobs.range((from, Bound::Unbounded)).map(|(_, j)| j)
+    }
+
     /// Bytes of output the broker holds, all jobs together (the figure the cap
     /// bounds: at most the cap per job whose output is still kept).
     pub fn output_bytes(&self) -> usize {

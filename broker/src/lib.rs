@@ -11,6 +11,11 @@
 //! ([`topology`]), and the shell ([`grid`]) has the frontals start, stream and stop
 //! the processes.
 //!
+//! Every decision is the core's ([`core::Core`]: registry, jobs, topology, checks,
+//! relay fail-over; `now` an input, no I/O), behind one lock; the serving loops here
+//! and the shell in [`grid`] only move requests and outcomes in and out of it, in
+//! tasks the shell tracks.
+//!
 //! ```no_run
 //! # async fn f(id: qcg_proto::tls::Identity) -> anyhow::Result<()> {
 //! let broker = qcg_broker::Broker::start(
@@ -27,6 +32,7 @@
 pub mod api;
 pub mod caller;
 pub mod config;
+pub mod core;
 pub mod dashboard;
 pub mod encrypt;
 pub mod grid;
@@ -39,18 +45,21 @@ pub mod reach;
 pub mod registry;
 pub mod store;
 pub mod topology;
+pub mod users;
 
+use crate::core::{Core, Input};
 use grid::Ctx;
 use qcg_proto::msg::{ErrorKind, Request, Response};
 use qcg_proto::quic;
 use qcg_proto::revocation::CrlWatch;
 use qcg_proto::tls::{Identity, Role};
-use registry::{Effect, Registry};
+use registry::Registry;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 /// Where and how a broker serves.
 #[derive(Clone, Debug)]
@@ -133,8 +142,8 @@ pub struct Broker {
     pub http_addr: Option<SocketAddr>,
     /// Where the HTTPS job API listens, if enabled.
     pub https_addr: Option<SocketAddr>,
-    /// The broker's state (read by tests and the embedded grid).
-    pub state: http::Shared,
+    /// The broker's core (read by tests and the embedded grid).
+    pub state: grid::Shared,
     /// Jobs, topology and frontal connections.
     pub ctx: Ctx,
     cancel: CancellationToken,
@@ -253,14 +262,18 @@ impl Broker {
                 source,
             })
         })?;
-        let state: http::Shared =
-            Arc::new(Mutex::new(Registry::with_tokens(Box::new(random_token))));
+        let registry = Registry::with_tokens(Box::new(random_token));
+        let state: grid::Shared = Arc::new(Mutex::new(Core::new(registry, opts.probe_interval)));
         let l = &opts.limits;
-        lock(&state).set_limits(l.registrations_per_job, l.registrations_per_cluster);
-        lock(&state).set_encrypt(opts.encrypt.clone());
-        let mut ctx = Ctx::new(state.clone(), opts.probe_interval);
-        ctx.lost_node_grace = opts.lost_node_grace;
-        ctx.book().jobs.set_limits(l.jobs.clone());
+        {
+            let mut core = lock(&state);
+            core.registry
+                .set_limits(l.registrations_per_job, l.registrations_per_cluster);
+            core.registry.set_encrypt(opts.encrypt.clone());
+            core.lost_node_grace = opts.lost_node_grace;
+            core.book.jobs.set_limits(l.jobs.clone());
+        }
+        let ctx = Ctx::new(state.clone(), opts.probe_interval);
         if let Some(path) = &opts.database {
             let db_err = |source| StartError::Database {
                 path: path.clone(),
@@ -283,8 +296,8 @@ impl Broker {
             tracing::info!(database = %path.display(), jobs = n - refused.len(), "jobs taken back");
             *lock(&ctx.store) = Some(store);
         }
-        let cancel = CancellationToken::new();
-        let tracker = TaskTracker::new();
+        let cancel = ctx.cancel.clone();
+        let tracker = ctx.tasks.clone();
         let nofile = qcg_proto::limits::nofile();
 
         let http_addr = match opts.http {
@@ -349,7 +362,7 @@ impl Broker {
         };
 
         let ep = endpoint.clone();
-        let (cx, c, t) = (ctx.clone(), cancel.clone(), tracker.clone());
+        let (cx, c) = (ctx.clone(), cancel.clone());
         let caps = qcg_proto::limits::Caps::new(QUIC_PER_ADDRESS, QUIC_TOTAL);
         lock(&ctx.listeners).push(("quic", caps.clone()));
         tracker.spawn(async move {
@@ -363,8 +376,9 @@ impl Broker {
                     incoming.refuse();
                     continue;
                 };
-                let cx = cx.clone();
-                t.spawn(async move {
+                let (cx, cx2) = (cx.clone(), cx.clone());
+                let span = tracing::info_span!("quic", %peer);
+                cx2.spawn("quic connection", async move {
                     let _permit = permit;
                     match incoming.await {
                         Ok(conn) => {
@@ -387,7 +401,7 @@ impl Broker {
                             format_args!("{peer}: {e}"),
                         ),
                     }
-                });
+                }.instrument(span));
             }
         });
 
@@ -458,8 +472,9 @@ async fn serve_https(
     cancel: CancellationToken,
     tracker: TaskTracker,
 ) {
-    let serve = move |tcp, peer, permit| {
+    let serve = move |tcp, peer: SocketAddr, permit| {
         let (acceptor, ctx, crl) = (acceptor.clone(), ctx.clone(), crl.clone());
+        let span = tracing::debug_span!("https", %peer);
         async move {
             let _permit = permit;
             let tls = match tokio::time::timeout(http::TLS_HANDSHAKE, acceptor.accept(tcp)).await {
@@ -510,6 +525,7 @@ async fn serve_https(
                 ),
             }
         }
+        .instrument(span)
     };
     http::accept_loop(listener, "HTTPS API", caps, cancel, tracker, serve).await
 }
@@ -546,60 +562,51 @@ async fn serve_frontal(conn: quinn::Connection, ctx: Ctx) {
     let cx = ctx.clone();
     let handler = move |req: Request| {
         let (ctx, cluster, conn) = (cx.clone(), cl.clone(), c2.clone());
+        let current = lock(&cluster).clone();
+        let span = tracing::debug_span!(
+            "request",
+            kind = req.kind(),
+            cluster = current.as_deref().unwrap_or("")
+        );
         async move {
-            let current = cluster.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            tracing::debug!(%peer, kind = req.kind(), "request");
-            if let Err(why) = registry::check_names(&req) {
-                tracing::debug!(%peer, kind = req.kind(), error = %why, "request refused");
-                return Response::error(ErrorKind::TooLarge, why);
-            }
-            if let Some(own) = &current {
-                if let Some(refusal) = ctx.placement_refusal(own, &req) {
-                    return refusal;
-                }
-                if let Some(resp) = ctx.frontal_report(own, &req) {
-                    return resp;
-                }
-            }
+            tracing::debug!("request");
             let name = match &req {
                 Request::RegisterCluster(c) => Some(c.name.clone()),
                 _ => None,
             };
-            let resp = handle(&ctx, current, req).await;
+            let resp = ctx
+                .step(Input::Frontal {
+                    cluster: current,
+                    req,
+                })
+                .await
+                .unwrap_or_else(|| {
+                    Response::error(ErrorKind::Internal, "the broker gave no answer")
+                });
             if let (Some(name), Response::Ok) = (name, &resp) {
-                *cluster.lock().unwrap_or_else(|p| p.into_inner()) = Some(name.clone());
-                ctx.frontals
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(name.clone(), conn);
-                tracing::info!(%peer, cluster = %name, "cluster registered");
+                *lock(&cluster) = Some(name.clone());
+                lock(&ctx.frontals).insert(name.clone(), conn);
+                ctx.feed(Input::FrontalUp {
+                    cluster: name.clone(),
+                });
+                tracing::info!(cluster = %name, "cluster registered");
             }
             resp
         }
+        .instrument(span)
     };
     let why = quic::serve(conn.clone(), handler).await;
-    if let Some(name) = cluster.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-        let mut f = ctx.frontals.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(name) = lock(&cluster).clone() {
+        let mut f = lock(&ctx.frontals);
         if f.get(&name)
             .is_some_and(|c| c.stable_id() == conn.stable_id())
         {
             f.remove(&name);
             drop(f);
-            // Its nodes cannot be reached to start processes any more.
-            let none = qcg_proto::LinkQuality {
-                latency_ms: 0.0,
-                bandwidth_mbps: 0.0,
-            };
-            ctx.book().topo.set_nodes(&name, Vec::new(), none);
-            let actions = ctx
-                .book()
-                .jobs
-                .cluster_lost(&name, std::time::Instant::now());
-            ctx.execute(actions);
-            ctx.bump();
+            ctx.feed(Input::FrontalGone { cluster: name });
         }
     }
-    tracing::info!(%peer, reason = %why, "frontal disconnected");
+    tracing::info!(reason = %why, "frontal disconnected");
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -610,95 +617,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// `job_record_keep_secs` (and at start).
 const STORED_PURGE: Duration = Duration::from_secs(60);
 
-/// How long the broker waits for a proxy or a frontal to take a pushed request.
-const PUSH_TIMEOUT: Duration = Duration::from_secs(3);
-
-async fn push(conn: &quinn::Connection, req: &Request) -> Result<Response, String> {
-    match tokio::time::timeout(PUSH_TIMEOUT, quic::request(conn, req)).await {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer in {} s", PUSH_TIMEOUT.as_secs())),
-    }
-}
-
-/// Handles a frontal's request for the registry and carries out its effects. A relay
-/// whose proxy does not take the token is retried on the next live proxy.
-async fn handle(ctx: &Ctx, cluster: Option<String>, req: Request) -> Response {
-    'retry: for _ in 0..8 {
-        let (resp, effects) = lock(&ctx.registry).handle(cluster.as_deref(), req.clone());
-        for e in &effects {
-            if let Effect::ExpectRelay { proxy, token } = e {
-                let conn = lock(&ctx.proxies).get(proxy).cloned();
-                let r = match conn {
-                    Some(c) => {
-                        push(
-                            &c,
-                            &Request::ExpectRelay {
-                                token: token.clone(),
-                                valid_ms: registry::RELAY_TOKEN_MS,
-                            },
-                        )
-                        .await
-                    }
-                    None => Err("not connected".into()),
-                };
-                if !matches!(r, Ok(Response::Ok)) {
-                    tracing::warn!(%proxy, outcome = ?r, "proxy failed its check; marking it dead");
-                    lock(&ctx.registry).set_proxy_alive(*proxy, false);
-                    continue 'retry;
-                }
-            }
-        }
-        for e in effects {
-            match e {
-                Effect::ExpectRelay { .. } => {}
-                Effect::Measured { a, b, rtt_us } => {
-                    let rtt = Duration::from_micros(rtt_us);
-                    if ctx.book().topo.observed(&a, &b, rtt) {
-                        tracing::debug!(%a, %b, rtt_ms = rtt.as_secs_f64() * 1e3, "link between clusters measured by a process link");
-                    }
-                }
-                Effect::Invalidate(inv) => grid::push_invalidation(&ctx.frontals, inv),
-                Effect::Notify {
-                    cluster,
-                    target,
-                    notice,
-                } => {
-                    let conn = lock(&ctx.frontals).get(&cluster).cloned();
-                    let what = format!("process {target} in cluster `{cluster}`");
-                    let r = match conn {
-                        Some(c) => push(&c, &Request::Notify { target, notice }).await,
-                        None => Err("its frontal is not connected".into()),
-                    };
-                    match r {
-                        Ok(Response::Ok) => {}
-                        Ok(Response::Error(e)) => return Response::Error(e),
-                        other => {
-                            return Response::error(
-                                ErrorKind::Unavailable,
-                                format!("cannot reach {what}: {other:?}"),
-                            )
-                        }
-                    }
-                }
-            }
-        }
-        return resp;
-    }
-    Response::error(ErrorKind::NoRoute, "no relay proxy took the link")
-}
-
 async fn serve_proxy(conn: quinn::Connection, ctx: Ctx) {
     let peer = conn.remote_address();
     let offered: Arc<Mutex<Option<SocketAddr>>> = Default::default();
     let (cx, of, c2) = (ctx.clone(), offered.clone(), conn.clone());
     let handler = move |req: Request| {
         let (cx, of, c2) = (cx.clone(), of.clone(), c2.clone());
+        let span = tracing::debug_span!("proxy_request", kind = req.kind());
         async move {
             match req {
                 Request::RegisterProxy { addr } => {
-                    lock(&cx.registry).add_proxy(addr);
                     lock(&cx.proxies).insert(addr, c2);
+                    cx.feed(Input::ProxyUp { addr });
                     *lock(&of) = Some(addr);
                     tracing::info!(%peer, %addr, "proxy registered");
                     Response::Ok
@@ -709,10 +639,11 @@ async fn serve_proxy(conn: quinn::Connection, ctx: Ctx) {
                 ),
             }
         }
+        .instrument(span)
     };
     let why = quic::serve(conn.clone(), handler).await;
     if let Some(addr) = *lock(&offered) {
-        lock(&ctx.registry).set_proxy_alive(addr, false);
+        ctx.feed(Input::ProxyGone { addr });
         let mut p = lock(&ctx.proxies);
         if p.get(&addr)
             .is_some_and(|c| c.stable_id() == conn.stable_id())

@@ -5,7 +5,7 @@
 //! node. Jobs the broker did not place (those of `qcg run`) are not its business here:
 //! their helpers keep them to the user who started them.
 //!
-//! [`check`] is the pure rule; the shell ([`crate::grid`]) looks the job up and logs
+//! [`check`] is the pure rule; the core ([`crate::core::Core::admit`]) looks the job up and logs
 //! refusals.
 
 use qcg_jobprofile::sched::Mapping;
@@ -33,7 +33,7 @@ pub enum Acts<'r> {
 
 /// What `req` acts for, if it acts for a job.
 pub fn acts(req: &Request) -> Option<Acts<'_>> {
-    Some(match req {
+    Some(match req.by_user().0 {
         Request::Register(ap) => Acts::As(&ap.process, Some(ap.node.as_str())),
         Request::Unregister { process } => Acts::As(process, None),
         Request::Lookup { from, .. }

@@ -44,6 +44,11 @@ pub fn check_names(req: &Request) -> Result<(), String> {
         name(&format!("the job id of {what}"), &p.job)
     }
     match req {
+        Request::ForUser { user, request } => {
+            name("the sender's machine", &user.machine)?;
+            name("the sender's node", &user.node)?;
+            check_names(request)
+        }
         Request::RegisterCluster(c) => name("the cluster name", &c.name),
         Request::Register(ap) => {
             proc("the process", &ap.process)?;
@@ -329,6 +334,8 @@ pub struct Registry {
     job_links: std::collections::HashMap<String, BTreeMap<Technique, LinkCounts>>,
     /// Which links are encrypted (told in each plan).
     encrypt: crate::encrypt::EncryptPolicy,
+    /// The user of each job the broker did not place ([`crate::users`]).
+    users: crate::users::JobUsers,
 }
 
 /// Attempts remembered at once for [`Registry`]'s observations; past it, reports
@@ -389,6 +396,7 @@ impl Registry {
             job_clusters: Default::default(),
             job_links: Default::default(),
             encrypt: Default::default(),
+            users: Default::default(),
         }
     }
 
@@ -465,6 +473,21 @@ impl Registry {
                 "register the cluster (RegisterCluster) before any other request",
             );
         };
+        let (req, user) = match req {
+            Request::ForUser { user, request } => {
+                if let Request::ForUser { .. } = *request {
+                    return err(ErrorKind::Forbidden, "a request names its sender twice");
+                }
+                if let Err(why) = self.users.check(cluster, &user, &request) {
+                    return err(
+                        ErrorKind::Forbidden,
+                        format!("`{}` refused: {why}", request.kind()),
+                    );
+                }
+                (*request, Some(user))
+            }
+            other => (other, None),
+        };
         match req {
             Request::ClusterInfo => match self.clusters.get(cluster) {
                 Some(c) => (Response::Cluster(c.clone()), Vec::new()),
@@ -483,6 +506,18 @@ impl Registry {
                 let name = ap.process.clone();
                 if !self.processes.contains_key(&name) {
                     if let Some(why) = self.over_limits(&name.job, cluster) {
+                        return err(ErrorKind::Forbidden, why);
+                    }
+                }
+                if let Some(user) = &user {
+                    let processes = &self.processes;
+                    let registered = |job: &str| {
+                        processes
+                            .range(ProcName::new(job, 0)..)
+                            .next()
+                            .is_some_and(|(p, _)| p.job == job)
+                    };
+                    if let Err(why) = self.users.claim(&name.job, user, cluster, registered) {
                         return err(ErrorKind::Forbidden, why);
                     }
                 }
@@ -619,6 +654,7 @@ impl Registry {
                     }
                 }
                 self.job_clusters.remove(&job);
+                self.users.forget(&job);
                 let in_cluster = &mut self.in_cluster;
                 self.processes.retain(|p, a| {
                     let keep = p.job != job;
@@ -655,6 +691,7 @@ impl Registry {
     /// A job ended: forget its processes; frontals must forget what they cached.
     pub fn end_job(&mut self, job: &str) -> Invalidation {
         self.job_clusters.remove(job);
+        self.users.forget(job);
         let in_cluster = &mut self.in_cluster;
         self.processes.retain(|p, a| {
             let keep = p.job != job;
@@ -1194,6 +1231,89 @@ mod tests {
             );
         }
         r
+    }
+
+    fn by(uid: u32, node: &str, req: Request) -> Request {
+        Request::ForUser {
+            user: qcg_proto::LocalUser {
+                uid,
+                machine: "m".into(),
+                node: node.into(),
+            },
+            request: Box::new(req),
+        }
+    }
+
+    #[test]
+    fn a_job_the_broker_did_not_place_is_its_first_users() {
+        let mut r = setup();
+        let look = |from| Request::Lookup {
+            from: ProcName::new("j", from),
+            target: ProcName::new("j", 0),
+        };
+        // Alice's ranks, from two clusters of her machine.
+        let (resp, _) = r.handle(
+            Some("a"),
+            by(1000, "a1", Request::Register(ap("j", 0, "a"))),
+        );
+        assert_eq!(resp, Response::Ok);
+        let (resp, _) = r.handle(
+            Some("b"),
+            by(1000, "b1", Request::Register(ap("j", 1, "b"))),
+        );
+        assert_eq!(resp, Response::Ok);
+        assert!(matches!(
+            r.handle(Some("b"), by(1000, "b1", look(1))).0,
+            Response::Plan(_)
+        ));
+        // Another user, anywhere: refused, naming both, and nothing changes.
+        let before = r.processes();
+        for (c, req) in [
+            ("a", Request::Register(ap("j", 1, "a"))),
+            ("a", look(0)),
+            (
+                "a",
+                Request::Unregister {
+                    process: ProcName::new("j", 0),
+                },
+            ),
+            ("a", Request::JobEnd { job: "j".into() }),
+            ("b", Request::JobEnd { job: "j".into() }),
+        ] {
+            let kind_of = req.kind();
+            let (resp, effects) = r.handle(Some(c), by(65534, "x", req));
+            let Response::Error(e) = resp else {
+                panic!("{kind_of}: {resp:?}")
+            };
+            assert_eq!(e.kind, ErrorKind::Forbidden);
+            assert!(e.message.contains(&format!("`{kind_of}` refused")), "{e}");
+            assert!(
+                e.message
+                    .contains("job j was started by uid 1000 on node a1 (cluster `a`)"),
+                "{e}"
+            );
+            assert!(e.message.contains("uid 65534 on node x"), "{e}");
+            assert!(effects.is_empty());
+        }
+        assert_eq!(r.processes(), before);
+        // Nested senders are refused; a frontal's own request (no sender) passes.
+        let nested = by(1000, "a1", by(1000, "a1", look(0)));
+        assert_eq!(
+            kind(&r.handle(Some("a"), nested).0),
+            Some(ErrorKind::Forbidden)
+        );
+        assert!(matches!(r.handle(Some("a"), look(0)).0, Response::Plan(_)));
+        // Her job end frees the id.
+        let (resp, _) = r.handle(
+            Some("a"),
+            by(1000, "a1", Request::JobEnd { job: "j".into() }),
+        );
+        assert_eq!(resp, Response::Ok);
+        let (resp, _) = r.handle(
+            Some("a"),
+            by(65534, "x", Request::Register(ap("j", 0, "a"))),
+        );
+        assert_eq!(resp, Response::Ok);
     }
 
     fn kind(resp: &Response) -> Option<ErrorKind> {

@@ -450,6 +450,38 @@ impl Store {
         Ok(out)
     }
 
+    /// At most `limit` stored records of finished jobs that `wanted` keeps (without
+    /// profiles), in id order from the first id past `after`: a page of a listing,
+    /// read without going over the rest of the table.
+    pub fn finished_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        wanted: impl Fn(&JobRecord) -> bool,
+    ) -> Result<Vec<JobRecord>, StoreError> {
+        let tx = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = tx.open_table(JOBS).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        let from = after.unwrap_or("");
+        for entry in t.range::<&str>(from..).map_err(|e| self.err(e))? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = entry.map_err(|e| self.err(e))?;
+            if after == Some(k.value()) {
+                continue;
+            }
+            let Ok(mut r) = serde_json::from_slice::<JobRecord>(v.value()) else {
+                continue;
+            };
+            if r.state.is_terminal() && wanted(&r) {
+                r.profile = String::new();
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
     /// Deletes the records (and profiles) of the jobs that finished, with their
     /// slots given back, before `unix_ms`; returns how many.
     pub fn expired_before(&mut self, unix_ms: u64) -> Result<usize, StoreError> {
@@ -548,6 +580,42 @@ mod tests {
         let mut again = Jobs::default();
         assert!(again.restore(store.load(|_| true).unwrap(), now).is_empty());
         assert_eq!(again.all().count(), 1);
+    }
+
+    #[test]
+    fn finished_jobs_are_read_a_page_at_a_time_in_id_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("broker.redb")).unwrap();
+        let t = topo(1, 4);
+        let now = std::time::Instant::now();
+        let mut jobs = Jobs::default();
+        for i in [3, 1, 4, 0, 2] {
+            let id = format!("j{i}");
+            let a = jobs.submit(id.clone(), sub(1), &t).unwrap();
+            launched_all(&mut jobs, &id, &a, now);
+            if i != 4 {
+                jobs.exited(&id, 0, "c0", ok(), now).unwrap();
+            }
+            store.apply(&jobs.take_changes()).unwrap();
+        }
+        let ids = |v: Vec<JobRecord>| v.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        // j4 still runs: not a finished job.
+        assert_eq!(
+            ids(store.finished_page(None, 2, |_| true).unwrap()),
+            ["j0", "j1"]
+        );
+        assert_eq!(
+            ids(store.finished_page(Some("j1"), 2, |_| true).unwrap()),
+            ["j2", "j3"]
+        );
+        assert!(store
+            .finished_page(Some("j3"), 2, |_| true)
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            ids(store.finished_page(None, 9, |r| r.id != "j1").unwrap()),
+            ["j0", "j2", "j3"]
+        );
     }
 
     #[test]

@@ -234,7 +234,7 @@ fn main() {
                 // gone at the end) is no news to the user and would mix with the
                 // job's own output (MPICH's test runner counts any extra line as a
                 // failure). Its errors still show; the variable shows the rest.
-                "warn,qcg_broker::grid=error".into()
+                "warn,qcg_broker::grid=error,qcg_broker::core=error".into()
             }),
         )
         .with_writer(std::io::stderr)

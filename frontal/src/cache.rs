@@ -2,12 +2,13 @@
 //! first lookup and shared by every later one from this cluster, so concurrent
 //! lookups of the same target reach the broker once.
 
-use qcg_proto::{Plan, ProcName};
+use qcg_proto::{LocalUser, Plan, ProcName};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// A slot: `None` until a plan is known.
-pub type Slot = Arc<tokio::sync::Mutex<Option<Plan>>>;
+/// A slot: `None` until a plan is known; with the plan, the user the broker gave
+/// it to, when the lookup named one ([`qcg_proto::LocalUser`]).
+pub type Slot = Arc<tokio::sync::Mutex<Option<(Plan, Option<LocalUser>)>>>;
 
 /// Cached plans by target.
 #[derive(Default)]

@@ -779,7 +779,9 @@ async fn serve_helper(conn: quinn::Connection, inner: Arc<Inner>) {
                 }
             }
             let from = lock(&node).clone();
-            if let Err(why) = placed(&lock(&inner.placed), from.as_deref(), &req) {
+            let checked = for_user(from.as_deref(), &req)
+                .and_then(|plain| placed(&lock(&inner.placed), from.as_deref(), plain));
+            if let Err(why) = checked {
                 tracing::warn!(%peer, node = ?from, request = req.kind(), reason = %why, "request refused: not where the job was placed");
                 return Response::error(
                     ErrorKind::Forbidden,
@@ -979,8 +981,27 @@ fn placed(placed: &Placed, node: Option<&str>, req: &Request) -> Result<(), Stri
     }
 }
 
+/// The request a helper sent, checked if it names its sender
+/// ([`Request::ForUser`]): a helper speaks for its own node's users only.
+fn for_user<'r>(node: Option<&str>, req: &'r Request) -> Result<&'r Request, String> {
+    let (plain, user) = req.by_user();
+    if let Some(user) = user {
+        if let Request::ForUser { .. } = plain {
+            return Err("a request names its sender twice".into());
+        }
+        if node != Some(user.node.as_str()) {
+            return Err(format!(
+                "the helper of node {} speaks for its own node's users, not for {user}",
+                node.unwrap_or("(unregistered)")
+            ));
+        }
+    }
+    Ok(plain)
+}
+
 async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Response {
     let resp = forward(inner, &req).await;
+    let plain = req.by_user().0;
     if let (
         Request::Report {
             technique,
@@ -989,7 +1010,7 @@ async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Resp
             ..
         },
         Response::Ok,
-    ) = (&req, &resp)
+    ) = (plain, &resp)
     {
         inner.metrics.links.note(*technique, *ok, *upgrade);
     }
@@ -997,13 +1018,14 @@ async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Resp
     // refused request leaves the job as it was.
     let refused = matches!(&resp, Response::Error(e) if e.kind == ErrorKind::Forbidden);
     if matches!(resp, Response::Ok) {
-        if let Request::Register(ap) = &req {
+        if let Request::Register(ap) = plain {
             lock(&inner.routes).insert(ap.process.clone(), helper.clone());
+            // Sent again as it came (with its sender) to a broker that lost it.
             lock(&inner.registrations).insert(ap.process.clone(), req.clone());
         }
     }
     if !refused {
-        match &req {
+        match plain {
             Request::Unregister { process } => {
                 lock(&inner.routes).remove(process);
                 lock(&inner.registrations).remove(process);
@@ -1020,19 +1042,29 @@ async fn handle(inner: &Inner, helper: &quinn::Connection, req: Request) -> Resp
 
 async fn forward(inner: &Inner, req: &Request) -> Response {
     let req = req.clone();
-    match req {
+    let (plain, user) = req.by_user();
+    match plain {
         Request::ClusterInfo => Response::Cluster(inner.cluster.clone()),
-        Request::Lookup { ref target, .. } => {
+        Request::Lookup { target, .. } => {
             inner.stats.lookups.fetch_add(1, Ordering::Relaxed);
             let slot = inner.cache.slot(target);
             let mut plan = slot.lock().await;
-            if let Some(p) = plan.as_ref() {
-                inner.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-                return Response::Plan(p.clone());
+            // A plan the broker gave one user is not another's to see: it answers
+            // only lookups from the same sender.
+            if let Some((p, by)) = plan.as_ref() {
+                let same = match (by, user) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => a.same(b),
+                    _ => false,
+                };
+                if same {
+                    inner.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                    return Response::Plan(p.clone());
+                }
             }
             let resp = inner.broker.forward(&req).await;
             if let Response::Plan(p) = &resp {
-                *plan = Some(p.clone());
+                *plan = Some((p.clone(), user.cloned()));
             }
             resp
         }
@@ -1042,6 +1074,10 @@ async fn forward(inner: &Inner, req: &Request) -> Response {
         | Request::JobEnd { .. }
         | Request::Rendezvous { .. }
         | Request::Syn { .. } => inner.broker.forward(&req).await,
+        _ if user.is_some() => Response::error(
+            ErrorKind::Forbidden,
+            format!("`{}` may not name its sender", req.kind()),
+        ),
         // What a job printed and how its processes ended must reach the broker even
         // if it is away for a while: kept here, and sent first when it is back.
         Request::Output { .. } | Request::ProcessExited { .. } => {
@@ -1076,6 +1112,30 @@ mod tests {
             public_addr: None,
             port: 9,
         })
+    }
+
+    #[test]
+    fn a_helper_names_only_its_own_nodes_users() {
+        let by = |node: &str, req: Request| Request::ForUser {
+            user: qcg_proto::LocalUser {
+                uid: 1000,
+                machine: "m".into(),
+                node: node.into(),
+            },
+            request: Box::new(req),
+        };
+        let r = by("n1", register(0, "n1"));
+        assert_eq!(for_user(Some("n1"), &r).unwrap(), &register(0, "n1"));
+        let e = for_user(Some("n2"), &r).unwrap_err();
+        assert!(
+            e.contains("helper of node n2") && e.contains("uid 1000 on node n1"),
+            "{e}"
+        );
+        assert!(for_user(Some("n1"), &by("n1", r)).is_err());
+        assert_eq!(
+            for_user(None, &register(0, "n1")).unwrap(),
+            &register(0, "n1")
+        );
     }
 
     #[test]

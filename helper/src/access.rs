@@ -14,6 +14,14 @@
 //!   owned by its processes alone. `qcg run` starts its ranks itself, as the user who
 //!   runs it, so its ranks (and `qcg run`'s own `JobEnd`) pass by the owner rule.
 //!
+//! A node sees only its own users, and a job of `qcg run` (which the broker does not
+//! place) may be acted for from any node. So each request such a process sends up
+//! names its uid and this machine ([`for_user`], [`qcg_proto::LocalUser`]): the
+//! broker gives the job to the first user that registers one of its processes (the
+//! user that runs `qcg run`, on its machine) and refuses every other one, on any
+//! node. Requests of the processes the helper started go up as they are: the broker
+//! placed those jobs and checks where they act from.
+//!
 //! A request naming two processes (`from` and `target`) must keep to one job: a
 //! process does not look up, report on or rendezvous with another job's processes.
 //!
@@ -116,6 +124,28 @@ pub fn decide(
             Ok(())
         }
     }
+}
+
+/// `req` as it goes up to the frontal: naming `user`, when given, as the sender
+/// ([`Request::ForUser`]).
+pub fn for_user(req: Request, user: Option<qcg_proto::LocalUser>) -> Request {
+    match user {
+        Some(user) => Request::ForUser {
+            user,
+            request: Box::new(req),
+        },
+        None => req,
+    }
+}
+
+/// This machine's boot id: what tells one machine's uid 1000 from another's. Node
+/// images are often cloned with their `/etc/machine-id`; the boot id is drawn at
+/// each boot. Empty when `/proc` does not have it (the broker then tells machines
+/// apart by nothing but the uid).
+pub fn machine_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// The parent pid in the text of `/proc/PID/stat` (the field after the command,

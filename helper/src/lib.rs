@@ -62,6 +62,9 @@ struct Inner {
     procs: Arc<procs::Procs>,
     /// Which user owns each job on this node ([`access`]).
     owners: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// This machine's boot id, named with the uid of requests for jobs the helper
+    /// did not start ([`qcg_proto::LocalUser`]).
+    machine: String,
     /// What it counts ([`metrics`]).
     metrics: Arc<metrics::Metrics>,
 }
@@ -402,6 +405,7 @@ impl Helper {
                 socket: socket.clone(),
                 procs: procs.clone(),
                 owners: Default::default(),
+                machine: access::machine_id(),
                 metrics: counts.clone(),
             }
         });
@@ -606,8 +610,16 @@ async fn serve_process(mut stream: UnixStream, inner: Arc<Inner>) {
                 inner.metrics.answers.note("subscribe", &Response::Ok);
                 return subscribed(stream, inner, process).instrument(span).await;
             }
-            (Ok(claimed), req) => {
-                let resp = handle(&inner, req).instrument(span.clone()).await;
+            (Ok((claimed, foreign)), req) => {
+                // A request for a job this helper did not start the asking process
+                // for goes up naming its user: the broker keeps a job it did not
+                // place to one user ([`access`]).
+                let user = foreign.then(|| qcg_proto::LocalUser {
+                    uid: peer.uid,
+                    machine: inner.machine.clone(),
+                    node: inner.node.clone(),
+                });
+                let resp = handle(&inner, req, user).instrument(span.clone()).await;
                 if let Response::Error(e) = &resp {
                     if e.kind == ErrorKind::Forbidden {
                         span.in_scope(
@@ -737,10 +749,18 @@ fn bind_private(socket: &std::path::Path, group: Option<u32>) -> Result<UnixList
 }
 
 /// The refusal of a request `peer` may not make ([`access`]), if it may not; else
-/// the job whose ownership this request claimed first on this node, if it did.
-fn refuse(inner: &Inner, peer: access::Peer, req: &Request) -> Result<Option<String>, Response> {
+/// the job whose ownership this request claimed first on this node, if it did, and
+/// whether the request acts for a job that `peer` is not one of the helper's
+/// processes of.
+fn refuse(
+    inner: &Inner,
+    peer: access::Peer,
+    req: &Request,
+) -> Result<(Option<String>, bool), Response> {
     let verdict = access::job_of(req).and_then(|job| {
-        let Some(job) = job else { return Ok(None) };
+        let Some(job) = job else {
+            return Ok((None, false));
+        };
         if let Request::Register(ap) = req {
             if ap.node != inner.node {
                 return Err(format!(
@@ -758,7 +778,8 @@ fn refuse(inner: &Inner, peer: access::Peer, req: &Request) -> Result<Option<Str
         let mut owners = lock(&inner.owners);
         let fresh = !owners.contains_key(job);
         access::decide(peer, launched.as_deref(), job, &mut owners)?;
-        Ok((fresh && owners.get(job) == Some(&peer.uid)).then(|| job.to_string()))
+        let claimed = (fresh && owners.get(job) == Some(&peer.uid)).then(|| job.to_string());
+        Ok((claimed, launched.is_none()))
     });
     verdict.map_err(|why| {
         tracing::warn!(reason = %why, "request refused");
@@ -891,7 +912,9 @@ async fn watch_syn(inner: Arc<Inner>, req: Request) -> Response {
     Response::Ok
 }
 
-async fn handle(inner: &Arc<Inner>, req: Request) -> Response {
+/// Answers a process's request; what goes up to the frontal names `user` when
+/// given.
+async fn handle(inner: &Arc<Inner>, req: Request, user: Option<qcg_proto::LocalUser>) -> Response {
     if let Request::WatchSyn { .. } = req {
         return watch_syn(inner.clone(), req).await;
     }
@@ -904,19 +927,22 @@ async fn handle(inner: &Arc<Inner>, req: Request) -> Response {
             },
             other => other,
         },
-        Request::ClusterInfo
-        | Request::Register(_)
+        Request::ClusterInfo => inner.frontal.forward(&req).await,
+        Request::Register(_)
         | Request::Unregister { .. }
         | Request::Lookup { .. }
         | Request::Rendezvous { .. }
-        | Request::JobEnd { .. } => inner.frontal.forward(&req).await,
+        | Request::JobEnd { .. } => inner.frontal.forward(&access::for_user(req, user)).await,
         Request::Report {
             technique,
             ok,
             upgrade,
             ..
         } => {
-            let resp = inner.frontal.forward(&req).await;
+            let resp = inner
+                .frontal
+                .forward(&access::for_user(req.clone(), user))
+                .await;
             if resp == Response::Ok {
                 inner.metrics.links.note(technique, ok, upgrade);
             }

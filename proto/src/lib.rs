@@ -37,6 +37,6 @@ pub use qcg_wire::{env, frame, groups, msg, topo};
 
 pub use msg::{
     AccessPoint, Attempt, ClusterConfig, Encrypt, ErrorKind, ErrorReply, ExitReport, LaunchSpec,
-    LinkQuality, Nat, NodeSpec, Notice, OutputLine, Plan, Policy, ProcName, Request, Response,
-    Stream, Technique,
+    LinkQuality, LocalUser, Nat, NodeSpec, Notice, OutputLine, Plan, Policy, ProcName, Request,
+    Response, Stream, Technique,
 };

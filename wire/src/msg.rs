@@ -625,6 +625,17 @@ pub enum Request {
         /// The processes that run on them.
         processes: Vec<ProcName>,
     },
+    /// helper → frontal → broker: `request`, sent by a local process the helper did
+    /// not start for the job it names (a rank of `qcg run`, `qcg run` itself, or
+    /// anyone else in the socket group): `user` is who sent it, as the helper saw
+    /// it. The broker gives a job it did not place to the first user that registers
+    /// one of its processes, and refuses any other user's request for it.
+    ForUser {
+        /// Who sent it.
+        user: LocalUser,
+        /// The request (never itself a `ForUser`).
+        request: Box<Request>,
+    },
     /// helper → frontal → broker: a process ended, after all its output was sent.
     ProcessExited {
         /// The job.
@@ -668,6 +679,7 @@ impl Request {
             Request::Syn { .. } => "syn",
             Request::RegisterProxy { .. } => "register_proxy",
             Request::ExpectRelay { .. } => "expect_relay",
+            Request::ForUser { request, .. } => request.kind(),
         }
     }
 
@@ -692,6 +704,7 @@ impl Request {
             }
             Request::Invalidate { job, rank } => Some((job.as_str(), *rank)),
             Request::JobEnd { job } | Request::Kill { job } => Some((job.as_str(), None)),
+            Request::ForUser { request, .. } => request.job(),
             Request::ClusterInfo
             | Request::NodeInfo
             | Request::RegisterCluster(_)
@@ -706,6 +719,42 @@ impl Request {
             | Request::RegisterProxy { .. }
             | Request::ExpectRelay { .. } => None,
         }
+    }
+
+    /// The request itself, and who sent it when a helper said so
+    /// ([`Request::ForUser`]).
+    pub fn by_user(&self) -> (&Request, Option<&LocalUser>) {
+        match self {
+            Request::ForUser { user, request } => (request, Some(user)),
+            other => (other, None),
+        }
+    }
+}
+
+/// A local user of one machine, as a helper saw it on its socket (the peer's
+/// credentials). A uid names a user only on its own machine, so both are kept;
+/// `node` is the helper's node, for messages.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LocalUser {
+    /// The user id.
+    pub uid: u32,
+    /// The machine: its boot id (`/proc/sys/kernel/random/boot_id`), unique to one
+    /// machine and one boot, where a node name or `/etc/machine-id` may repeat.
+    pub machine: String,
+    /// The node of the helper that saw the request.
+    pub node: String,
+}
+
+impl LocalUser {
+    /// Whether `other` is the same user on the same machine.
+    pub fn same(&self, other: &LocalUser) -> bool {
+        self.uid == other.uid && self.machine == other.machine
+    }
+}
+
+impl fmt::Display for LocalUser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "uid {} on node {}", self.uid, self.node)
     }
 }
 
