@@ -5,7 +5,7 @@
 //! `ca/NAME.pem`/`NAME.key` for every holder, recorded for `qcg ca revoke`). Each
 //! service is waited for until it prints its ready line; everything it prints (the
 //! services log on stdout; stderr too) goes to `logs/NAME.log` in the folder. Dropping the
-//! grid stops every service (SIGTERM, then SIGKILL); when the thread is panicking
+//! grid kills every service (SIGKILL); when the thread is panicking
 //! (a failed test) each service's log is printed and the folder is kept.
 //!
 //! ```no_run
@@ -1008,23 +1008,10 @@ pub fn http_get(addr: SocketAddr, path: &str) -> Result<String, ServiceError> {
 
 impl Drop for ServiceGrid {
     fn drop(&mut self) {
-        // SIGTERM first: a helper stops its jobs' processes on the way out. Only to
-        // those not reaped yet: a reaped pid may be another process's now.
+        // SIGKILL, as a crash: a service stopping cleanly (SIGTERM) would stop its
+        // jobs' process groups by number, and tests that end while others run
+        // must not touch anything but their own processes.
         for s in &mut self.services {
-            if !matches!(s.child.try_wait(), Ok(None)) {
-                continue;
-            }
-            if let Ok(pid) = i32::try_from(s.child.id()) {
-                if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-                }
-            }
-        }
-        let until = Instant::now() + Duration::from_secs(5);
-        for s in &mut self.services {
-            while Instant::now() < until && matches!(s.child.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
             let _ = s.child.kill();
             let _ = s.child.wait();
         }
