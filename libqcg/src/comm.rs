@@ -324,12 +324,36 @@ impl Comm {
     /// Sends to a global rank in a context: waits until the bytes are with the
     /// kernel (small messages) or in the receiver's buffer (large ones).
     pub(crate) fn send_in(&self, context: u32, dest: u32, tag: u32, data: &[u8]) -> Result<()> {
-        self.ensure_link(dest)?;
-        // SAFETY: `data` outlives the request: `finish` does not return before the
-        // engine has completed it (a failed peer completes it too).
-        #[allow(unsafe_code)]
-        let buf = SendBuf::Raw(unsafe { crate::engine::rawbuf::RawBuf::from_ref(data) });
-        let id = self.inner.engine.core().post_send(dest, tag, context, buf);
+        // One lock of the engine in the usual case (a link there, a small message
+        // that goes at once): the link checked, the send posted and taken.
+        let posted = {
+            let mut core = self.inner.engine.core();
+            if dest == self.inner.env.rank || core.has_link(dest) || core.lost(dest).is_some() {
+                // SAFETY: `data` outlives the request: it is taken here, or `finish`
+                // does not return before the engine has completed it (a failed peer
+                // completes it too).
+                #[allow(unsafe_code)]
+                let buf = SendBuf::Raw(unsafe { crate::engine::rawbuf::RawBuf::from_ref(data) });
+                let id = core.post_send(dest, tag, context, buf);
+                Some(core.take(id).ok_or(id))
+            } else {
+                None
+            }
+        };
+        let id = match posted {
+            Some(Ok(done)) => {
+                self.count_sent(dest, data.len());
+                return done.map(|_| ());
+            }
+            Some(Err(id)) => id,
+            None => {
+                self.ensure_link(dest)?;
+                // SAFETY: as above.
+                #[allow(unsafe_code)]
+                let buf = SendBuf::Raw(unsafe { crate::engine::rawbuf::RawBuf::from_ref(data) });
+                self.inner.engine.core().post_send(dest, tag, context, buf)
+            }
+        };
         self.count_sent(dest, data.len());
         self.finish(id).map(|_| ())
     }

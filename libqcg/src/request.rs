@@ -464,8 +464,16 @@ impl Comm {
         // before this function returns, so the engine stops using `buf` in time.
         #[allow(unsafe_code)]
         let raw = unsafe { crate::engine::rawbuf::RawBuf::from_mut(buf) };
-        let id = self.inner.engine.core().post_recv(p, RecvBuf::Raw(raw));
-        match self.finish(id)? {
+        let taken = {
+            let mut core = self.inner.engine.core();
+            let id = core.post_recv(p, RecvBuf::Raw(raw));
+            core.take(id).ok_or(id)
+        };
+        let outcome = match taken {
+            Ok(done) => done?,
+            Err(id) => self.finish(id)?,
+        };
+        match outcome {
             Outcome::Received(st, _) => Ok(local_status(self.view(), st)),
             other => Err(Error::InvalidArgument(format!(
                 "a receive ended as {other:?}"

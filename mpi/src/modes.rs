@@ -181,7 +181,7 @@ impl P2p {
     }
 
     /// Whether `h` is a persistent request that is not active.
-    pub fn inactive(&self, h: i32, requests: &HashMap<i32, crate::state::Req>) -> bool {
+    pub fn inactive(&self, h: i32, requests: &crate::state::HandleMap<crate::state::Req>) -> bool {
         self.persistent.contains_key(&h) && !requests.contains_key(&h)
     }
 }

@@ -4,8 +4,40 @@
 
 use crate::error::{Class, MpiError};
 use crate::types::{self, TypeInfo};
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Hashes a handle in a few instructions. The tables below are read on every call
+/// (`MPI_Send` looks up a communicator, `MPI_Wait` a request), and SipHash, made
+/// against keys chosen to collide, cost more than the rest of the lookup: handles
+/// are numbers this layer hands out, not keys a stranger chooses.
+#[derive(Default, Clone, Copy)]
+pub struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_i32(&mut self, n: i32) {
+        self.write_u64(u64::from(n as u32));
+    }
+    fn write_u64(&mut self, n: u64) {
+        // The low bits pick the bucket and the top seven are the table's tag: a
+        // multiply by an odd constant keeps consecutive handles apart in both.
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A table keyed by handles.
+pub type HandleMap<V> = HashMap<i32, V, BuildHasherDefault<HandleHasher>>;
 
 /// `MPI_ANY_SOURCE`.
 pub const ANY_SOURCE: i32 = -2;
@@ -154,21 +186,21 @@ pub struct Req {
 pub struct State {
     /// This process's rank in `MPI_COMM_WORLD`.
     pub rank: u32,
-    comms: HashMap<i32, CommEntry>,
+    comms: HandleMap<CommEntry>,
     next_comm: i32,
     /// Groups as lists of job ranks.
-    groups: HashMap<i32, Vec<u32>>,
+    groups: HandleMap<Vec<u32>>,
     next_group: i32,
-    types: HashMap<i32, Arc<TypeInfo>>,
+    types: HandleMap<Arc<TypeInfo>>,
     next_type: i32,
     /// Handles of freed derived types, reused last-freed first (as MPICH and
     /// Open MPI do: handles stay small, and code that keeps a freed handle
     /// across a free and a create finds the new type, as it does there).
     free_types: Vec<i32>,
-    ops: HashMap<i32, OpKind>,
+    ops: HandleMap<OpKind>,
     next_op: i32,
     /// Open requests.
-    pub requests: HashMap<i32, Req>,
+    pub requests: HandleMap<Req>,
     next_req: i32,
     /// Requests the program freed before they completed (completed at finalize,
     /// a receive's data unpacked then).
@@ -176,7 +208,7 @@ pub struct State {
     /// What completes each generalized request not yet completed, by handle (kept
     /// apart from the request: `MPI_Grequest_complete` may come after
     /// `MPI_Request_free`).
-    pub greqs: HashMap<i32, qcg::Completer>,
+    pub greqs: HandleMap<qcg::Completer>,
     /// The thread level granted.
     pub thread_level: i32,
     /// Keyvals, attributes and names of communicators and datatypes.
@@ -199,6 +231,88 @@ pub fn lock() -> MutexGuard<'static, Option<State>> {
     STATE.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Bumped by every change to the communicators or datatypes, and when the state is
+/// installed or taken: a cached lookup holds while it is unchanged.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The last lookup of [`with_comm_ty`] in this thread.
+struct Cached {
+    generation: u64,
+    comm: i32,
+    ty: i32,
+    c: Arc<qcg::Comm>,
+    t: Arc<TypeInfo>,
+}
+
+thread_local! {
+    static LAST: RefCell<Option<Cached>> = const { RefCell::new(None) };
+    /// Whether this thread caches: only the one that installed the state, which
+    /// also takes it at `MPI_Finalize` and then drops its cache (a cache holds the
+    /// communicator, and the last communicator's drop is what shuts the engine down:
+    /// another thread's would keep it alive past `MPI_Finalize`).
+    static CACHING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn changed() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Installs the state (`MPI_Init`); this thread caches lookups from now on.
+pub fn install(st: State) {
+    *lock() = Some(st);
+    changed();
+    CACHING.with(|c| c.set(true));
+}
+
+/// Takes the state (`MPI_Finalize`), and this thread's cached lookup with it.
+pub fn uninstall() -> Option<State> {
+    let st = lock().take();
+    changed();
+    CACHING.with(|c| c.set(false));
+    LAST.with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            *l = None;
+        }
+    });
+    st
+}
+
+/// Runs `f` on the point-to-point communicator of handle `h` and the committed
+/// datatype of handle `t`: what every send and receive looks up first. The thread
+/// that initialized MPI keeps its last lookup and, while no communicator or datatype
+/// has changed since, finds it again without the state's lock, a table lookup or a
+/// reference count (`MPI_Send` and `MPI_Recv` in a loop look up the same pair).
+pub fn with_comm_ty<R>(
+    h: i32,
+    t: i32,
+    f: impl FnOnce(&Arc<qcg::Comm>, &Arc<TypeInfo>) -> Result<R, MpiError>,
+) -> Result<R, MpiError> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    LAST.with(|last| {
+        // Borrowed already: a call made from inside `f` (then it looks up as others do).
+        if let Ok(slot) = last.try_borrow() {
+            if let Some(k) = slot.as_ref() {
+                if k.generation == generation && k.comm == h && k.ty == t {
+                    return f(&k.c, &k.t);
+                }
+            }
+        }
+        let (c, ty) = with(|s| Ok((s.comm(h)?.p2p().clone(), s.ty(t)?)))?;
+        if CACHING.with(Cell::get) {
+            if let Ok(mut slot) = last.try_borrow_mut() {
+                *slot = Some(Cached {
+                    generation,
+                    comm: h,
+                    ty: t,
+                    c: c.clone(),
+                    t: ty.clone(),
+                });
+            }
+        }
+        f(&c, &ty)
+    })
+}
+
 /// Runs `f` on the state, or fails if MPI is not initialized.
 pub fn with<T>(f: impl FnOnce(&mut State) -> Result<T, MpiError>) -> Result<T, MpiError> {
     let mut g = lock();
@@ -218,19 +332,19 @@ impl State {
         let world = Arc::new(world);
         let mut s = State {
             rank,
-            comms: HashMap::new(),
+            comms: HandleMap::default(),
             next_comm: 3,
-            groups: HashMap::new(),
+            groups: HandleMap::default(),
             next_group: 2,
-            types: HashMap::new(),
+            types: HandleMap::default(),
             next_type: FIRST_DERIVED_TYPE,
             free_types: Vec::new(),
-            ops: HashMap::new(),
+            ops: HandleMap::default(),
             next_op: FIRST_USER_OP,
-            requests: HashMap::new(),
+            requests: HandleMap::default(),
             next_req: 1,
             orphans: Vec::new(),
-            greqs: HashMap::new(),
+            greqs: HandleMap::default(),
             thread_level,
             attrs: crate::attrs::Attrs::default(),
             infos: crate::info::Infos::new(crate::info::Info::default()),
@@ -303,12 +417,14 @@ impl State {
         if let Some(c) = self.comms.get_mut(&h) {
             c.remote = Some(remote);
         }
+        changed();
         Ok(h)
     }
 
     /// The remote side of intercommunicator `h`, to change (counts of derived
     /// communicators).
     pub fn remote_mut(&mut self, h: i32) -> Result<&mut Remote, MpiError> {
+        changed();
         self.comms
             .get_mut(&h)
             .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))?
@@ -355,6 +471,7 @@ impl State {
                 topo: None,
             },
         );
+        changed();
         Ok(h)
     }
 
@@ -411,6 +528,7 @@ impl State {
             .ok_or_else(|| MpiError::new(Class::Comm, format!("{h} is not a communicator")))?;
         self.attrs.forget((crate::attrs::Kind::Comm, h));
         self.infos.hints.remove(&h);
+        changed();
         Ok(())
     }
 
@@ -444,6 +562,7 @@ impl State {
             self.next_type - 1
         });
         self.types.insert(h, Arc::new(t));
+        changed();
         h
     }
 
@@ -457,6 +576,7 @@ impl State {
             .get_mut(&h)
             .ok_or_else(|| MpiError::new(Class::Type, format!("{h} is not a datatype")))?;
         Arc::make_mut(t).committed = true;
+        changed();
         Ok(())
     }
 
@@ -473,6 +593,7 @@ impl State {
             .ok_or_else(|| MpiError::new(Class::Type, format!("{h} is not a datatype")))?;
         self.free_types.push(h);
         self.attrs.forget((crate::attrs::Kind::Type, h));
+        changed();
         Ok(())
     }
 

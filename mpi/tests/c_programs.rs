@@ -246,6 +246,13 @@ fn communicators_and_groups() -> Result<()> {
     Ok(())
 }
 
+/// Handles freed and made again are the new objects at once (libqcgmpi's thread
+/// that initialized MPI keeps its last lookup: a change must drop it).
+#[test]
+fn handles_made_again_are_the_new_ones() -> Result<()> {
+    family("handles").map(|_| ())
+}
+
 #[test]
 fn datatypes() -> Result<()> {
     let got = family("datatypes")?;

@@ -1299,15 +1299,15 @@ impl Engine {
         }
     }
 
-    /// Puts a shared-memory link into the core; its pidfd into the loop.
+    /// Puts a shared-memory link into the core; its pidfd (if the kernel gave one)
+    /// into the loop.
     fn attach_shm(&self, core: &mut Core<Link>, peer: u32, link: shm::ShmLink) {
         let pidfd = link.pidfd();
         let c = core.add_conn_via(peer, Link::Shm(link), Instant::now(), Via::Memory);
-        if let Err(e) = self.registry.register(
-            &mut mio::unix::SourceFd(&pidfd),
-            Token(c),
-            Interest::READABLE,
-        ) {
+        if let Some(Err(e)) = pidfd.map(|fd| {
+            self.registry
+                .register(&mut mio::unix::SourceFd(&fd), Token(c), Interest::READABLE)
+        }) {
             core.fail_peer(peer, &format!("cannot watch its process: {e}"));
             return;
         }

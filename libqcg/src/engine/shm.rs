@@ -32,18 +32,36 @@
 //! So an idle rank gives its core back and costs its peers one eventfd write per
 //! sleep, and a busy pair never makes a system call.
 //!
+//! # Records (fast boxes)
+//! A ring carries records, each at the start of a cache line: a word (`u64`: the
+//! record's number in its high half, its length in the low), then its bytes, up to
+//! the next line. The writer copies the bytes, zeroes the word of the record after
+//! it, then publishes the record with one release store of its word; the reader
+//! polls the word where the next record starts and takes the record when it carries
+//! the number expected. So a small message (the word, the frame's 24-byte header and
+//! the payload: 33 bytes for 1 B, one line up to 32 B of payload) crosses in one
+//! cache line, the word that says it is there included, as in Open MPI's fast boxes
+//! (`btl/sm`'s `fbox`), and the reader's one miss brings it whole (the rings of
+//! version 1 kept the head in a line of its own: two misses per message).
+//! A word left by an earlier lap never passes: it was zeroed, or it is the word of
+//! an older record, whose number differs. Records are at most a quarter of a ring
+//! (a longer write is cut, as a socket cuts it); their bytes may wrap at the ring's
+//! end. The reader publishes how far it has consumed (whole records), which the
+//! writer reads only when the room it last saw runs short.
+//!
 //! # Layout
 //! ```text
 //! 0      magic u64 | version u32 | ring bytes u32 | token [u8; 32]
-//! 4096   ring 0 (offerer → acceptor): head u64 @+0, tail u64 @+128, closed u32 @+256
+//! 4096   ring 0 (offerer → acceptor): consumed u64 @+128, closed u32 @+256
 //! 5120   ring 1 (acceptor → offerer): the same
 //! 6144   sleeping u32 of side 0 @+0, of side 1 @+128
-//! 8192   ring 0's bytes, then ring 1's
+//! 8192   ring 0's records, then ring 1's
 //! ```
 //! Each side keeps its own copy of what it owns (the writer its head, the reader its
-//! tail) and only publishes it: a peer that scribbles over the header cannot make us
-//! read or write outside the rings, and a header that makes no sense (more bytes
-//! announced than a ring holds) closes the link naming it.
+//! position) and only publishes it: a peer that scribbles over the segment cannot
+//! make us read or write outside the rings, and a header that makes no sense (a
+//! record longer than a record may be, a consumed position we never wrote up to)
+//! closes the link naming it.
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -52,7 +70,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = 0x7163_675f_7368_6d31; // "qcg_shm1"
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Bytes of each ring (a power of two).
 pub const RING: usize = 256 * 1024;
 const RINGS_AT: usize = 8192;
@@ -60,6 +78,15 @@ const CTL_AT: usize = 4096;
 const CTL_STRIDE: usize = 1024;
 const SLEEP_AT: usize = 6144;
 const SEGMENT: usize = RINGS_AT + 2 * RING;
+/// A cache line: records start at one.
+const LINE: usize = 64;
+/// Bytes of a record's word.
+const WORD: usize = 8;
+/// Most bytes in one record (its word and bytes fill a quarter of a ring).
+pub const MAX_RECORD: usize = RING / 4 - WORD;
+/// A read goes on to the next record only once it has this many bytes: bulk data
+/// is read in large pieces, a small message alone.
+const BATCH: usize = 4096;
 /// Bytes of an offer on the wire.
 pub const OFFER_LEN: usize = 104;
 /// Bytes of an acceptance on the wire.
@@ -372,7 +399,7 @@ impl Pending {
     /// The peer accepted: the link, our side (0).
     pub fn accepted(self, pid: u32, bell_fd: u32) -> io::Result<ShmLink> {
         let bell = Bell::open(pid, bell_fd)?;
-        let pidfd = pidfd_open(pid)?;
+        let pidfd = pidfd_open(pid);
         drop(self.fd);
         Ok(ShmLink::new(self.map, 0, bell, pidfd, pid))
     }
@@ -426,26 +453,45 @@ pub fn accept(offer: &Offer, here: Option<Node>) -> io::Result<ShmLink> {
         )));
     }
     let bell = Bell::open(offer.pid, offer.bell_fd)?;
-    let pidfd = pidfd_open(offer.pid)?;
+    let pidfd = pidfd_open(offer.pid);
     Ok(ShmLink::new(map, 1, bell, pidfd, offer.pid))
 }
 
-/// A ring whose head and tail are more than a ring apart.
-fn corrupt(head: u64, tail: u64) -> io::Error {
+/// A ring whose header makes no sense: a record longer than a record may be, or a
+/// consumed position the writer never reached.
+fn corrupt(what: String) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
-        format!("corrupt ring header (head {head}, tail {tail}): closing the shared-memory link"),
+        format!("corrupt ring header ({what}): closing the shared-memory link"),
     )
 }
 
-fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
+/// A descriptor that turns readable when process `pid` exits; `None` where the
+/// kernel (older than 5.3) or a tool under which we run (valgrind) has no
+/// `pidfd_open`: a peer that dies is then noticed by its silence (the liveness
+/// limit), not at once. Said once per process.
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     // SAFETY: the pidfd_open system call with integer arguments.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
     if fd < 0 {
-        return Err(errno("pidfd_open"));
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if !SAID.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                error = %errno("pidfd_open"),
+                "cannot watch a shared-memory peer's process: one that dies is noticed when \
+                 it stops sending (the liveness limit), not at once"
+            );
+        }
+        return None;
     }
     // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Bytes a record of `len` bytes of data takes in a ring: its word and its data,
+/// up to the next cache line.
+fn record_size(len: usize) -> usize {
+    (WORD + len + LINE - 1) & !(LINE - 1)
 }
 
 /// One end of a shared-memory link.
@@ -454,17 +500,26 @@ pub struct ShmLink {
     map: Map,
     /// 0: the offerer, 1: the acceptor.
     side: usize,
-    /// Our head in the ring we write (the published one is a copy).
+    /// Where our next record goes in the ring we write (a line's start).
     head: u64,
-    /// Our tail in the ring we read.
+    /// The number our next record carries.
+    seq_out: u32,
+    /// Where the next record starts in the ring we read (a line's start).
     tail: u64,
-    /// The peer's tail in the ring we write, as last read: room is counted from it
-    /// and read again only when it seems short (the line stays in the peer's cache).
+    /// The number the next record we read must carry.
+    seq_in: u32,
+    /// Bytes of the record being read not read yet (0: none started).
+    left: usize,
+    /// Where they are.
+    at: u64,
+    /// The peer's consumed position in the ring we write, as last read: room is
+    /// counted from it and read again only when it seems short (the line stays in
+    /// the peer's cache).
     seen_tail: u64,
     /// The peer's doorbell.
     bell: Bell,
-    /// Readable once the peer's process has exited.
-    pidfd: OwnedFd,
+    /// Readable once the peer's process has exited (`None`: see `pidfd_open`).
+    pidfd: Option<OwnedFd>,
     pid: u32,
     /// Its process is gone: what it wrote is read to the end, then the link ends.
     peer_gone: bool,
@@ -475,22 +530,17 @@ pub struct ShmLink {
 }
 
 impl ShmLink {
-    fn new(map: Map, side: usize, bell: Bell, pidfd: OwnedFd, pid: u32) -> ShmLink {
-        let head = map
-            .u64_at(CTL_AT + side * CTL_STRIDE)
-            .load(Ordering::Acquire);
-        let tail = map
-            .u64_at(CTL_AT + (1 - side) * CTL_STRIDE + 128)
-            .load(Ordering::Acquire);
-        let seen_tail = map
-            .u64_at(CTL_AT + side * CTL_STRIDE + 128)
-            .load(Ordering::Acquire);
+    fn new(map: Map, side: usize, bell: Bell, pidfd: Option<OwnedFd>, pid: u32) -> ShmLink {
         ShmLink {
             map,
             side,
-            head,
-            tail,
-            seen_tail,
+            head: 0,
+            seq_out: 1,
+            tail: 0,
+            seq_in: 1,
+            left: 0,
+            at: 0,
+            seen_tail: 0,
             bell,
             pidfd,
             pid,
@@ -500,9 +550,10 @@ impl ShmLink {
         }
     }
 
-    /// The descriptor that turns readable when the peer's process exits.
-    pub fn pidfd(&self) -> RawFd {
-        self.pidfd.as_raw_fd()
+    /// The descriptor that turns readable when the peer's process exits, if the
+    /// kernel gave one.
+    pub fn pidfd(&self) -> Option<RawFd> {
+        self.pidfd.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     /// Its process exited: what it wrote is still read, then the link ends.
@@ -523,13 +574,19 @@ impl ShmLink {
         unsafe { self.map.base.add(RINGS_AT + ring * RING) }
     }
 
+    /// The word at `pos` (a line's start) of ring `ring`.
+    fn word(&self, ring: usize, pos: u64) -> &AtomicU64 {
+        self.map
+            .u64_at(RINGS_AT + ring * RING + (pos as usize & (RING - 1)))
+    }
+
     fn peer_sleeping(&self) -> &AtomicU32 {
         self.map.u32_at(SLEEP_AT + (1 - self.side) * 128)
     }
 
     /// After a write: rings the peer's doorbell if it sleeps. The fence orders our
-    /// head's store before the flag's load, against the peer's flag store and its
-    /// last look at our head (each side stores, then loads the other's word), so a
+    /// record's store before the flag's load, against the peer's flag store and its
+    /// last look at our ring (each side stores, then loads the other's word), so a
     /// message is never left unseen by a sleeper.
     fn wake_peer(&self) {
         fence(Ordering::SeqCst);
@@ -546,44 +603,55 @@ impl ShmLink {
             .store(u32::from(on), Ordering::SeqCst);
     }
 
-    /// Bytes waiting to be read, the peer having closed its side, or an error.
-    fn available(&self) -> io::Result<usize> {
-        let head = self.map.u64_at(self.in_ctl()).load(Ordering::Acquire);
-        let n = head.wrapping_sub(self.tail);
-        if n > RING as u64 {
-            return Err(corrupt(head, self.tail));
+    /// The length of the next record of the ring we read, if it is there: one load
+    /// of the line that also holds (the start of) its data.
+    fn next_record(&self) -> io::Result<Option<usize>> {
+        let w = self.word(1 - self.side, self.tail).load(Ordering::Acquire);
+        if (w >> 32) as u32 != self.seq_in {
+            return Ok(None);
         }
-        Ok(n as usize)
+        let len = w as u32 as usize;
+        if len == 0 || len > MAX_RECORD {
+            return Err(corrupt(format!(
+                "record {} at {} says {len} bytes, a record holds 1 to {MAX_RECORD}",
+                self.seq_in, self.tail
+            )));
+        }
+        Ok(Some(len))
     }
 
-    /// Room to write, at least `want` bytes if there is (the peer's tail is read
-    /// again only when what we saw last leaves less).
+    /// Room to write (bytes of ring free), at least `want` if there is: the peer's
+    /// consumed position is read again only when what we saw last leaves less.
     fn room_for(&mut self, want: usize) -> io::Result<usize> {
-        let used = self.head.wrapping_sub(self.seen_tail);
-        if used <= RING as u64 && RING - used as usize >= want {
-            return Ok(RING - used as usize);
+        let used = self.head.wrapping_sub(self.seen_tail) as usize;
+        if RING - used >= want {
+            return Ok(RING - used);
         }
         let (room, tail) = self.room_now()?;
         self.seen_tail = tail;
         Ok(room)
     }
 
-    /// Room now, and the peer's tail it was counted from.
+    /// Room now, and the peer's consumed position it was counted from.
     fn room_now(&self) -> io::Result<(usize, u64)> {
         let tail = self
             .map
             .u64_at(self.out_ctl() + 128)
             .load(Ordering::Acquire);
         let used = self.head.wrapping_sub(tail);
-        if used > RING as u64 {
-            return Err(corrupt(self.head, tail));
+        if used > RING as u64 || tail % LINE as u64 != 0 {
+            return Err(corrupt(format!(
+                "the reader says it consumed up to {tail}, we wrote up to {}",
+                self.head
+            )));
         }
         Ok((RING - used as usize, tail))
     }
 
     /// Whether a read would find something (bytes, the end, or an error).
     pub fn readable(&self) -> bool {
-        !matches!(self.available(), Ok(0))
+        self.left > 0
+            || !matches!(self.next_record(), Ok(None))
             || self.peer_gone
             || self.map.u32_at(self.in_ctl() + 256).load(Ordering::Acquire) != 0
     }
@@ -605,22 +673,24 @@ impl ShmLink {
         }
     }
 
-    fn copy_in(&mut self, src: &[u8]) -> usize {
+    /// Copies `src` into the ring we write at `pos`, wrapping at its end.
+    fn copy_in(&mut self, pos: u64, src: &[u8]) {
         let ring = self.side;
-        let at = (self.head as usize) & (RING - 1);
+        let at = (pos as usize) & (RING - 1);
         let first = src.len().min(RING - at);
         // SAFETY: `at + first <= RING` and the rest wraps to the ring's start; the
-        // bytes are ours to write (between the peer's tail and our head).
+        // bytes are ours to write (between the peer's consumed position and our
+        // head, see `write_vectored`).
         unsafe {
             std::ptr::copy_nonoverlapping(src.as_ptr(), self.data(ring).add(at), first);
-            std::ptr::copy_nonoverlapping(
-                src.as_ptr().add(first),
-                self.data(ring),
-                src.len() - first,
-            );
+            if first < src.len() {
+                std::ptr::copy_nonoverlapping(
+                    src.as_ptr().add(first),
+                    self.data(ring),
+                    src.len() - first,
+                );
+            }
         }
-        self.head = self.head.wrapping_add(src.len() as u64);
-        src.len()
     }
 
     /// Reads the peer's memory at `addr` into `dst` (cross-memory attach).
@@ -651,42 +721,75 @@ impl ShmLink {
 
 impl Read for ShmLink {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.available()?;
-        if n == 0 {
-            let closed = self.map.u32_at(self.in_ctl() + 256).load(Ordering::Acquire) != 0;
-            if closed || self.peer_gone {
-                // What it wrote before closing (or dying) was read: the end.
-                if self.available()? == 0 {
-                    return Ok(0);
-                }
-                return self.read(buf);
-            }
-            return Err(io::ErrorKind::WouldBlock.into());
+        if buf.is_empty() {
+            return Ok(0);
         }
-        let n = n.min(buf.len());
         let ring = 1 - self.side;
-        let at = (self.tail as usize) & (RING - 1);
-        let first = n.min(RING - at);
-        // SAFETY: reads `n` published bytes of the ring (between our tail and the
-        // peer's head, checked in `available`), wrapping at its end, into `buf`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.data(ring).add(at), buf.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(self.data(ring), buf.as_mut_ptr().add(first), n - first);
+        let mut n = 0;
+        let mut consumed = false;
+        while n < buf.len() {
+            if self.left == 0 {
+                let Some(len) = self.next_record()? else {
+                    break;
+                };
+                self.left = len;
+                self.at = self.tail + WORD as u64;
+                self.seq_in = self.seq_in.wrapping_add(1);
+            }
+            let k = self.left.min(buf.len() - n);
+            let at = (self.at as usize) & (RING - 1);
+            let first = k.min(RING - at);
+            // SAFETY: `k` bytes of a record the peer published (its word read with
+            // acquire in `next_record`, its length checked to fit a record), wrapping
+            // at the ring's end, into `buf[n..n + k]`.
+            unsafe {
+                let dst = buf.as_mut_ptr().add(n);
+                std::ptr::copy_nonoverlapping(self.data(ring).add(at), dst, first);
+                if first < k {
+                    std::ptr::copy_nonoverlapping(self.data(ring), dst.add(first), k - first);
+                }
+            }
+            n += k;
+            self.at += k as u64;
+            self.left -= k;
+            if self.left == 0 {
+                // The whole record is read: its lines go back to the writer.
+                self.tail = (self.at + LINE as u64 - 1) & !(LINE as u64 - 1);
+                consumed = true;
+                if n < BATCH {
+                    // A small message: handed on at once. Looking for the next
+                    // record would cost a miss first (the writer zeroed its word
+                    // last), on the path of this one's answer.
+                    break;
+                }
+            }
         }
-        self.tail = self.tail.wrapping_add(n as u64);
-        self.map
-            .u64_at(self.in_ctl() + 128)
-            .store(self.tail, Ordering::Release);
-        // Room made: a writer asleep waiting for it is rung, without the fence of
-        // `wake_peer` (one per message on this path). Its cost: a writer that found
-        // the ring full and fell asleep in the instant of our store may sleep until its
-        // loop's time-out (10 ms for a waiting caller, 250 ms for the background
-        // thread) instead of being rung.
-        let s = self.peer_sleeping();
-        if s.load(Ordering::Relaxed) != 0 && s.swap(0, Ordering::SeqCst) != 0 {
-            self.bell.ring();
+        if consumed {
+            self.map
+                .u64_at(self.in_ctl() + 128)
+                .store(self.tail, Ordering::Release);
+            // Room made: a writer asleep waiting for it is rung, without the fence
+            // of `wake_peer` (one per message on this path). Its cost: a writer that
+            // found the ring full and fell asleep in the instant of our store may
+            // sleep until its loop's time-out (10 ms for a waiting caller, 250 ms for
+            // the background thread) instead of being rung.
+            let s = self.peer_sleeping();
+            if s.load(Ordering::Relaxed) != 0 && s.swap(0, Ordering::SeqCst) != 0 {
+                self.bell.ring();
+            }
         }
-        Ok(n)
+        if n > 0 {
+            return Ok(n);
+        }
+        let closed = self.map.u32_at(self.in_ctl() + 256).load(Ordering::Acquire) != 0;
+        if closed || self.peer_gone {
+            // What it wrote before closing (or dying) was read: the end.
+            if self.next_record()?.is_none() {
+                return Ok(0);
+            }
+            return self.read(buf);
+        }
+        Err(io::ErrorKind::WouldBlock.into())
     }
 }
 
@@ -695,6 +798,10 @@ impl Write for ShmLink {
         self.write_vectored(&[IoSlice::new(buf)])
     }
 
+    /// Writes one record: as much of `bufs` as fits (at most [`MAX_RECORD`]
+    /// bytes), behind the word that publishes it. The word of the record after it
+    /// is zeroed first, so that the reader, reaching it, never takes what an
+    /// earlier lap left there for a record.
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         if self.peer_gone {
             return Err(io::Error::new(
@@ -702,25 +809,44 @@ impl Write for ShmLink {
                 format!("its process ({}) has exited", self.pid),
             ));
         }
-        let want: usize = bufs.iter().map(|b| b.len()).sum();
-        let mut room = self.room_for(want)?;
-        if room == 0 {
+        let want: usize = bufs.iter().map(|b| b.len()).sum::<usize>().min(MAX_RECORD);
+        if want == 0 {
+            return Ok(0);
+        }
+        let room = self.room_for(record_size(want))?;
+        if room < LINE {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        let mut n = 0;
+        let take = want.min(room - WORD);
+        let mut pos = self.head + WORD as u64;
+        let mut left = take;
         for b in bufs {
-            if room == 0 {
+            if left == 0 {
                 break;
             }
-            let take = b.len().min(room);
-            n += self.copy_in(&b[..take]);
-            room -= take;
+            let k = b.len().min(left);
+            self.copy_in(pos, &b[..k]);
+            pos += k as u64;
+            left -= k;
         }
-        self.map
-            .u64_at(self.out_ctl())
-            .store(self.head, Ordering::Release);
+        let ring = self.side;
+        let size = record_size(take);
+        if room > size {
+            // The next record's word, ours to write (the reader has not reached it:
+            // there is room beyond this record).
+            self.word(ring, self.head + size as u64)
+                .store(0, Ordering::Relaxed);
+        }
+        // Else the ring is full after this record, and the next word is that of a
+        // record of the last lap, whose number is not the one expected next.
+        self.word(ring, self.head).store(
+            (u64::from(self.seq_out) << 32) | take as u64,
+            Ordering::Release,
+        );
+        self.head += size as u64;
+        self.seq_out = self.seq_out.wrapping_add(1);
         self.wake_peer();
-        Ok(n)
+        Ok(take)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -800,15 +926,159 @@ mod tests {
         assert_eq!(a.read(&mut four).expect("end"), 0);
     }
 
+    /// Reads everything there is now.
+    fn drain(b: &mut ShmLink, buf: &mut [u8], into: &mut Vec<u8>) {
+        loop {
+            match b.read(buf) {
+                Ok(0) => panic!("the link ended"),
+                Ok(n) => into.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_record_at_the_limit_crosses_whole_and_one_byte_more_is_cut() {
+        let (mut a, mut b) = pair();
+        let big: Vec<u8> = (0..MAX_RECORD + 1).map(|i| (i * 7) as u8).collect();
+        assert_eq!(a.write(&big[..MAX_RECORD]).expect("write"), MAX_RECORD);
+        // One more byte than a record holds: the write is cut, as a socket cuts it.
+        assert_eq!(a.write(&big).expect("write"), MAX_RECORD);
+        assert_eq!(a.write(&big[MAX_RECORD..]).expect("write"), 1);
+        let mut got = Vec::new();
+        drain(&mut b, &mut vec![0u8; 3 * MAX_RECORD], &mut got);
+        let mut want = big[..MAX_RECORD].to_vec();
+        want.extend_from_slice(&big);
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "bytes differ");
+        assert!(!b.readable());
+    }
+
+    #[test]
+    fn small_and_large_records_keep_their_order_across_laps() {
+        let (mut a, mut b) = pair();
+        // Sizes around a line (a record's word is 8 bytes) and around the limit,
+        // interleaved, over many laps of the ring; read through a small buffer so
+        // that records are read in pieces too.
+        let sizes = [
+            1,
+            24,
+            25,
+            55,
+            56,
+            57,
+            64,
+            120,
+            4096,
+            MAX_RECORD,
+            MAX_RECORD + 9,
+            3,
+        ];
+        let mut sent = Vec::new();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1000];
+        let mut x = 0u8;
+        for round in 0..60 {
+            for (i, &len) in sizes.iter().enumerate() {
+                let len = len + (round * i) % 3;
+                let chunk: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x = x.wrapping_add(1);
+                        x
+                    })
+                    .collect();
+                let mut off = 0;
+                while off < chunk.len() {
+                    match a.write(&chunk[off..]) {
+                        Ok(n) => off += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            drain(&mut b, &mut buf, &mut got)
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+                sent.extend_from_slice(&chunk);
+            }
+        }
+        drain(&mut b, &mut buf, &mut got);
+        assert!(a.head > 10 * RING as u64, "only {} bytes written", a.head);
+        assert_eq!(got.len(), sent.len());
+        assert!(got == sent, "bytes differ");
+    }
+
+    #[test]
+    fn a_full_ring_refuses_writes_until_read_and_its_next_word_is_not_a_record() {
+        let (mut a, mut b) = pair();
+        let block = vec![5u8; MAX_RECORD];
+        for _ in 0..4 {
+            assert_eq!(a.write(&block).expect("write"), MAX_RECORD);
+        }
+        // Exactly full: the next word is the first record's, a lap old.
+        let e = a.write(b"x").expect_err("full");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        assert!(!a.writable());
+        let mut got = Vec::new();
+        drain(&mut b, &mut vec![0u8; 50_000], &mut got);
+        assert_eq!(got.len(), 4 * MAX_RECORD);
+        assert!(
+            !b.readable(),
+            "a record of the last lap was taken for a new one"
+        );
+        assert!(a.writable());
+        a.write_all(b"next lap").expect("write");
+        let mut got = Vec::new();
+        drain(&mut b, &mut [0u8; 64], &mut got);
+        assert_eq!(got, b"next lap");
+    }
+
+    /// Bytes of an earlier lap that look like the next record's word (its number,
+    /// a length) are never taken for it: the writer zeroes the next word before it
+    /// publishes a record.
+    #[test]
+    fn a_word_left_by_an_earlier_lap_is_never_taken_for_a_record() {
+        let (mut a, mut b) = pair();
+        // Lap 0: four records of the limit fill the ring; the first one's bytes hold,
+        // where line 1 starts, the word record 6 will have if it has 5 bytes.
+        let mut first = vec![1u8; MAX_RECORD];
+        let forged = ((6u64) << 32) | 5;
+        first[LINE - WORD..LINE].copy_from_slice(&forged.to_ne_bytes());
+        a.write_all(&first).expect("write");
+        for _ in 0..3 {
+            a.write_all(&vec![2u8; MAX_RECORD]).expect("write");
+        }
+        drain(&mut b, &mut vec![0u8; 70_000], &mut Vec::new());
+        // Lap 1: record 5 (one byte) takes line 0; line 1 is where record 6 goes.
+        a.write_all(b"!").expect("write");
+        let mut got = Vec::new();
+        drain(&mut b, &mut [0u8; 64], &mut got);
+        assert_eq!(got, b"!");
+        assert!(!b.readable(), "bytes of the last lap were read as a record");
+        let e = b.read(&mut [0u8; 64]).expect_err("nothing to read");
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        a.write_all(b"sixth").expect("write");
+        let mut got = Vec::new();
+        drain(&mut b, &mut [0u8; 64], &mut got);
+        assert_eq!(got, b"sixth");
+    }
+
     #[test]
     fn a_corrupt_ring_header_is_an_error_naming_it() {
         let (mut a, mut b) = pair();
         a.write_all(b"hello").expect("write");
-        // The peer's published head says more than a ring holds.
-        a.map
-            .u64_at(a.out_ctl())
-            .store(a.head + RING as u64 * 3, Ordering::Release);
+        // The record's word says more than a record holds.
+        a.word(a.side, 0)
+            .store((1u64 << 32) | (RING as u64 * 3), Ordering::Release);
         let e = b.read(&mut [0u8; 16]).expect_err("corrupt");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("corrupt ring header"), "{e}");
+        // A consumed position the writer never reached.
+        b.map
+            .u64_at(b.in_ctl() + 128)
+            .store(RING as u64 * 5, Ordering::Release);
+        // (Read when the room last seen runs short, within a ring's worth of writes.)
+        let block = vec![0u8; MAX_RECORD];
+        let e = (0..8).find_map(|_| a.write(&block).err()).expect("corrupt");
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
         assert!(e.to_string().contains("corrupt ring header"), "{e}");
     }

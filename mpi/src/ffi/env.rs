@@ -40,7 +40,7 @@ fn init(level: c_int) -> Result<c_int, MpiError> {
     st.infos = crate::info::Infos::new(super::info::env_info(size, provided));
     UNIVERSE_SIZE_VAL.store(size as i32, Ordering::SeqCst);
     let _ = MAIN_THREAD.set(std::thread::current().id());
-    *state::lock() = Some(st);
+    state::install(st);
     PHASE.store(1, Ordering::SeqCst);
     // SAFETY: registers a plain extern "C" function that ignores its argument.
     if unsafe { super::on_exit(at_exit, std::ptr::null_mut()) } != 0 {
@@ -116,7 +116,7 @@ pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
         }
         world.barrier()?;
         drop(world);
-        let st = state::lock().take();
+        let st = state::uninstall();
         drop(st);
         PHASE.store(2, Ordering::SeqCst);
         Ok(())

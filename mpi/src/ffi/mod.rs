@@ -356,7 +356,7 @@ fn comm_of(h: c_int) -> Result<Arc<qcg::Comm>, MpiError> {
 }
 
 fn comm_ty(h: c_int, t: c_int) -> Result<(Arc<qcg::Comm>, Arc<TypeInfo>), MpiError> {
-    state::with(|s| Ok((s.comm(h)?.p2p().clone(), s.ty(t)?)))
+    state::with_comm_ty(h, t, |c, ty| Ok((c.clone(), ty.clone())))
 }
 
 mod attrs;

@@ -21,14 +21,15 @@ unsafe fn send(
     comm: c_int,
 ) -> c_int {
     call(name, comm, || {
-        let (c, ty) = comm_ty(comm, t)?;
-        let n = count(n)?;
-        let Some(d) = dest(&c, d)? else { return Ok(()) };
-        let tag = send_tag(tag)?;
-        // SAFETY: `n` elements of `ty` at `buf`.
-        let data = unsafe { in_bytes(buf, n, &ty)? };
-        c.send(d, tag, &data)?;
-        Ok(())
+        state::with_comm_ty(comm, t, |c, ty| {
+            let n = count(n)?;
+            let Some(d) = dest(c, d)? else { return Ok(()) };
+            let tag = send_tag(tag)?;
+            // SAFETY: `n` elements of `ty` at `buf`.
+            let data = unsafe { in_bytes(buf, n, ty)? };
+            c.send(d, tag, &data)?;
+            Ok(())
+        })
     })
 }
 
@@ -126,15 +127,16 @@ pub unsafe extern "C" fn PMPI_Recv(
     status: *mut MpiStatus,
 ) -> c_int {
     call("MPI_Recv", comm, || {
-        let (c, ty) = comm_ty(comm, datatype)?;
-        let n = state::count(count)?;
-        let src = state::source(&c, source)?;
-        let tag = recv_tag(tag)?;
-        let st = match src {
-            None => St::empty(PROC_NULL),
-            // SAFETY: the receive buffer.
-            Some(src) => unsafe { recv_into(&c, buf, n, &ty, src, tag)? },
-        };
+        let st = state::with_comm_ty(comm, datatype, |c, ty| {
+            let n = state::count(count)?;
+            let src = state::source(c, source)?;
+            let tag = recv_tag(tag)?;
+            Ok(match src {
+                None => St::empty(PROC_NULL),
+                // SAFETY: the receive buffer.
+                Some(src) => unsafe { recv_into(c, buf, n, ty, src, tag)? },
+            })
+        })?;
         // SAFETY: a status or MPI_STATUS_IGNORE.
         unsafe { put_status(status, st) };
         Ok(())
