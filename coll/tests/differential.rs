@@ -268,3 +268,80 @@ fn split_exchange_allreduces_match_reference() {
         "the split exchange was chosen in {split} of 30 cases"
     );
 }
+
+/// All ranks on one node (one site, one node; or a flat topology): a large allreduce
+/// exchanges between the ranks themselves (reduce-scatter, then allgather: the
+/// `PHASE_SPREAD` messages, with no tree edges), and the result is the sequential
+/// reference's for every reduction, commutative or not, on random rank counts, sizes
+/// and flit counts; small ones keep a tree.
+#[test]
+fn one_node_allreduces_exchange_between_all_ranks() {
+    use qcg_coll::{LinkCost, Step, PHASE_DOWN, PHASE_SPREAD, PHASE_UP};
+    let shm = LinkCost::from_bandwidth(0.6e-6, 64e9);
+    let mut rng = Rng(0x0DE_2026);
+    let mut split = 0;
+    for i in 0..24u64 {
+        let p = rng.range(2, 20);
+        let topo = if i % 3 == 0 {
+            Topology::from_paths(&vec![Vec::<String>::new(); p], vec![shm]).unwrap()
+        } else {
+            Topology::uniform(1, 1, p)
+                .with_costs(vec![
+                    LinkCost::new(1e-3, 1e-8),
+                    LinkCost::new(1e-4, 1e-9),
+                    shm,
+                ])
+                .unwrap()
+        };
+        let red = rng.range(0, REDS.len() - 1);
+        let elem = REDS[red].elem;
+        let elems = match rng.range(0, 3) {
+            0 => rng.range(p, 4 * p),
+            _ => rng.range(200_000 / elem, 1_000_000 / elem),
+        };
+        let coll = Collective::new(Op::Allreduce, 0, elems * elem)
+            .elem_size(elem)
+            .commutative(REDS[red].commutative);
+        let flits = qcg_coll::auto::choose_among(&coll, &topo, &[Algorithm::Hierarchical])
+            .unwrap()
+            .flits;
+        let case = Case {
+            seed: 0x0DE_2026 + i,
+            topo,
+            coll,
+            alg: Algorithm::Hierarchical,
+            flits,
+            red,
+        };
+        assert!(check(&case));
+        let scheds = schedule(&case.coll, &case.topo, case.alg, case.flits).unwrap();
+        let phases = |ph: u32| {
+            scheds.iter().any(|s| {
+                s.steps
+                    .iter()
+                    .any(|st| matches!(st, Step::Send { tag, .. } if tag >> 16 == ph))
+            })
+        };
+        if phases(PHASE_SPREAD) {
+            split += 1;
+            assert!(
+                !phases(PHASE_UP) && !phases(PHASE_DOWN),
+                "seed {}: an exchange between all ranks of a node has no tree",
+                case.seed
+            );
+        }
+        // Two or three ranks: a block each is as many bytes per link as a tree's.
+        if case.coll.bytes >= 400_000 && p >= 4 {
+            assert!(
+                phases(PHASE_SPREAD),
+                "seed {}: {} bytes on {p} ranks of one node did not split",
+                case.seed,
+                case.coll.bytes
+            );
+        }
+    }
+    assert!(
+        split >= 8,
+        "the split exchange was chosen in {split} of 24 cases"
+    );
+}
