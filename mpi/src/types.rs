@@ -621,7 +621,18 @@ impl Op {
         }
     }
 
-    /// `a = a ∘ b` for one packed element of `kind` (the operation must apply).
+    /// Whether [`Op::apply`] takes any number of whole elements of `kind` at once
+    /// (numbers but `long double`, bools, bytes), not exactly one.
+    pub fn takes_runs(kind: Kind) -> bool {
+        match kind {
+            Kind::Nums(n, _) => n != Num::LongDouble,
+            Kind::Bools(_) | Kind::Bytes(_) => true,
+            Kind::Pair(_) | Kind::Complex(_) | Kind::Opaque => false,
+        }
+    }
+
+    /// `a = a ∘ b` for one packed element of `kind` (the operation must apply), or
+    /// for as many as `a` holds where [`Op::takes_runs`].
     pub fn apply(self, kind: Kind, a: &mut [u8], b: &[u8]) {
         match kind {
             Kind::Nums(Num::LongDouble, _) => {
@@ -634,12 +645,7 @@ impl Op {
                 };
                 crate::longdouble::apply(h, a, b);
             }
-            Kind::Nums(n, _) => {
-                let s = n.size();
-                for (x, y) in a.chunks_exact_mut(s).zip(b.chunks_exact(s)) {
-                    num_op(self, n, x, y);
-                }
-            }
+            Kind::Nums(n, _) => nums_op(self, n, a, b),
             Kind::Bools(_) | Kind::Bytes(_) => {
                 for (x, y) in a.iter_mut().zip(b) {
                     let (p, q) = (*x != 0, *y != 0);
@@ -763,6 +769,69 @@ macro_rules! float_op {
     }};
 }
 
+/// `x = f(x, y)` over the values of type `$t` in two byte slices: one loop per
+/// operation and type, which the compiler vectorizes.
+macro_rules! zip_values {
+    ($t:ty, $a:expr, $b:expr, |$x:ident, $y:ident| $e:expr) => {{
+        const S: usize = std::mem::size_of::<$t>();
+        for (xa, ya) in $a.chunks_exact_mut(S).zip($b.chunks_exact(S)) {
+            let $x = <$t>::from_ne_bytes((&*xa).try_into().unwrap_or_default());
+            let $y = <$t>::from_ne_bytes(ya.try_into().unwrap_or_default());
+            xa.copy_from_slice(&($e).to_ne_bytes());
+        }
+    }};
+}
+
+/// [`num_op`] over every value of `a` and `b`, the operation chosen once.
+fn nums_op(op: Op, n: Num, a: &mut [u8], b: &[u8]) {
+    macro_rules! ints {
+        ($t:ty) => {
+            match op {
+                Op::Sum => zip_values!($t, a, b, |x, y| x.wrapping_add(y)),
+                Op::Prod => zip_values!($t, a, b, |x, y| x.wrapping_mul(y)),
+                Op::Max => zip_values!($t, a, b, |x, y| x.max(y)),
+                Op::Min => zip_values!($t, a, b, |x, y| x.min(y)),
+                Op::Band => zip_values!($t, a, b, |x, y| x & y),
+                Op::Bor => zip_values!($t, a, b, |x, y| x | y),
+                Op::Bxor => zip_values!($t, a, b, |x, y| x ^ y),
+                _ => each_value(op, n, a, b),
+            }
+        };
+    }
+    macro_rules! floats {
+        ($t:ty) => {
+            match op {
+                Op::Sum => zip_values!($t, a, b, |x, y| x + y),
+                Op::Prod => zip_values!($t, a, b, |x, y| x * y),
+                Op::Max => zip_values!($t, a, b, |x, y| x.max(y)),
+                Op::Min => zip_values!($t, a, b, |x, y| x.min(y)),
+                _ => each_value(op, n, a, b),
+            }
+        };
+    }
+    match n {
+        Num::I8 => ints!(i8),
+        Num::I16 => ints!(i16),
+        Num::I32 => ints!(i32),
+        Num::I64 => ints!(i64),
+        Num::U8 => ints!(u8),
+        Num::U16 => ints!(u16),
+        Num::U32 => ints!(u32),
+        Num::U64 => ints!(u64),
+        Num::F32 => floats!(f32),
+        Num::F64 => floats!(f64),
+        Num::LongDouble => each_value(op, n, a, b),
+    }
+}
+
+/// [`num_op`] value by value.
+fn each_value(op: Op, n: Num, a: &mut [u8], b: &[u8]) {
+    let s = n.size();
+    for (x, y) in a.chunks_exact_mut(s).zip(b.chunks_exact(s)) {
+        num_op(op, n, x, y);
+    }
+}
+
 fn num_op(op: Op, n: Num, x: &mut [u8], y: &[u8]) {
     match n {
         Num::I8 => int_op!(i8, op, x, y),
@@ -797,6 +866,49 @@ mod tests {
 
     fn t(h: i32) -> Arc<TypeInfo> {
         Arc::new(predefined(h).expect("predefined"))
+    }
+
+    #[test]
+    fn a_run_of_numbers_combines_as_each_number_alone() {
+        use Op::*;
+        let nums = [
+            Num::I8,
+            Num::I16,
+            Num::I32,
+            Num::I64,
+            Num::U8,
+            Num::U16,
+            Num::U32,
+            Num::U64,
+            Num::F32,
+            Num::F64,
+        ];
+        // Bytes that make every kind of value: negative, NaN, infinities, zero.
+        let x: Vec<u8> = (0..512u32)
+            .map(|i| (i.wrapping_mul(0x9E37) >> 3) as u8)
+            .collect();
+        let y: Vec<u8> = (0..512u32)
+            .map(|i| (i.wrapping_mul(0x85EB) >> 5) as u8)
+            .collect();
+        for n in nums {
+            let kind = Kind::Nums(n, 1);
+            for op in [Max, Min, Sum, Prod, Land, Band, Lor, Bor, Lxor, Bxor] {
+                if !op.applies(kind) {
+                    continue;
+                }
+                let mut run = x.clone();
+                op.apply(kind, &mut run, &y);
+                let mut one = x.clone();
+                for (a, b) in one.chunks_exact_mut(n.size()).zip(y.chunks_exact(n.size())) {
+                    num_op(op, n, a, b);
+                }
+                // Compared as bits: a NaN's sign or payload must not change either.
+                assert_eq!(run, one, "{op:?} on {n:?}");
+            }
+        }
+        assert!(Op::takes_runs(Kind::Nums(Num::F64, 1)));
+        assert!(!Op::takes_runs(Kind::Nums(Num::LongDouble, 1)));
+        assert!(!Op::takes_runs(Kind::Pair(Num::F64)));
     }
 
     #[test]

@@ -193,16 +193,17 @@ pub(super) fn checked_reduction(
     f: &Combine,
     commute: bool,
 ) -> Result<Option<Vec<u8>>, MpiError> {
-    let opsig = match state::with(|s| s.op(op))? {
-        OpKind::Predefined(_) => op as u32,
-        OpKind::User { .. } => agree::USER_OP,
+    // A predefined operation on numbers takes a chunk's elements in one call.
+    let (opsig, runs) = match state::with(|s| s.op(op))? {
+        OpKind::Predefined(_) => (op as u32, crate::types::Op::takes_runs(t.kind)),
+        OpKind::User { .. } => (agree::USER_OP, false),
     };
     let sig = agree::Sig {
         op: opsig,
         root: root.unwrap_or(0),
         ty: agree::type_sig(&t.kind, t.size),
     };
-    let layout = agree::Layout::new(t.size, data.len() / t.size.max(1));
+    let layout = agree::Layout::new(t.size, data.len() / t.size.max(1)).with_runs(runs);
     let input = layout.pack(data, c.me, sig);
     let g = |a: &mut [u8], b: &[u8]| layout.combine(a, b, &**f);
     let out = match root {
