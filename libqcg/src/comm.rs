@@ -210,11 +210,10 @@ impl Comm {
             .name("qcg-notices".into())
             .spawn(move || crate::link::notice_loop(weak, notices));
         let size = inner.env.size;
-        let topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
+        let mut topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
         // Ranks that share our node (our path in the topology, when it names one):
-        // more of them than cores, and a waiting rank yields its core as it polls.
-        // (`topo::crowded` would also plan collectives for the cores: not used yet,
-        // see its documentation.)
+        // more of them than cores, and a waiting rank yields its core as it polls;
+        // when the whole job is on this node, its collectives plan for the cores.
         let me = inner.env.rank as usize;
         if topology.depth() > 0 && me < topology.size() {
             let local = (0..topology.size())
@@ -222,6 +221,8 @@ impl Comm {
                 .count();
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             inner.engine.set_crowded(local > cores);
+            let costs_given = std::env::var_os(crate::topo::ENV_COSTS).is_some();
+            topology = crate::topo::crowded(topology, cores, costs_given);
         }
         let view = Arc::new(View {
             context: 0,

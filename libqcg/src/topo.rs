@@ -49,11 +49,6 @@ pub fn crowded_node_cost(ranks: usize, cores: usize) -> LinkCost {
     LinkCost::new(CROWDED_TURN_S * turns, shm.beta).with_overhead(CROWDED_OVERHEAD_S)
 }
 
-/// Not used yet: wired into `Comm::world` on a 2-core machine with 16 ranks
-/// (load 5.5), it made bcast of 2 KiB to 1 MiB 3-20× slower (a flat tree whose root
-/// sends 15 large messages) and allreduce above 128 KiB 1.3× slower; the node cost
-/// needs calibrating (and a send overhead that grows with the bytes) first.
-///
 /// `topology` for a job whose ranks all run on this node, more of them than its
 /// `cores`: the cost model learns the cores ([`Topology::with_cores`]: the ranks take
 /// turns, so a schedule's work is summed) and, unless `QCG_TOPOLOGY_COSTS` set the
