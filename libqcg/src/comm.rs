@@ -210,10 +210,9 @@ impl Comm {
             .name("qcg-notices".into())
             .spawn(move || crate::link::notice_loop(weak, notices));
         let size = inner.env.size;
-        let mut topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
+        let topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
         // Ranks that share our node (our path in the topology, when it names one):
-        // more of them than cores, and a waiting rank yields its core as it polls;
-        // when the whole job is on this node, its collectives plan for the cores.
+        // more of them than cores, and a waiting rank yields its core as it polls.
         let me = inner.env.rank as usize;
         if topology.depth() > 0 && me < topology.size() {
             let local = (0..topology.size())
@@ -221,8 +220,6 @@ impl Comm {
                 .count();
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             inner.engine.set_crowded(local > cores);
-            let costs_given = std::env::var_os(crate::topo::ENV_COSTS).is_some();
-            topology = crate::topo::crowded(topology, cores, costs_given);
         }
         let view = Arc::new(View {
             context: 0,

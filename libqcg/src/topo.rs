@@ -32,48 +32,6 @@ pub fn node_cost() -> LinkCost {
     LinkCost::from_bandwidth(0.6e-6, 64e9)
 }
 
-/// How long a waiting rank's turn on a crowded node lasts (it looks at its links,
-/// then yields its core): a message to a rank of that node waits, on average, for the
-/// turns of the ranks ahead of its receiver on its core.
-const CROWDED_TURN_S: f64 = 5e-6;
-/// What a message costs its sender (and its receiver) on a crowded node beyond its
-/// bytes: the request, the ring's bookkeeping and a turn of the loop.
-const CROWDED_OVERHEAD_S: f64 = 3e-6;
-
-/// Between two ranks of a node where `ranks` ranks share `cores` cores: the latency is
-/// the wait for the receiver's turn (the ranks of a core take turns), the sender's
-/// overhead only its own work ([`CROWDED_OVERHEAD_S`]).
-pub fn crowded_node_cost(ranks: usize, cores: usize) -> LinkCost {
-    let turns = ranks.div_ceil(cores.max(1)) as f64;
-    let shm = node_cost();
-    LinkCost::new(CROWDED_TURN_S * turns, shm.beta).with_overhead(CROWDED_OVERHEAD_S)
-}
-
-/// `topology` for a job whose ranks all run on this node, more of them than its
-/// `cores`: the cost model learns the cores ([`Topology::with_cores`]: the ranks take
-/// turns, so a schedule's work is summed) and, unless `QCG_TOPOLOGY_COSTS` set the
-/// costs (`costs_given`), the node level's cost becomes [`crowded_node_cost`]. Every
-/// rank of the job sees the same machine, so every rank plans the same schedules; a
-/// job over several nodes keeps its topology as it is (one node's cores are not known
-/// to the ranks of another).
-pub fn crowded(topology: Topology, cores: usize, costs_given: bool) -> Topology {
-    let ranks = topology.size();
-    let one_node = (0..ranks).all(|r| topology.path(r) == topology.path(0));
-    if !one_node || ranks <= cores {
-        return topology;
-    }
-    let mut costs = topology.costs().to_vec();
-    if !costs_given {
-        if let Some(last) = costs.last_mut() {
-            *last = crowded_node_cost(ranks, cores);
-        }
-    }
-    match topology.clone().with_costs(costs) {
-        Ok(t) => t.with_cores(cores),
-        Err(_) => topology.with_cores(cores),
-    }
-}
-
 /// Default level costs for a topology of `depth` levels (`depth + 1` costs).
 pub fn default_costs(depth: usize) -> Vec<LinkCost> {
     let mut paper = Topology::grid5000_costs();
@@ -169,21 +127,5 @@ mod tests {
         assert!(parse(&s, 2, Some("10000:100:star,100:1000,5:10000")).is_none());
         assert!(parse(&s, 2, Some("10000:100:mesh:x,100:1000,5:10000")).is_none());
         assert_eq!(flat(4).size(), 4);
-    }
-
-    #[test]
-    fn a_crowded_node_learns_its_cores_and_a_job_over_nodes_does_not() {
-        let one = parse(&vec!["s/n1"; 16].join(";"), 16, None).unwrap();
-        let c = crowded(one.clone(), 2, false);
-        assert_eq!(c.cores(), Some(2));
-        assert_eq!(c.costs()[2], crowded_node_cost(16, 2));
-        assert_eq!(c.costs()[..2], one.costs()[..2]);
-        // Costs the user gave stay; the cores are a fact of the machine.
-        let given = crowded(one.clone(), 2, true);
-        assert_eq!((given.cores(), given.costs()), (Some(2), one.costs()));
-        // Not crowded, or ranks on two nodes: unchanged.
-        assert_eq!(crowded(one.clone(), 16, false), one);
-        let two = parse("s/n1;s/n1;s/n1;s/n2", 4, None).unwrap();
-        assert_eq!(crowded(two.clone(), 1, false), two);
     }
 }

@@ -676,10 +676,7 @@ impl Engine {
         let mut turns = 0u32;
         let r = loop {
             turns = turns.wrapping_add(1);
-            // A crowded turn yields its core, which can take the others' whole turns:
-            // the clock is read every time, or the spin would last many times longer
-            // than it says.
-            if crowded || turns % CLOCK_EVERY == 0 || now >= spin_until {
+            if turns % CLOCK_EVERY == 0 || now >= spin_until {
                 now = Instant::now();
             }
             if deadline.is_some_and(|d| now >= d) {
