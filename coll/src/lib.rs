@@ -95,12 +95,8 @@
 //!   one level down, and the processes of a leaf group form a binomial or flat tree.
 //!   Any depth. A hierarchical allreduce whose sites can combine in rank order may
 //!   instead reduce inside each site, have the representatives exchange their sites'
-//!   partials (one message per flit per ordered pair of sites, or for large vectors a
-//!   reduce-scatter and an allgather between them) and broadcast inside each site,
-//!   when the model finds that faster. "Sites" are the groups of the first level that
-//!   has more than one: on a single site its nodes, and on a single node the ranks
-//!   themselves, which then reduce-scatter and allgather among all of them with no
-//!   tree at all (allgather likewise).
+//!   partials (one message per flit per ordered pair of sites) and broadcast inside
+//!   each site, when the model finds that faster.
 //! * [`Algorithm::FlatBinomial`]: a binomial tree by recursive halving over ranks
 //!   `0..P`: every subtree is an interval of ranks.
 //! * [`Algorithm::FlatLinear`]: the root is everyone's parent. Alltoall is the pairwise

@@ -11,15 +11,6 @@
 //! Alltoall is priced phase by phase and round by round (a rougher estimate: within a
 //! factor of 2.5 of the simulator on the tested grids).
 //!
-//! Crowded nodes: where a node's ranks outnumber its cores ([`Topology::with_cores`]),
-//! they do not all work at once as the stage model has it, they take turns. There a
-//! schedule takes at least the node's work over its cores: every message costs its
-//! sender and its receiver each the sender's busy time ([`LinkCost::busy`](crate::LinkCost::busy)), summed
-//! over the node's ranks and the flits. That is what makes a one-node allreduce of a
-//! few bytes keep a tree (30 messages) rather than exchange between all ranks (240 for
-//! 16 ranks), while large ones, where every schedule moves about the same bytes,
-//! still reduce-scatter and allgather (no rank waits on a chain of others).
-//!
 //! Cost: one tree construction (O(P log P); O(P·depth) for the hierarchy) and O(P) per
 //! pass.
 
@@ -43,13 +34,11 @@ impl Pass {
     }
 }
 
-/// Per-port loads, by (rank, port) (see [`Topology::port`]), each direction, and
-/// the work of every rank (for nodes whose ranks outnumber their cores).
+/// Per-port loads, by (rank, port) (see [`Topology::port`]), each direction.
 #[derive(Default)]
 struct Load {
     out: HashMap<(usize, usize), f64>,
     inn: HashMap<(usize, usize), f64>,
-    work: HashMap<usize, f64>,
 }
 
 impl Load {
@@ -60,40 +49,6 @@ impl Load {
             .copied()
             .fold(0.0, f64::max)
     }
-
-    /// A message of `busy` seconds' sending from `from` to `to`: the receiver works
-    /// as long as the sender (it copies the bytes out as the sender copied them in).
-    fn message(&mut self, from: usize, to: usize, busy: f64) {
-        *self.work.entry(from).or_default() += busy;
-        *self.work.entry(to).or_default() += busy;
-    }
-}
-
-/// The least time the work in `loads` (each for its count of flits) takes on the
-/// nodes whose ranks outnumber their cores ([`Topology::with_cores`]): there the
-/// ranks take turns, so a node's ranks together cannot work faster than its cores
-/// (0 when no node is crowded). What the stage model misses there: it lets every
-/// rank work at once.
-fn crowd_bound(topo: &Topology, loads: &[(&Load, usize)]) -> f64 {
-    let (nodes, cores) = topo.crowded();
-    nodes
-        .iter()
-        .map(|ranks| {
-            let w: f64 = loads
-                .iter()
-                .map(|(l, k)| *k as f64 * ranks.iter().filter_map(|r| l.work.get(r)).sum::<f64>())
-                .sum();
-            w / cores as f64
-        })
-        .fold(0.0, f64::max)
-}
-
-/// Passes over a tree one after the other, each with its count of flits: the sum of
-/// their times, or more on a crowded node ([`crowd_bound`]).
-fn tree_passes(topo: &Topology, passes: &[(&Pass, usize)]) -> f64 {
-    let t: f64 = passes.iter().map(|(p, k)| p.total(*k)).sum();
-    let loads: Vec<(&Load, usize)> = passes.iter().map(|(p, k)| (&p.load, *k)).collect();
-    t.max(crowd_bound(topo, &loads))
 }
 
 /// One flit going from the root to the leaves; `bytes(c)` is the message to child `c`.
@@ -122,7 +77,6 @@ fn down_from(
             *f += costs[l].busy(b);
             *load.out.entry((v, topo.out_port(l, c, b))).or_default() += costs[l].busy(b);
             *load.inn.entry((c, topo.port(l, v))).or_default() += costs[l].beta * b as f64;
-            load.message(v, c, costs[l].busy(b));
         }
     }
     Pass {
@@ -151,7 +105,6 @@ fn up(topo: &Topology, t: &Tree, bytes: impl Fn(usize) -> usize) -> Pass {
             clock = clock.max(*f);
             *load.inn.entry((v, topo.port(l, c))).or_default() += beta_b;
             *load.out.entry((c, topo.out_port(l, v, b))).or_default() += costs[l].busy(b);
-            load.message(c, v, costs[l].busy(b));
         }
         done[v] = clock;
     }
@@ -263,7 +216,7 @@ fn hierarchical_alltoall(topo: &Topology, n: usize, k: usize, s: usize) -> f64 {
 fn exchange_time(
     topo: &Topology,
     forest: &Tree,
-    reps: (&[usize], usize),
+    reps: &[usize],
     (s, k): (usize, usize),
     shared: bool,
     kind: Exchange,
@@ -274,18 +227,14 @@ fn exchange_time(
         Exchange::Full => exchange_round(topo, reps, &up.times, s, shared, &mut load),
         Exchange::Split => {
             // Each message is a 1/m block of the flit, and two rounds follow each other.
-            let sb = s.div_ceil(reps.0.len().max(1));
+            let sb = s.div_ceil(reps.len().max(1));
             let c1 = exchange_round(topo, reps, &up.times, sb, shared, &mut load);
             exchange_round(topo, reps, &c1, sb, shared, &mut load)
         }
     };
     let down = down_from(topo, forest, |_| s, Some(&clock));
     let more = k.saturating_sub(1) as f64;
-    let t = down.first + more * (up.load.max() + load.max() + down.load.max());
-    t.max(crowd_bound(
-        topo,
-        &[(&up.load, k), (&load, k), (&down.load, k)],
-    ))
+    down.first + more * (up.load.max() + load.max() + down.load.max())
 }
 
 /// One round in which representative `reps[i]` sends messages of `messages[i]` bytes,
@@ -294,22 +243,20 @@ fn exchange_time(
 /// sender, in site order).
 fn block_round(
     topo: &Topology,
-    (reps, level): (&[usize], usize),
+    reps: &[usize],
     messages: &[Vec<usize>],
     start: &[f64],
-    load: &mut Load,
 ) -> Vec<f64> {
-    let c0 = topo.costs()[level];
+    let c0 = topo.costs()[0];
     let mut arrival: HashMap<(usize, usize, usize), f64> = HashMap::new();
     for (i, &r) in reps.iter().enumerate() {
         let mut free: HashMap<usize, f64> = HashMap::new();
         for (j, &b) in messages[i].iter().enumerate() {
             for &q in reps.iter().filter(|&&q| q != r) {
-                let f = free.entry(topo.out_port(level, q, b)).or_insert(0.0);
+                let f = free.entry(topo.out_port(0, q, b)).or_insert(0.0);
                 let begin = f.max(start[r]);
                 arrival.insert((r, j, q), begin + c0.time(b));
                 *f = begin + c0.busy(b);
-                load.message(r, q, c0.busy(b));
             }
         }
     }
@@ -319,7 +266,7 @@ fn block_round(
         let mut c = start[q];
         for (i, &r) in reps.iter().enumerate().filter(|&(_, &r)| r != q) {
             for (j, &b) in messages[i].iter().enumerate() {
-                let f = in_free.entry(topo.port(level, r)).or_insert(0.0);
+                let f = in_free.entry(topo.port(0, r)).or_insert(0.0);
                 *f = arrival[&(r, j, q)].max(*f + c0.beta * b as f64);
                 c = c.max(*f);
             }
@@ -334,21 +281,15 @@ fn block_round(
 /// ranks that are not representatives). Adds the round's port loads to `load`.
 fn exchange_round(
     topo: &Topology,
-    (reps, level): (&[usize], usize),
+    reps: &[usize],
     start: &[f64],
     s: usize,
     shared: bool,
     load: &mut Load,
 ) -> Vec<f64> {
-    let c0 = topo.costs()[level];
-    let out_port = |q: usize| {
-        if shared {
-            level
-        } else {
-            topo.out_port(level, q, s)
-        }
-    };
-    let in_port = |r: usize| if shared { level } else { topo.port(level, r) };
+    let c0 = topo.costs()[0];
+    let out_port = |q: usize| if shared { 0 } else { topo.out_port(0, q, s) };
+    let in_port = |r: usize| if shared { 0 } else { topo.port(0, r) };
     // Every representative sends to the others in site order, each on its port.
     let mut arrival: HashMap<(usize, usize), f64> = HashMap::new();
     for &r in reps {
@@ -359,7 +300,6 @@ fn exchange_round(
             *f += c0.busy(s);
             *load.out.entry((r, out_port(q))).or_default() += c0.busy(s);
             *load.inn.entry((q, in_port(r))).or_default() += c0.beta * s as f64;
-            load.message(r, q, c0.busy(s));
         }
     }
     let mut clock = vec![0.0f64; topo.size()];
@@ -389,24 +329,18 @@ pub(crate) enum Exchange {
     Split,
 }
 
-/// What an exchange between group representatives starts from: bytes per rank, flits
-/// and the largest flit, the per-group forest and the representatives in group order.
-/// The groups are those of the first level with more than one
-/// ([`tree::split_level`]): the sites, or on a single site its nodes, or on a single
-/// node the ranks themselves (then every rank is a representative of itself, and the
-/// split exchange is the reduce-scatter and allgather of all ranks).
+/// What an exchange between site representatives starts from: bytes per rank, flits
+/// and the largest flit, the per-site forest and the representatives in site order.
 struct SiteExchange {
     n: usize,
     k: usize,
     s: usize,
     forest: Tree,
     reps: Vec<usize>,
-    /// The level the representatives' groups part at ([`tree::split_level`]).
-    level: usize,
 }
 
 /// The [`SiteExchange`] of a hierarchical `op`; `None` for another operation or
-/// algorithm, bad arguments, or a single group.
+/// algorithm, bad arguments, or a single site.
 fn site_exchange(
     op: Op,
     coll: &Collective,
@@ -420,14 +354,13 @@ fn site_exchange(
     let n = validate(coll, topo, alg, flits).ok()?;
     let cut = pieces(n, coll.elem_size, flits);
     let (k, s) = (cut.len(), cut.iter().map(|r| r.len()).max().unwrap_or(0));
-    let (forest, reps, level) = tree::group_forest(topo, 0, (s, k))?;
+    let (forest, reps) = tree::site_forest(topo, 0, (s, k))?;
     Some(SiteExchange {
         n,
         k,
         s,
         forest,
         reps,
-        level,
     })
 }
 
@@ -448,7 +381,6 @@ pub(crate) fn allreduce_exchange(
         s,
         forest,
         reps,
-        level,
     } = site_exchange(Op::Allreduce, coll, topo, alg, flits)?;
     if coll.ordered() && forest.runs().iter().any(|r| r.len() > 1) {
         return None;
@@ -458,18 +390,11 @@ pub(crate) fn allreduce_exchange(
         .ordered()
         .then(|| t.runs().iter().map(Vec::len).collect());
     let seg = |c: usize| segs.as_ref().map_or(1, |v| v[c]);
-    let tree_time = tree_passes(
-        topo,
-        &[
-            (&up(topo, &t, |c| seg(c) * s), k),
-            (&down(topo, &t, |_| s), k),
-        ],
-    );
-    let at = (&reps[..], level);
-    let full = exchange_time(topo, &forest, at, (s, k), true, Exchange::Full);
+    let tree_time = up(topo, &t, |c| seg(c) * s).total(k) + down(topo, &t, |_| s).total(k);
+    let full = exchange_time(topo, &forest, &reps, (s, k), true, Exchange::Full);
     // A split needs an element per representative in every block.
     let split = (n / coll.elem_size.max(1) >= reps.len())
-        .then(|| exchange_time(topo, &forest, at, (s, k), true, Exchange::Split));
+        .then(|| exchange_time(topo, &forest, &reps, (s, k), true, Exchange::Split));
     let (kind, best) = match split {
         Some(t) if t < full => (Exchange::Split, t),
         _ => (Exchange::Full, full),
@@ -489,13 +414,7 @@ fn allgather_tree_time(
 ) -> f64 {
     let cut2 = pieces(topo.size() * n, coll.elem_size, flits);
     let s2 = cut2.iter().map(|r| r.len()).max().unwrap_or(0);
-    tree_passes(
-        topo,
-        &[
-            (&up(topo, t, |c| t.size[c] * s), k),
-            (&down(topo, t, |_| s2), cut2.len()),
-        ],
-    )
+    up(topo, t, |c| t.size[c] * s).total(k) + down(topo, t, |_| s2).total(cut2.len())
 }
 
 /// Allgather by exchange at the top: every site gathers to its representative (one
@@ -507,7 +426,7 @@ fn allgather_tree_time(
 fn allgather_exchange_time(
     topo: &Topology,
     forest: &Tree,
-    (reps, level): (&[usize], usize),
+    reps: &[usize],
     n: usize,
     (s, k): (usize, usize),
     coll: &Collective,
@@ -521,16 +440,11 @@ fn allgather_exchange_time(
         .iter()
         .map(|&r| runs[r].iter().map(|&(lo, hi)| (hi - lo) * n).collect())
         .collect();
-    let mut load = Load::default();
-    let clock = block_round(topo, (reps, level), &messages, &start, &mut load);
+    let clock = block_round(topo, reps, &messages, &start);
     let cut2 = pieces(topo.size() * n, coll.elem_size, flits);
     let s2 = cut2.iter().map(|r| r.len()).max().unwrap_or(0);
     let down = down_from(topo, forest, |_| s2, Some(&clock));
-    let t = down.first + cut2.len().saturating_sub(1) as f64 * down.load.max();
-    t.max(crowd_bound(
-        topo,
-        &[(&up.load, k), (&load, 1), (&down.load, cut2.len())],
-    ))
+    down.first + cut2.len().saturating_sub(1) as f64 * down.load.max()
 }
 
 /// Whether a hierarchical allgather exchanges site blocks between representatives
@@ -549,7 +463,6 @@ pub(crate) fn allgather_exchange(
         s,
         forest,
         reps,
-        level,
     } = site_exchange(Op::Allgather, coll, topo, alg, flits)?;
     // One message per run of consecutive ranks of a site, each with its own tag.
     let runs = forest.runs();
@@ -558,7 +471,7 @@ pub(crate) fn allgather_exchange(
     }
     let t = tree::build(topo, alg, 0, coll.ordered(), (s, k));
     let tree_time = allgather_tree_time(topo, &t, n, (s, k), coll, flits);
-    let ex = allgather_exchange_time(topo, &forest, (&reps, level), n, (s, k), coll, flits);
+    let ex = allgather_exchange_time(topo, &forest, &reps, n, (s, k), coll, flits);
     (ex < tree_time).then_some((forest, reps))
 }
 
@@ -580,14 +493,13 @@ pub fn time(
         });
     }
     if let Some((forest, reps, kind)) = allreduce_exchange(coll, topo, alg, flits) {
-        let at = (&reps[..], tree::split_level(topo));
-        return Ok(exchange_time(topo, &forest, at, (s, k), false, kind));
+        return Ok(exchange_time(topo, &forest, &reps, (s, k), false, kind));
     }
     if let Some((forest, reps)) = allgather_exchange(coll, topo, alg, flits) {
         return Ok(allgather_exchange_time(
             topo,
             &forest,
-            (&reps, tree::split_level(topo)),
+            &reps,
             n,
             (s, k),
             coll,
@@ -601,22 +513,13 @@ pub fn time(
         .then(|| t.runs().iter().map(Vec::len).collect());
     let seg = |c: usize| segs.as_ref().map_or(1, |v| v[c]);
     Ok(match coll.op {
-        Op::Bcast => tree_passes(topo, &[(&down(topo, &t, |_| s), k)]),
-        Op::Reduce => tree_passes(topo, &[(&up(topo, &t, |c| seg(c) * s), k)]),
-        Op::Allreduce => tree_passes(
-            topo,
-            &[
-                (&up(topo, &t, |c| seg(c) * s), k),
-                (&down(topo, &t, |_| s), k),
-            ],
-        ),
-        Op::Gather => tree_passes(topo, &[(&up(topo, &t, |c| t.size[c] * s), k)]),
-        Op::Scatter => tree_passes(topo, &[(&down(topo, &t, |c| t.size[c] * s), k)]),
+        Op::Bcast => down(topo, &t, |_| s).total(k),
+        Op::Reduce => up(topo, &t, |c| seg(c) * s).total(k),
+        Op::Allreduce => up(topo, &t, |c| seg(c) * s).total(k) + down(topo, &t, |_| s).total(k),
+        Op::Gather => up(topo, &t, |c| t.size[c] * s).total(k),
+        Op::Scatter => down(topo, &t, |c| t.size[c] * s).total(k),
         Op::Allgather => allgather_tree_time(topo, &t, n, (s, k), coll, flits),
-        Op::Barrier => tree_passes(
-            topo,
-            &[(&up(topo, &t, |_| 0), 1), (&down(topo, &t, |_| 0), 1)],
-        ),
+        Op::Barrier => up(topo, &t, |_| 0).total(1) + down(topo, &t, |_| 0).total(1),
         Op::Alltoall => unreachable!("priced above"),
     })
 }

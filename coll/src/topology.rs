@@ -25,9 +25,7 @@ pub const SEND_WINDOW: usize = 128 << 10;
 /// Cost of one message crossing a level: it arrives `alpha + beta * bytes` seconds after
 /// it is sent, and keeps its sender busy for `min(alpha, SEND_OVERHEAD) + beta * bytes`
 /// ([`LinkCost::busy`]): the rest of a long latency is propagation, during which the
-/// sender already sends its next message. A level whose latency is not propagation
-/// but waiting for the receiver to run (ranks of one node that outnumber its cores:
-/// the receiver must be scheduled) says its own per-message `overhead` instead.
+/// sender already sends its next message.
 ///
 /// A rank's messages across a level share one port each way (a node's uplink), unless
 /// the level is a `mesh`: every pair of groups across it has a link of its own (sites
@@ -41,9 +39,6 @@ pub struct LinkCost {
     pub beta: f64,
     /// Whether every pair of groups across the level has its own link.
     pub mesh: bool,
-    /// Seconds a sender is busy per message beyond its bytes' time; `None`:
-    /// `min(alpha, SEND_OVERHEAD)`.
-    pub overhead: Option<f64>,
 }
 
 impl LinkCost {
@@ -53,7 +48,6 @@ impl LinkCost {
             alpha,
             beta,
             mesh: false,
-            overhead: None,
         }
     }
 
@@ -72,19 +66,9 @@ impl LinkCost {
         self.alpha + self.beta * bytes as f64
     }
 
-    /// The same cost with a sender busy `seconds` per message beyond its bytes' time
-    /// (whatever the latency).
-    pub fn with_overhead(self, seconds: f64) -> Self {
-        LinkCost {
-            overhead: Some(seconds),
-            ..self
-        }
-    }
-
     /// How long sending one message of `bytes` bytes keeps the sender's port busy.
     pub fn busy(&self, bytes: usize) -> f64 {
-        let o = self.overhead.unwrap_or(self.alpha.min(SEND_OVERHEAD));
-        o + self.beta * bytes as f64
+        self.alpha.min(SEND_OVERHEAD) + self.beta * bytes as f64
     }
 }
 
@@ -155,8 +139,6 @@ pub struct Topology {
     /// `group[l][r]`: id of the group of rank `r` at level `l` (unique across the level).
     group: Vec<Vec<u32>>,
     costs: Vec<LinkCost>,
-    /// Cores of every leaf group (node); `None`: a core per rank.
-    cores: Option<usize>,
 }
 
 impl Topology {
@@ -175,13 +157,7 @@ impl Topology {
             });
         }
         for (level, c) in costs.iter().enumerate() {
-            let o = c.overhead.unwrap_or(0.0);
-            let ok = c.alpha.is_finite()
-                && c.beta.is_finite()
-                && o.is_finite()
-                && c.alpha >= 0.0
-                && c.beta >= 0.0
-                && o >= 0.0;
+            let ok = c.alpha.is_finite() && c.beta.is_finite() && c.alpha >= 0.0 && c.beta >= 0.0;
             if !ok {
                 return Err(TopologyError::BadCost { level });
             }
@@ -211,7 +187,6 @@ impl Topology {
             paths: owned,
             group,
             costs,
-            cores: None,
         })
     }
 
@@ -248,45 +223,7 @@ impl Topology {
 
     /// The same hierarchy with other level costs (`depth + 1` of them).
     pub fn with_costs(self, costs: Vec<LinkCost>) -> Result<Self, TopologyError> {
-        let cores = self.cores;
-        Ok(Topology {
-            cores,
-            ..Topology::from_paths(&self.paths, costs)?
-        })
-    }
-
-    /// The same hierarchy where every leaf group (node) runs its ranks on `cores`
-    /// cores (at least one): where they outnumber the cores, they take turns, and
-    /// the cost model adds up their work (see [`crate::model`]).
-    pub fn with_cores(self, cores: usize) -> Self {
-        Topology {
-            cores: Some(cores.max(1)),
-            ..self
-        }
-    }
-
-    /// The cores of every leaf group, if said ([`Topology::with_cores`]).
-    pub fn cores(&self) -> Option<usize> {
-        self.cores
-    }
-
-    /// Ranks of each leaf group that holds more ranks than it has cores (none when
-    /// the cores were not said), and the cores.
-    pub fn crowded(&self) -> (Vec<Vec<usize>>, usize) {
-        let Some(cores) = self.cores else {
-            return (Vec::new(), 1);
-        };
-        let mut index: HashMap<&[String], usize> = HashMap::new();
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        for (r, p) in self.paths.iter().enumerate() {
-            let i = *index.entry(&p[..]).or_insert_with(|| {
-                groups.push(Vec::new());
-                groups.len() - 1
-            });
-            groups[i].push(r);
-        }
-        groups.retain(|g| g.len() > cores);
-        (groups, cores)
+        Topology::from_paths(&self.paths, costs)
     }
 
     /// The sub-topology of `ranks`; rank `i` of the result is `ranks[i]` of `self`.
@@ -300,10 +237,7 @@ impl Topology {
             }
             paths.push(self.paths[r].clone());
         }
-        Ok(Topology {
-            cores: self.cores,
-            ..Topology::from_paths(&paths, self.costs.clone())?
-        })
+        Topology::from_paths(&paths, self.costs.clone())
     }
 
     /// Number of ranks.

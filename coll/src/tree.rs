@@ -239,49 +239,38 @@ pub(crate) fn build(
     Tree::from_edges(p, root, &edges)
 }
 
-/// The first level whose ranks are in more than one group: 0 when there are several
-/// sites, deeper when every rank shares the upper groups (one site: its nodes), and
-/// `depth` when every rank shares a leaf group (one node: the ranks themselves).
-pub(crate) fn split_level(topo: &Topology) -> usize {
-    (0..topo.depth())
-        .find(|&l| (1..topo.size()).any(|r| topo.group(l, r) != topo.group(l, 0)))
-        .unwrap_or(topo.depth())
-}
-
-/// The hierarchical tree of [`build`] cut at [`split_level`] `L`: one tree per group of
-/// level `L` (a site; or, on a single node, every rank alone), rooted at the group's
-/// representative. Returns the forest, the representatives in group order (by
-/// smallest rank) and `L`, or `None` when there are fewer than two groups.
-pub(crate) fn group_forest(
+/// The hierarchical tree of [`build`] cut at the top level: one tree per site, rooted
+/// at the site's representative. Returns the forest and the representatives in site
+/// order (by smallest rank), or `None` when the topology has a single site.
+pub(crate) fn site_forest(
     topo: &Topology,
     root: usize,
     piece: (usize, usize),
-) -> Option<(Tree, Vec<usize>, usize)> {
+) -> Option<(Tree, Vec<usize>)> {
+    if topo.depth() == 0 {
+        return None;
+    }
     let p = topo.size();
-    let level = split_level(topo);
     let t = build(topo, Algorithm::Hierarchical, root, false, piece);
-    // No edge of the tree crosses a level above `level`: all ranks share those groups.
     let mut reps: Vec<usize> = (0..p)
-        .filter(|&v| t.parent[v].is_none_or(|u| topo.level(u, v) <= level))
+        .filter(|&v| t.parent[v].is_none_or(|u| topo.level(u, v) == 0))
         .collect();
     if reps.len() < 2 {
         return None;
     }
-    if level < topo.depth() {
-        let mut first: HashMap<u32, usize> = HashMap::new();
-        for r in (0..p).rev() {
-            first.insert(topo.group(level, r), r);
-        }
-        reps.sort_by_key(|&r| first.get(&topo.group(level, r)).copied().unwrap_or(r));
+    let mut first: HashMap<u32, usize> = HashMap::new();
+    for r in (0..p).rev() {
+        first.insert(topo.group(0, r), r);
     }
-    // Edges inside groups, children in the order the full tree gave them.
+    reps.sort_by_key(|&r| first.get(&topo.group(0, r)).copied().unwrap_or(r));
+    // Edges inside sites, children in the order the full tree gave them.
     let mut edges = Vec::with_capacity(p);
     for &u in &t.preorder {
         for &c in &t.children[u] {
-            if topo.level(u, c) > level {
+            if topo.level(u, c) > 0 {
                 edges.push((u, c));
             }
         }
     }
-    Some((Tree::forest(p, &reps, &edges), reps, level))
+    Some((Tree::forest(p, &reps, &edges), reps))
 }
