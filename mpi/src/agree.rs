@@ -123,16 +123,31 @@ pub struct Layout {
     pub per: usize,
     /// Elements in all.
     pub n: usize,
+    /// Whether the operation takes a chunk's elements in one call (the predefined
+    /// operations on numbers, bools and bytes) rather than one at a time.
+    pub runs: bool,
 }
 
 impl Layout {
-    /// Chunks of about [`CHUNK`] bytes.
+    /// Chunks of about [`CHUNK`] bytes, or one chunk of just the data when it is
+    /// smaller (an 8-byte allreduce moves 52-byte messages, not 4 KiB ones). Ranks
+    /// that pass the same bytes get the same chunks whatever their datatypes when the
+    /// element size divides [`CHUNK`], as before, so their trailers can say they
+    /// disagree.
     pub fn new(elem: usize, n: usize) -> Layout {
         Layout {
             elem,
-            per: (CHUNK / elem.max(1)).max(1),
+            per: (CHUNK / elem.max(1)).max(1).min(n.max(1)),
             n,
+            runs: false,
         }
+    }
+
+    /// The same layout, combining a chunk's elements in one call to the operation
+    /// when `runs` (see [`Layout::runs`]): a call per element costs more than the
+    /// element's arithmetic.
+    pub fn with_runs(self, runs: bool) -> Layout {
+        Layout { runs, ..self }
     }
 
     /// Bytes of one chunk, trailer included (libqcg's element size).
@@ -173,8 +188,13 @@ impl Layout {
         let at = self.per * self.elem;
         let (ta, tb) = (Trailer::read(&a[at..]), Trailer::read(&b[at..]));
         let k = (ta.count.min(tb.count) as usize).min(self.per);
-        if k > 0 {
+        if self.runs {
             f(&mut a[..k * self.elem], &b[..k * self.elem]);
+        } else {
+            for j in 0..k {
+                let r = j * self.elem..(j + 1) * self.elem;
+                f(&mut a[r.clone()], &b[r]);
+            }
         }
         Trailer {
             lo: Trailer::merge(ta.lo, tb.lo, true),
@@ -280,6 +300,51 @@ mod tests {
 
     fn sig(op: u32) -> Sig {
         Sig { op, root: 0, ty: 7 }
+    }
+
+    #[test]
+    fn runs_combine_a_chunk_in_one_call_to_the_same_result() {
+        let calls = std::cell::Cell::new(0usize);
+        let add_all = |a: &mut [u8], b: &[u8]| {
+            calls.set(calls.get() + 1);
+            for (x, y) in a.iter_mut().zip(b) {
+                *x = x.wrapping_add(*y);
+            }
+        };
+        let one = Layout::new(1, 5000);
+        let runs = Layout::new(1, 5000).with_runs(true);
+        let x: Vec<u8> = (0..5000).map(|i| (i * 7 % 251) as u8).collect();
+        let y: Vec<u8> = (0..5000).map(|i| (i * 13 % 241) as u8).collect();
+        let (mut a1, b1) = (one.pack(&x, 0, sig(3)), one.pack(&y, 1, sig(3)));
+        let (mut a2, b2) = (runs.pack(&x, 0, sig(3)), runs.pack(&y, 1, sig(3)));
+        for (a, b) in a1
+            .chunks_exact_mut(one.chunk())
+            .zip(b1.chunks_exact(one.chunk()))
+        {
+            one.combine(a, b, &add_all);
+        }
+        assert_eq!(calls.replace(0), 5000);
+        for (a, b) in a2
+            .chunks_exact_mut(runs.chunk())
+            .zip(b2.chunks_exact(runs.chunk()))
+        {
+            runs.combine(a, b, &add_all);
+        }
+        assert_eq!(calls.get(), one.chunks());
+        assert_eq!(a1, a2);
+        let (got, trailer) = runs.unpack(&a2);
+        let want: Vec<u8> = x.iter().zip(&y).map(|(p, q)| p.wrapping_add(*q)).collect();
+        assert_eq!(got, want);
+        assert!(trailer.is_some());
+    }
+
+    #[test]
+    fn small_data_is_one_chunk_of_its_own_size() {
+        assert_eq!(Layout::new(8, 1).chunk(), 8 + TRAILER);
+        // The same bytes in another datatype: the same chunks, so the trailers meet.
+        assert_eq!(Layout::new(4, 2).chunk(), Layout::new(8, 1).chunk());
+        assert_eq!(Layout::new(1, 6000).chunk(), CHUNK + TRAILER);
+        assert_eq!(Layout::new(8, 0).chunks(), 0);
     }
 
     #[test]

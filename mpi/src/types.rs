@@ -621,7 +621,18 @@ impl Op {
         }
     }
 
-    /// `a = a ∘ b` for one packed element of `kind` (the operation must apply).
+    /// Whether [`Op::apply`] takes any number of whole elements of `kind` at once
+    /// (numbers but `long double`, bools, bytes), not exactly one.
+    pub fn takes_runs(kind: Kind) -> bool {
+        match kind {
+            Kind::Nums(n, _) => n != Num::LongDouble,
+            Kind::Bools(_) | Kind::Bytes(_) => true,
+            Kind::Pair(_) | Kind::Complex(_) | Kind::Opaque => false,
+        }
+    }
+
+    /// `a = a ∘ b` for one packed element of `kind` (the operation must apply), or
+    /// for as many as `a` holds where [`Op::takes_runs`].
     pub fn apply(self, kind: Kind, a: &mut [u8], b: &[u8]) {
         match kind {
             Kind::Nums(Num::LongDouble, _) => {
@@ -634,7 +645,7 @@ impl Op {
                 };
                 crate::longdouble::apply(h, a, b);
             }
-            Kind::Nums(n, _) => num_ops(self, n, a, b),
+            Kind::Nums(n, _) => nums_op(self, n, a, b),
             Kind::Bools(_) | Kind::Bytes(_) => {
                 for (x, y) in a.iter_mut().zip(b) {
                     let (p, q) = (*x != 0, *y != 0);
@@ -767,21 +778,29 @@ macro_rules! float_ops {
     };
 }
 
-/// `x = x op y`, element by element, for numbers of kind `n`.
-fn num_ops(op: Op, n: Num, x: &mut [u8], y: &[u8]) {
+/// `a = a op b` over every value of kind `n` the two buffers hold, the operation
+/// chosen once per call.
+fn nums_op(op: Op, n: Num, a: &mut [u8], b: &[u8]) {
     match n {
-        Num::I8 => int_ops!(i8, op, x, y),
-        Num::I16 => int_ops!(i16, op, x, y),
-        Num::I32 => int_ops!(i32, op, x, y),
-        Num::I64 => int_ops!(i64, op, x, y),
-        Num::U8 => int_ops!(u8, op, x, y),
-        Num::U16 => int_ops!(u16, op, x, y),
-        Num::U32 => int_ops!(u32, op, x, y),
-        Num::U64 => int_ops!(u64, op, x, y),
-        Num::F32 => float_ops!(f32, op, x, y),
-        Num::F64 => float_ops!(f64, op, x, y),
+        Num::I8 => int_ops!(i8, op, a, b),
+        Num::I16 => int_ops!(i16, op, a, b),
+        Num::I32 => int_ops!(i32, op, a, b),
+        Num::I64 => int_ops!(i64, op, a, b),
+        Num::U8 => int_ops!(u8, op, a, b),
+        Num::U16 => int_ops!(u16, op, a, b),
+        Num::U32 => int_ops!(u32, op, a, b),
+        Num::U64 => int_ops!(u64, op, a, b),
+        Num::F32 => float_ops!(f32, op, a, b),
+        Num::F64 => float_ops!(f64, op, a, b),
         Num::LongDouble => {}
     }
+}
+
+/// One value at a time: what a run must equal (tests).
+#[cfg(test)]
+fn num_op(op: Op, n: Num, x: &mut [u8], y: &[u8]) {
+    let s = n.size();
+    nums_op(op, n, &mut x[..s], &y[..s]);
 }
 
 /// Checks that `op` applies to datatype `t`.
@@ -905,6 +924,49 @@ mod tests {
 
     fn t(h: i32) -> Arc<TypeInfo> {
         Arc::new(predefined(h).expect("predefined"))
+    }
+
+    #[test]
+    fn a_run_of_numbers_combines_as_each_number_alone() {
+        use Op::*;
+        let nums = [
+            Num::I8,
+            Num::I16,
+            Num::I32,
+            Num::I64,
+            Num::U8,
+            Num::U16,
+            Num::U32,
+            Num::U64,
+            Num::F32,
+            Num::F64,
+        ];
+        // Bytes that make every kind of value: negative, NaN, infinities, zero.
+        let x: Vec<u8> = (0..512u32)
+            .map(|i| (i.wrapping_mul(0x9E37) >> 3) as u8)
+            .collect();
+        let y: Vec<u8> = (0..512u32)
+            .map(|i| (i.wrapping_mul(0x85EB) >> 5) as u8)
+            .collect();
+        for n in nums {
+            let kind = Kind::Nums(n, 1);
+            for op in [Max, Min, Sum, Prod, Land, Band, Lor, Bor, Lxor, Bxor] {
+                if !op.applies(kind) {
+                    continue;
+                }
+                let mut run = x.clone();
+                op.apply(kind, &mut run, &y);
+                let mut one = x.clone();
+                for (a, b) in one.chunks_exact_mut(n.size()).zip(y.chunks_exact(n.size())) {
+                    num_op(op, n, a, b);
+                }
+                // Compared as bits: a NaN's sign or payload must not change either.
+                assert_eq!(run, one, "{op:?} on {n:?}");
+            }
+        }
+        assert!(Op::takes_runs(Kind::Nums(Num::F64, 1)));
+        assert!(!Op::takes_runs(Kind::Nums(Num::LongDouble, 1)));
+        assert!(!Op::takes_runs(Kind::Pair(Num::F64)));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::agree;
 use crate::error::{Class, MpiError};
 use crate::ffi::{call, in_bytes, ints, put, write_packed, IN_PLACE};
 use crate::state::{self, count, root, OpKind, COMM_WORLD};
-use crate::types::{self, Kind, TypeInfo};
+use crate::types::{self, TypeInfo};
 use libc::{c_int, c_void};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -138,7 +138,7 @@ pub(super) fn combiner(
             let kind = t.kind;
             // Numbers, logicals and bytes combine lane by lane whatever the run's
             // length; pairs and complex numbers one element at a time.
-            let runs = matches!(kind, Kind::Nums(..) | Kind::Bools(_) | Kind::Bytes(_));
+            let runs = types::Op::takes_runs(kind);
             Ok((
                 Box::new(move |a: &mut [u8], b: &[u8]| {
                     if runs {
@@ -229,7 +229,8 @@ pub(super) fn checked_reduction(
         root: root.unwrap_or(0),
         ty: agree::type_sig(&t.kind, t.size),
     };
-    let layout = agree::Layout::new(t.size, data.len() / t.size.max(1));
+    // The combiner takes a chunk's elements in one call ([`combiner`]).
+    let layout = agree::Layout::new(t.size, data.len() / t.size.max(1)).with_runs(true);
     let input = layout.pack(data, c.me, sig);
     let g = |a: &mut [u8], b: &[u8]| layout.combine(a, b, &**f);
     let out = match root {

@@ -162,7 +162,8 @@ fn start_reduction(
         root: root.unwrap_or(0),
         ty: agree::type_sig(&t.kind, t.size),
     };
-    let layout = agree::Layout::new(t.size, data.len() / t.size.max(1));
+    // The combiner takes a chunk's elements in one call ([`combiner`]).
+    let layout = agree::Layout::new(t.size, data.len() / t.size.max(1)).with_runs(true);
     let input = layout.pack(data, c.me, sig);
     let g: qcg::nbc::ElemOp = Arc::new(move |a: &mut [u8], b: &[u8]| layout.combine(a, b, &*f));
     let req = match root {
