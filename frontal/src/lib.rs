@@ -185,24 +185,35 @@ impl Inner {
                 r
             }
             Request::Launch(spec) => match self.helper(&spec.node) {
-                Some(conn) => match quic::request(&conn, &Request::Launch(spec.clone())).await {
-                    Ok(Response::Ok) => {
-                        lock(&self.placed)
-                            .entry(spec.job.clone())
-                            .or_default()
-                            .insert(spec.rank, spec.node.clone());
-                        lock(&self.launched)
-                            .entry(spec.node.clone())
-                            .or_default()
-                            .insert((spec.job.clone(), spec.rank));
-                        Response::Ok
+                Some(conn) => {
+                    // Placed before the helper starts it: the rank registers as soon
+                    // as it runs, often before the helper's answer reaches us, and a
+                    // registration for a rank not yet placed here is refused.
+                    lock(&self.placed)
+                        .entry(spec.job.clone())
+                        .or_default()
+                        .insert(spec.rank, spec.node.clone());
+                    match quic::request(&conn, &Request::Launch(spec.clone())).await {
+                        Ok(Response::Ok) => {
+                            lock(&self.launched)
+                                .entry(spec.node.clone())
+                                .or_default()
+                                .insert((spec.job.clone(), spec.rank));
+                            Response::Ok
+                        }
+                        Ok(r) => {
+                            forget_placed(&mut lock(&self.placed), &spec.job, spec.rank);
+                            r
+                        }
+                        Err(e) => {
+                            forget_placed(&mut lock(&self.placed), &spec.job, spec.rank);
+                            Response::error(
+                                ErrorKind::Unavailable,
+                                format!("the helper of node {} is unreachable: {e}", spec.node),
+                            )
+                        }
                     }
-                    Ok(r) => r,
-                    Err(e) => Response::error(
-                        ErrorKind::Unavailable,
-                        format!("the helper of node {} is unreachable: {e}", spec.node),
-                    ),
-                },
+                }
                 None => Response::error(
                     ErrorKind::Unavailable,
                     format!(
