@@ -441,7 +441,8 @@ impl Broker {
                 }
             }
         });
-        tracing::info!(%quic_addr, ?http_addr, ?https_addr, "broker started");
+        // Debug: the service's "QUIC on" line is its one start-up line.
+        tracing::debug!(%quic_addr, ?http_addr, ?https_addr, "broker started");
         Ok(Broker {
             quic_addr,
             http_addr,

@@ -1,8 +1,8 @@
 //! What the services say when they start and what their logs carry, read from the
 //! real binaries: a service whose metrics port is taken stops before it says it
-//! serves, and a request's log lines name its connection (the peer), its kind and
-//! its job, whatever the filter lets through (the services' JSON logs,
-//! `QCG_LOG_FORMAT=json`, parsed).
+//! serves, a service's one start-up line at info is its ready line, and a request's
+//! log lines name its connection (the peer), its kind and its job, whatever the
+//! filter lets through (the services' JSON logs, `QCG_LOG_FORMAT=json`, parsed).
 //!
 //! Needs the workspace's binaries built first (`cargo build --workspace --bins
 //! --examples`), as the test command does.
@@ -110,6 +110,23 @@ fn ask(socket: &Path, req: &Request) -> Response {
     qcg_proto::frame::read_frame_sync(&mut s).unwrap().unwrap()
 }
 
+/// A service's one start-up line at info is its ready line: before it, nothing at
+/// info (JSON events at another level, a warning for instance, may come).
+fn said_nothing_else_at_start(service: &str, seen: &[String]) {
+    let info: Vec<&String> = seen
+        .iter()
+        .filter(|l| serde_json::from_str::<Value>(l).map_or(true, |v| v["level"] == "INFO"))
+        .collect();
+    assert!(
+        info.is_empty(),
+        "{service} logged more than its one start-up line at info:\n{}",
+        info.iter()
+            .map(|l| l.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 fn register(rank: u32, node: &str) -> Request {
     Request::Register(AccessPoint {
         process: ProcName::new("spans-job", rank),
@@ -199,8 +216,12 @@ fn a_requests_log_lines_name_its_peer_its_kind_and_its_job() {
         "broker.toml",
         "listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
     );
-    let lines = start_logging(&mut services, "qcg-broker", &cfg, &[("RUST_LOG", "warn")]);
-    let broker = ready(&lines, "qcg-broker: QUIC on", &mut Vec::new());
+    // Every service logs at info as JSON: what it says before its ready line is seen.
+    let env = [("QCG_LOG_FORMAT", "json"), ("RUST_LOG", "info")];
+    let lines = start_logging(&mut services, "qcg-broker", &cfg, &env);
+    let mut broker_seen = Vec::new();
+    let broker = ready(&lines, "qcg-broker: QUIC on", &mut broker_seen);
+    said_nothing_else_at_start("qcg-broker", &broker_seen);
 
     // The frontal logs each answer (debug), as JSON.
     let cfg = write(
@@ -212,7 +233,7 @@ fn a_requests_log_lines_name_its_peer_its_kind_and_its_job() {
     );
     let env = [
         ("QCG_LOG_FORMAT", "json"),
-        ("RUST_LOG", "warn,qcg_frontal=debug"),
+        ("RUST_LOG", "info,qcg_frontal=debug"),
     ];
     let frontal = start_logging(&mut services, "qcg-frontal", &cfg, &env);
     let mut frontal_seen = Vec::new();
@@ -221,8 +242,9 @@ fn a_requests_log_lines_name_its_peer_its_kind_and_its_job() {
         "qcg-frontal: cluster alpha serving helpers on",
         &mut frontal_seen,
     );
+    said_nothing_else_at_start("qcg-frontal", &frontal_seen);
 
-    // The helper logs warnings only: the spans are kept at that filter too.
+    // The helper logs at info: the spans of its warnings are kept at that filter.
     let socket = d.join("a1.sock");
     let cfg = write(
         d,
@@ -231,10 +253,11 @@ fn a_requests_log_lines_name_its_peer_its_kind_and_its_job() {
             "node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\n\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
         ),
     );
-    let env = [("QCG_LOG_FORMAT", "json"), ("RUST_LOG", "warn")];
+    let env = [("QCG_LOG_FORMAT", "json"), ("RUST_LOG", "info")];
     let helper = start_logging(&mut services, "qcg-helper", &cfg, &env);
     let mut helper_seen = Vec::new();
     ready(&helper, "qcg-helper: node a1 serving", &mut helper_seen);
+    said_nothing_else_at_start("qcg-helper", &helper_seen);
 
     // A registration the grid takes, and one the helper refuses (it names
     // another node than the helper's).

@@ -5,12 +5,16 @@
 //! pass or fail. It needs root (Slurm's daemons run as root here: `SlurmUser=root`).
 //!
 //! Then a grid of real services (broker, frontals, helpers) whose cluster `alpha` has
-//! a `[slurm]` frontal: a job's ranks placed in `alpha` run as Slurm steps (they see
-//! `SLURM_JOB_ID`, Slurm lists them), a qcg program spanning `alpha` and a plain
-//! cluster computes its result, a cancel ends the Slurm jobs, a node whose helper goes
-//! away has its Slurm ranks cancelled, a rank's exit status comes back through `srun`,
-//! and Slurm's refusals (no such partition, more ranks than the node's cores) and a
-//! frontal running as root without `allow_root` fail the job naming them.
+//! a `[slurm]` frontal, checked as a Slurm admin would: a job's ranks placed in
+//! `alpha` run as steps of ONE Slurm job (the same `SLURM_JOB_ID` in every rank, one
+//! line in `squeue` holding as many CPUs as ranks, one step per rank), which Slurm
+//! records as completed when the ranks end and which is gone from the queue then; a
+//! qcg program spanning `alpha` and a plain cluster computes its result; a cancel is
+//! `scancel` of that one job (recorded as cancelled, its processes gone); a node whose
+//! helper goes away has its Slurm job cancelled; a rank's exit status comes back
+//! through `srun`; and Slurm's refusals (no such partition, more ranks than the
+//! node's cores, the cores taken by another Slurm job) and a frontal running as root
+//! without `allow_root` fail the job naming them, leaving nothing in the queue.
 //!
 //! Needs the workspace's binaries and examples built first
 //! (`cargo build --workspace --bins --examples`).
@@ -117,6 +121,37 @@ impl Slurm {
             .lines()
             .map(str::to_string)
             .collect()
+    }
+
+    /// The Slurm jobs in the queue: id, name, CPUs.
+    fn jobs(&self) -> Vec<(String, String, u32)> {
+        self.text("squeue", &["-h", "-o", "%i %j %C"])
+            .lines()
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                assert_eq!(w.len(), 3, "squeue: {l}");
+                (w[0].to_string(), w[1].to_string(), w[2].parse().unwrap())
+            })
+            .collect()
+    }
+
+    /// The running steps: `JOBID.STEP` and name.
+    fn steps(&self) -> Vec<(String, String)> {
+        self.text("squeue", &["-s", "-h", "-o", "%i %j"])
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(i, n)| (i.to_string(), n.trim().to_string()))
+            .collect()
+    }
+
+    /// Slurm's state of job `id` (`COMPLETED`, `CANCELLED`, …), from slurmctld's
+    /// record (kept `MinJobAge`, 300 s, after the job ended).
+    fn state(&self, id: &str) -> String {
+        let t = self.text("scontrol", &["-o", "show", "job", id]);
+        t.split_whitespace()
+            .find_map(|w| w.strip_prefix("JobState="))
+            .unwrap_or_else(|| panic!("no JobState in {t}"))
+            .to_string()
     }
 
     fn start() -> Slurm {
@@ -418,7 +453,7 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
 
     // Six ranks fill both clusters: the two in alpha are Slurm steps, with qcg's job
     // environment and the socket of a1's helper; the four in beta are not.
-    let script = "echo \"where rank=$QCG_RANK of $QCG_SIZE slurm=${SLURM_JOB_ID:-none} name=${SLURM_JOB_NAME:-none} helper=$(basename $QCG_HELPER) secret=${#QCG_JOB_SECRET}\"";
+    let script = "echo \"where rank=$QCG_RANK of $QCG_SIZE slurm=${SLURM_JOB_ID:-none} step=${SLURM_STEP_ID:-none} name=${SLURM_JOB_NAME:-none} helper=$(basename $QCG_HELPER) secret=${#QCG_JOB_SECRET}\"";
     let o = g.submit_sh("where", 6, script);
     let (out, err) = texts(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
@@ -435,8 +470,26 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     for l in lines.iter().filter(|l| l.contains("slurm=none")) {
         assert!(l.contains("helper=b1.sock"), "{l}");
     }
-    // Each Slurm allocation was released when its rank ended.
+    // The ranks Slurm ran are two steps of one Slurm job.
+    let word = |l: &str, key: &str| {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .unwrap()
+            .to_string()
+    };
+    let ids: std::collections::BTreeSet<String> =
+        under_slurm.iter().map(|l| word(l, "slurm=")).collect();
+    assert_eq!(ids.len(), 1, "the ranks ran in several Slurm jobs: {out}");
+    let steps: std::collections::BTreeSet<String> =
+        under_slurm.iter().map(|l| word(l, "step=")).collect();
+    assert_eq!(steps.len(), CPUS as usize, "{out}");
+    // Its allocation was given back when they ended: nothing is left in the queue,
+    // and Slurm records the job as completed, not cancelled.
     wait_until("an empty Slurm queue", || slurm.queue().is_empty());
+    let id = ids.into_iter().next().unwrap();
+    wait_until("the allocation recorded as completed", || {
+        slurm.state(&id) == "COMPLETED"
+    });
 
     // A qcg program across both clusters: the ranks Slurm runs make their links
     // through a1's helper and the job computes its result.
@@ -467,20 +520,37 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     let mut bg = g.submit_bg(&xml);
     let child = &mut bg.0[0];
     wait_until("six sleeps", || count_procs(&["sleep", "3023"]) == 6);
-    let queue = slurm.queue();
-    assert_eq!(queue.len(), CPUS as usize, "{queue:?}");
-    assert!(queue.iter().all(|n| n.starts_with("qcg-job")), "{queue:?}");
-    let id = queue[0]
-        .strip_prefix("qcg-")
-        .and_then(|n| n.rsplit_once('.'))
-        .map(|(job, _)| job.to_string())
-        .unwrap();
+    // One Slurm job for the job's two ranks in alpha, holding two CPUs, named after
+    // the qcg job; each rank is a step of it, named after its rank.
+    let jobs = slurm.jobs();
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let (slurm_id, name, cpus) = jobs[0].clone();
+    assert_eq!(cpus, CPUS, "{jobs:?}");
+    let id = name.strip_prefix("qcg-").unwrap().to_string();
+    assert!(id.starts_with("job-"), "{jobs:?}");
+    wait_until("a step per rank", || {
+        slurm
+            .steps()
+            .iter()
+            .filter(|(_, n)| n.starts_with("qcg-"))
+            .count()
+            == CPUS as usize
+    });
+    let mut steps = slurm.steps();
+    steps.retain(|(_, n)| n.starts_with("qcg-"));
+    for (step, n) in &steps {
+        assert!(step.starts_with(&format!("{slurm_id}.")), "{steps:?}");
+        assert!(n.starts_with(&format!("qcg-{id}.")), "{steps:?}");
+    }
     let o = g.qcg(&["cancel", &id]);
     assert!(o.status.success(), "{}", texts(&o).1);
     assert_eq!(child.wait().unwrap().code(), Some(3));
+    // The cancel was Slurm's: the job is gone from the queue, recorded as
+    // cancelled, and its processes are gone.
     wait_until("an empty Slurm queue after the cancel", || {
         slurm.queue().is_empty()
     });
+    assert_eq!(slurm.state(&slurm_id), "CANCELLED");
     wait_until("no sleep left", || count_procs(&["sleep", "3023"]) == 0);
     let o = g.qcg(&["status", &id]);
     assert!(texts(&o).0.contains(": cancelled"), "{}", texts(&o).0);
@@ -490,7 +560,7 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     let mut bg = g.submit_bg(&xml);
     let child = &mut bg.0[0];
     wait_until("six sleeps again", || count_procs(&["sleep", "3023"]) == 6);
-    assert_eq!(slurm.queue().len(), CPUS as usize);
+    assert_eq!(slurm.queue().len(), 1);
     let mut g = g;
     g.s.kill(&format!("helper-{NODE}")).unwrap();
     wait_until("an empty Slurm queue after the helper left", || {
@@ -519,26 +589,51 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
     assert!(!out.contains("never"), "{out}");
     assert!(
-        err.contains("failed: rank 0 could not be started: Slurm refused rank 0 of job")
-            && err.contains("on node a1 (partition `nope`)"),
+        err.contains("failed: rank 0 could not be started: Slurm refused the allocation of job")
+            && err.contains("1 rank(s) on a1 (partition `nope`)"),
         "{err}"
     );
     assert!(err.contains("Invalid partition name"), "{err}");
+    assert!(slurm.queue().is_empty());
     drop(g);
 
     // More ranks than Slurm gives the node (the frontal offers 4 slots, Slurm has 2
-    // cores): the rank Slurm cannot start now fails the job, and the ranks it did
-    // start are cancelled in Slurm.
+    // cores): Slurm refuses the job's allocation, and no rank starts.
     let g = grid(&slurm, &[slurm_cluster("delta", 4, "qcg")]);
     let o = g.submit_sh("toomany", CPUS + 1, "exec sleep 3029");
     let (out, err) = texts(&o);
     assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
-    assert!(err.contains("Slurm refused rank"), "{err}");
+    assert!(
+        err.contains("Slurm refused the allocation of job") && err.contains("3 rank(s) on a1"),
+        "{err}"
+    );
+    assert!(err.contains("salloc: error:"), "{err}");
+    assert!(slurm.queue().is_empty(), "{:?}", slurm.queue());
+    assert_eq!(count_procs(&["sleep", "3029"]), 0);
+
+    // The node's cores taken by another Slurm job: `--immediate`, so the qcg job
+    // fails at once naming it, rather than waiting in Slurm's queue.
+    let o = slurm.cmd(
+        "salloc",
+        &[
+            "--no-shell",
+            "--immediate",
+            "--nodelist",
+            NODE,
+            "--ntasks=1",
+            "--job-name=other",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = g.submit_sh("busy", CPUS, "exec sleep 3029");
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{err}");
+    assert!(err.contains("Slurm refused the allocation of job"), "{err}");
     assert!(err.contains("Requested nodes are busy"), "{err}");
-    wait_until("an empty Slurm queue after the refusal", || {
-        slurm.queue().is_empty()
-    });
-    wait_until("no sleep left", || count_procs(&["sleep", "3029"]) == 0);
+    assert_eq!(slurm.queue(), ["other"]);
+    let o = slurm.cmd("scancel", &["--name=other"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    wait_until("an empty Slurm queue", || slurm.queue().is_empty());
 
     // A rank's own exit status and its last words come back through srun.
     let script = "if [ \"$QCG_RANK\" = 1 ]; then echo dying >&2; exit 7; fi; exec sleep 3031";

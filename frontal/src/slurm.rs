@@ -1,13 +1,29 @@
 //! Launching a job's ranks through Slurm, for a cluster whose nodes Slurm runs.
 //!
 //! With a `[slurm]` section in its config the frontal does not ask a node's helper to
-//! start a rank: it asks Slurm for an allocation of one task on the node the broker
-//! chose (`salloc --no-shell --immediate --nodelist=NODE --ntasks=1`), then runs the
-//! rank in it as a step (`srun --jobid=ID`), with qcg's job environment and
-//! `QCG_HELPER` naming the socket of the node's helper. The step's output comes back
-//! through `srun` to the frontal, which passes it to the broker as the helpers do;
-//! the step's end is the rank's end, and the allocation is then released
-//! (`scancel`). Cancelling a job is `scancel` of its allocations.
+//! start a rank. For each job it asks Slurm for one allocation holding all the ranks
+//! the broker placed in this cluster, on the nodes the broker chose (`salloc
+//! --immediate --ntasks=N --nodes=K --nodelist=NODES --job-name=qcg-JOB`), and runs
+//! each rank in it as a step of one task on its node (`srun --jobid=ID --exact
+//! --ntasks=1 --nodelist=NODE`), with qcg's job environment and `QCG_HELPER` naming
+//! the socket of the node's helper. A step's output comes back through `srun` to the
+//! frontal, which passes it to the broker as the helpers do; a step's end is its
+//! rank's end. Slurm then sees one job per grid job, as for an `mpirun` in a batch
+//! script: one line in `squeue`, one record in the accounting, one `scancel` to stop
+//! it.
+//!
+//! The allocation is held by `salloc` running `cat` on the frontal's host, with its
+//! stdin a pipe from the frontal: when every rank placed here has ended the frontal
+//! closes the pipe, `cat` ends, and `salloc` gives the allocation back (Slurm records
+//! it as completed). Cancelling the job, a launch that fails, or a node's helper going
+//! away is `scancel` of the allocation (recorded as cancelled). A frontal that dies
+//! closes the pipe too, so it leaves no allocation behind, where `salloc --no-shell`
+//! would hold the nodes until the partition's time limit.
+//!
+//! How many ranks the cluster holds, and where, is in every launch: the job's
+//! `QCG_TOPOLOGY` names the cluster and node of each rank ([`part`]). The broker sends
+//! the launches one rank at a time and at once; the first makes the allocation, the
+//! others wait for it.
 //!
 //! Why this and not helpers started inside an allocation: the helpers stay what they
 //! are on every other cluster, long-running node daemons (root for raw sockets and
@@ -17,23 +33,24 @@
 //! inside a user's allocation would run without those rights, need a certificate
 //! per job, and appear only after the broker had already placed the ranks.
 //!
-//! Each rank is an allocation of its own, asked for when the broker's launch for it
-//! arrives (the launches of a job come one rank at a time); `--immediate` because
-//! the job's other ranks are starting now elsewhere: a rank queued behind other
-//! Slurm jobs would leave them waiting for it, so Slurm's refusal (no such
-//! partition, the node's cores taken) fails the launch, and the job, at once with
-//! Slurm's own words.
+//! `--immediate`, because the job's other ranks are starting now elsewhere: a part
+//! queued behind other Slurm jobs would leave them waiting for it, so Slurm's refusal
+//! (no such partition, the nodes' cores taken) fails the launch, and the job, at once
+//! with Slurm's own words.
 //!
-//! The argument lists and the parsing of `salloc`'s answer are pure functions
-//! ([`salloc_args`], [`srun_args`], [`granted`]); [`Slurm`] runs them.
+//! The argument lists, the job's part and the parsing of `salloc`'s answer are pure
+//! functions ([`part`], [`salloc_args`], [`srun_args`], [`granted`]); [`Slurm`] runs
+//! them.
 
 use qcg_proto::output::read_lines;
 use qcg_proto::{ErrorKind, ExitReport, LaunchSpec, OutputLine, Request, Response, Stream};
 use serde::Deserialize;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -126,19 +143,86 @@ pub fn running_as_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
-/// The Slurm job name of a rank's allocation: `qcg-JOB.RANK`.
-pub fn job_name(job: &str, rank: u32) -> String {
+/// The Slurm job name of a job's allocation: `qcg-JOB`.
+pub fn job_name(job: &str) -> String {
+    format!("qcg-{job}")
+}
+
+/// The Slurm step name of a rank: `qcg-JOB.RANK`.
+pub fn step_name(job: &str, rank: u32) -> String {
     format!("qcg-{job}.{rank}")
 }
 
-/// `salloc`'s arguments for the allocation of `spec`'s rank.
-pub fn salloc_args(cfg: &SlurmConfig, spec: &LaunchSpec) -> Vec<String> {
+/// The ranks of a job placed in one cluster, with their nodes.
+pub type Part = BTreeMap<u32, String>;
+
+/// The ranks of `spec`'s job that the broker placed in the same cluster as `spec`'s
+/// rank, and their nodes, read from the job's `QCG_TOPOLOGY` (`cluster/node` per
+/// rank, `;` between ranks; the last value when the profile set one too, as the
+/// rank sees it). An error names what is missing or does not fit.
+pub fn part(spec: &LaunchSpec) -> Result<Part, String> {
+    let (job, rank) = (&spec.job, spec.rank);
+    let Some((_, topology)) = spec
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == qcg_proto::env::TOPOLOGY)
+    else {
+        return Err(format!(
+            "the launch of rank {rank} of job {job} does not say where the job's ranks run \
+             ({} is missing): the broker is older than this frontal",
+            qcg_proto::env::TOPOLOGY
+        ));
+    };
+    let places: Vec<Option<(&str, &str)>> =
+        topology.split(';').map(|p| p.split_once('/')).collect();
+    let Some(Some((cluster, node))) = places.get(rank as usize).copied() else {
+        return Err(format!(
+            "{} of job {job} has no `cluster/node` for rank {rank}: `{topology}`",
+            qcg_proto::env::TOPOLOGY
+        ));
+    };
+    // The broker writes names with `/` and `;` replaced by `_`.
+    if node != spec.node.replace(['/', ';'], "_") {
+        return Err(format!(
+            "{} of job {job} puts rank {rank} on node {node}, its launch on node {}",
+            qcg_proto::env::TOPOLOGY,
+            spec.node
+        ));
+    }
+    let mut out: Part = places
+        .iter()
+        .enumerate()
+        .filter_map(|(r, p)| {
+            p.filter(|(c, _)| *c == cluster)
+                .map(|(_, n)| (r as u32, n.to_string()))
+        })
+        .collect();
+    out.insert(rank, spec.node.clone());
+    Ok(out)
+}
+
+/// The distinct nodes of a part, in rank order.
+fn nodes(part: &Part) -> Vec<&str> {
+    let mut seen = BTreeSet::new();
+    part.values()
+        .map(String::as_str)
+        .filter(|n| seen.insert(*n))
+        .collect()
+}
+
+/// `salloc`'s arguments for the allocation of `job`'s part in this cluster: one task
+/// per rank, on the nodes the broker chose. The allocation's command is `cat`, on
+/// the frontal's host: it ends, and `salloc` gives the allocation back, when the
+/// frontal closes its stdin.
+pub fn salloc_args(cfg: &SlurmConfig, job: &str, part: &Part) -> Vec<String> {
+    let nodes = nodes(part);
     let mut a = vec![
-        "--no-shell".to_string(),
-        "--immediate".into(),
-        "--ntasks=1".into(),
-        format!("--nodelist={}", spec.node),
-        format!("--job-name={}", job_name(&spec.job, spec.rank)),
+        "--immediate".to_string(),
+        format!("--ntasks={}", part.len()),
+        format!("--nodes={}", nodes.len()),
+        format!("--nodelist={}", nodes.join(",")),
+        format!("--job-name={}", job_name(job)),
     ];
     if let Some(p) = &cfg.partition {
         a.push(format!("--partition={p}"));
@@ -146,15 +230,22 @@ pub fn salloc_args(cfg: &SlurmConfig, spec: &LaunchSpec) -> Vec<String> {
     if let Some(acct) = &cfg.account {
         a.push(format!("--account={acct}"));
     }
+    a.push("--".into());
+    a.push("cat".into());
     a
 }
 
-/// `srun`'s arguments for running `spec`'s program as a step of allocation `id`.
+/// `srun`'s arguments for running `spec`'s program as a step of one task on its node
+/// in allocation `id`. `--exact`: the step takes one of the allocation's CPUs, not
+/// all of them on the node, so the ranks sharing a node run side by side.
 pub fn srun_args(spec: &LaunchSpec, id: u64) -> Vec<String> {
     let mut a = vec![
         format!("--jobid={id}"),
-        format!("--job-name={}", job_name(&spec.job, spec.rank)),
+        format!("--job-name={}", step_name(&spec.job, spec.rank)),
         "--ntasks=1".into(),
+        "--nodes=1".into(),
+        format!("--nodelist={}", spec.node),
+        "--exact".into(),
         "--quiet".into(),
         "--input=none".into(),
         "--export=ALL".into(),
@@ -204,25 +295,57 @@ pub fn refusal(text: &str) -> String {
     }
 }
 
-/// How many cancelled jobs are remembered (their late launches are refused).
-const KILLED_MEMORY: usize = 4096;
+/// How many ended jobs are remembered (their late launches are refused).
+const CLOSED_MEMORY: usize = 4096;
 
-/// A rank running under Slurm: its allocation and its node.
-#[derive(Clone, Debug)]
+/// A job's allocation in Slurm.
 struct Alloc {
-    id: u64,
+    /// Slurm's answer, once `salloc` gave it: the allocation, or its refusal.
+    grant: tokio::sync::OnceCell<Result<u64, String>>,
+    /// `salloc`'s command's stdin: closing it gives the allocation back.
+    hold: Mutex<Option<tokio::process::ChildStdin>>,
+    /// `scancel` was sent.
+    cancelled: AtomicBool,
+}
+
+/// How an allocation ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Every rank placed here ended: given back (completed, in Slurm's records).
+    Done,
+    /// `scancel` (cancelled).
+    Cancel,
+}
+
+/// A rank's step.
+#[derive(Clone, Debug)]
+struct Step {
     node: String,
-    /// Why the rank is lost, when it was cancelled for something other than its job
-    /// (its node's helper went away): its end is reported so.
+    /// Why the rank is lost, when its allocation was cancelled for something other
+    /// than its job (a node's helper went away): its end is reported so.
     lost: Option<String>,
 }
 
-/// The ranks this frontal runs through Slurm.
+/// A job this frontal runs through Slurm.
+struct JobRun {
+    alloc: Arc<Alloc>,
+    /// The ranks placed in this cluster, with their nodes.
+    part: Part,
+    /// The ranks whose step runs.
+    running: BTreeMap<u32, Step>,
+    /// The ranks whose step ended.
+    done: BTreeSet<u32>,
+    /// Cancelled or failed: no step starts any more; forgotten once none runs.
+    over: bool,
+}
+
+/// The jobs this frontal runs through Slurm.
 pub struct Slurm {
     cfg: SlurmConfig,
-    /// Job → rank → allocation, while the step runs.
-    running: Mutex<BTreeMap<String, BTreeMap<u32, Alloc>>>,
-    killed: Mutex<VecDeque<String>>,
+    /// Job → its allocation and steps, from its first launch until its last step ended.
+    jobs: Mutex<BTreeMap<String, JobRun>>,
+    /// Jobs cancelled or failed here, and why: their late launches are refused.
+    closed: Mutex<VecDeque<(String, String)>>,
     /// Where the ranks' output and ends go (the frontal sends them to the broker).
     reports: mpsc::UnboundedSender<Request>,
 }
@@ -237,8 +360,8 @@ impl Slurm {
     pub fn new(cfg: SlurmConfig, reports: mpsc::UnboundedSender<Request>) -> Slurm {
         Slurm {
             cfg,
-            running: Default::default(),
-            killed: Default::default(),
+            jobs: Default::default(),
+            closed: Default::default(),
             reports,
         }
     }
@@ -257,19 +380,38 @@ impl Slurm {
 
     /// The processes running under Slurm, with their nodes.
     pub fn processes(&self) -> Vec<(qcg_proto::ProcName, String)> {
-        lock(&self.running)
+        lock(&self.jobs)
             .iter()
-            .flat_map(|(job, ranks)| {
-                ranks
+            .flat_map(|(job, run)| {
+                run.running
                     .iter()
-                    .map(|(&r, a)| (qcg_proto::ProcName::new(job, r), a.node.clone()))
+                    .map(|(&r, s)| (qcg_proto::ProcName::new(job, r), s.node.clone()))
             })
             .collect()
     }
 
-    /// Asks Slurm for the rank's allocation and starts the rank in it. `Ok` once the
-    /// step is started; Slurm's refusal otherwise, naming the rank and the node.
-    pub async fn launch(self: &std::sync::Arc<Self>, spec: &LaunchSpec) -> Response {
+    /// Why `job`'s launches are refused, if they are.
+    fn closed(&self, job: &str) -> Option<String> {
+        lock(&self.closed)
+            .iter()
+            .find(|(j, _)| j == job)
+            .map(|(_, why)| why.clone())
+    }
+
+    fn close(&self, job: &str, why: &str) {
+        let mut closed = lock(&self.closed);
+        if !closed.iter().any(|(j, _)| j == job) {
+            closed.push_back((job.to_string(), why.to_string()));
+            if closed.len() > CLOSED_MEMORY {
+                closed.pop_front();
+            }
+        }
+    }
+
+    /// Starts `spec`'s rank as a step of its job's allocation, asking Slurm for the
+    /// allocation first if no launch of the job did. `Ok` once the step is started;
+    /// Slurm's refusal otherwise, naming the job's part and the nodes.
+    pub async fn launch(self: &Arc<Self>, spec: &LaunchSpec) -> Response {
         let (job, rank, node) = (spec.job.clone(), spec.rank, spec.node.clone());
         if !self.cfg.allow_root && running_as_root() {
             return Response::error(
@@ -277,50 +419,72 @@ impl Slurm {
                 format!("rank {rank} of job {job} not started on node {node}: {ROOT_REFUSAL}"),
             );
         }
-        if lock(&self.killed).iter().any(|j| *j == job) {
+        if let Some(why) = self.closed(&job) {
             return Response::error(
                 ErrorKind::Forbidden,
-                format!("job {job} was cancelled; not starting rank {rank}"),
+                format!("rank {rank} of job {job} not started: {why}"),
             );
         }
-        let out = match self
-            .command("salloc")
-            .args(salloc_args(&self.cfg, spec))
-            .stdin(Stdio::null())
-            .output()
+        let part = match part(spec) {
+            Ok(p) => p,
+            Err(e) => return Response::error(ErrorKind::Malformed, e),
+        };
+        let alloc = lock(&self.jobs)
+            .entry(job.clone())
+            .or_insert_with(|| JobRun {
+                alloc: Arc::new(Alloc {
+                    grant: Default::default(),
+                    hold: Mutex::new(None),
+                    cancelled: AtomicBool::new(false),
+                }),
+                part: part.clone(),
+                running: BTreeMap::new(),
+                done: BTreeSet::new(),
+                over: false,
+            })
+            .alloc
+            .clone();
+        let grant = alloc
+            .grant
+            .get_or_init(|| self.allocate(&job, &part, &alloc))
             .await
-        {
-            Ok(o) => o,
-            Err(e) => {
-                return Response::error(
-                    ErrorKind::Unavailable,
-                    format!("cannot run Slurm's `salloc` for rank {rank} of job {job}: {e}"),
-                )
+            .clone();
+        let id = match grant {
+            Ok(id) => id,
+            Err(why) => {
+                self.close(&job, &why);
+                self.forget_if_idle(&job, &alloc);
+                return Response::error(ErrorKind::Unavailable, why);
             }
         };
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        );
-        let id = match (out.status.success(), granted(&text)) {
-            (true, Some(id)) => id,
-            _ => {
-                tracing::warn!(%job, rank, %node, answer = %text.trim(), "Slurm refused the allocation");
-                return Response::error(
-                    ErrorKind::Unavailable,
-                    format!(
-                        "Slurm refused rank {rank} of job {job} on node {node}{}: {}",
-                        self.cfg
-                            .partition
-                            .as_ref()
-                            .map(|p| format!(" (partition `{p}`)"))
-                            .unwrap_or_default(),
-                        refusal(&text)
-                    ),
-                );
+        // The step is counted before it starts: a cancel from now on finds it.
+        let refused = {
+            let mut jobs = lock(&self.jobs);
+            match jobs.get_mut(&job) {
+                Some(run) if Arc::ptr_eq(&run.alloc, &alloc) && !run.over => {
+                    run.running.insert(
+                        rank,
+                        Step {
+                            node: node.clone(),
+                            lost: None,
+                        },
+                    );
+                    None
+                }
+                _ => Some(
+                    self.closed(&job)
+                        .unwrap_or_else(|| format!("job {job} has ended here")),
+                ),
             }
         };
+        if let Some(why) = refused {
+            // Cancelled while Slurm was granting the allocation: it goes now.
+            self.end(&alloc, End::Cancel).await;
+            return Response::error(
+                ErrorKind::Forbidden,
+                format!("rank {rank} of job {job} not started: {why}"),
+            );
+        }
         let mut cmd = self.command("srun");
         cmd.args(srun_args(spec, id))
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -332,25 +496,14 @@ impl Slurm {
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                self.release(id).await;
-                return Response::error(
-                    ErrorKind::Unavailable,
-                    format!("cannot run Slurm's `srun` for rank {rank} of job {job}: {e}"),
-                );
+                // The job cannot run whole: its allocation goes.
+                let why = format!("cannot run Slurm's `srun` for rank {rank} of job {job}: {e}");
+                self.close(&job, &why);
+                self.fail_step(&job, rank, &alloc);
+                self.end(&alloc, End::Cancel).await;
+                return Response::error(ErrorKind::Unavailable, why);
             }
         };
-        lock(&self.running).entry(job.clone()).or_default().insert(
-            rank,
-            Alloc {
-                id,
-                node: node.clone(),
-                lost: None,
-            },
-        );
-        // A cancel that came while the allocation was being made finds it now.
-        if lock(&self.killed).iter().any(|j| *j == job) {
-            self.scancel(&[id]).await;
-        }
         tracing::info!(%job, rank, %node, slurm_job = id, "rank started under Slurm");
         // The rank's tasks outlive the broker's launch request: a root span each.
         let rank_span =
@@ -387,15 +540,10 @@ impl Slurm {
                         ExitReport::not_started(format!("`srun` could not be waited for: {e}"))
                     }
                 };
-                me.release(id).await;
-                let lost = {
-                    let mut running = lock(&me.running);
-                    let alloc = running.get_mut(&job).and_then(|r| r.remove(&rank));
-                    if running.get(&job).is_some_and(|r| r.is_empty()) {
-                        running.remove(&job);
-                    }
-                    alloc.and_then(|a| a.lost)
-                };
+                let (lost, all_done) = me.step_ended(&job, rank, &alloc);
+                if all_done {
+                    me.end(&alloc, End::Done).await;
+                }
                 let exit = match lost {
                     Some(why) => ExitReport::not_started(why),
                     None => exit,
@@ -408,72 +556,190 @@ impl Slurm {
         Response::Ok
     }
 
-    /// Cancels every allocation of `job` and refuses its later launches; returns how
-    /// many there were.
-    pub async fn cancel(&self, job: &str) -> usize {
-        {
-            let mut killed = lock(&self.killed);
-            if !killed.iter().any(|j| j == job) {
-                killed.push_back(job.to_string());
-                if killed.len() > KILLED_MEMORY {
-                    killed.pop_front();
+    /// Asks Slurm for `job`'s allocation; its id once granted (`salloc` then holds
+    /// it), Slurm's refusal otherwise.
+    async fn allocate(&self, job: &str, part: &Part, alloc: &Alloc) -> Result<u64, String> {
+        let where_ = format!(
+            "{} rank(s) on {}{}",
+            part.len(),
+            nodes(part).join(","),
+            self.cfg
+                .partition
+                .as_ref()
+                .map(|p| format!(" (partition `{p}`)"))
+                .unwrap_or_default()
+        );
+        let mut child = self
+            .command("salloc")
+            .args(salloc_args(&self.cfg, job, part))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(false)
+            .spawn()
+            .map_err(|e| format!("cannot run Slurm's `salloc` for job {job}: {e}"))?;
+        *lock(&alloc.hold) = child.stdin.take();
+        let mut lines = match child.stderr.take() {
+            Some(e) => tokio::io::BufReader::new(e).lines(),
+            None => return Err("salloc's stderr was not kept".into()),
+        };
+        let mut text = String::new();
+        let mut id = None;
+        while let Ok(Some(l)) = lines.next_line().await {
+            text.push_str(&l);
+            text.push('\n');
+            id = granted(&l);
+            if id.is_some() {
+                break;
+            }
+        }
+        let Some(id) = id else {
+            let status = child.wait().await;
+            drop(lock(&alloc.hold).take());
+            tracing::warn!(%job, status = ?status, answer = %text.trim(), "Slurm refused the allocation");
+            return Err(format!(
+                "Slurm refused the allocation of job {job}'s {where_}: {}",
+                refusal(&text)
+            ));
+        };
+        tracing::info!(%job, slurm_job = id, part = %where_, "Slurm allocation granted");
+        // salloc holds the allocation until its command ends; what it says until
+        // then (the allocation given back, revoked, timed out) is logged.
+        let job = job.to_string();
+        tokio::spawn(
+            async move {
+                while let Ok(Some(l)) = lines.next_line().await {
+                    tracing::debug!(line = %l, "salloc");
+                }
+                match child.wait().await {
+                    Ok(s) => tracing::info!(status = %s, "Slurm allocation ended"),
+                    Err(e) => tracing::warn!(error = %e, "salloc could not be waited for"),
+                }
+            }
+            .instrument(tracing::error_span!(parent: None, "slurm_alloc", %job, slurm_job = id)),
+        );
+        Ok(id)
+    }
+
+    /// Ends an allocation: given back, or cancelled (once, whatever many ask).
+    async fn end(&self, alloc: &Alloc, how: End) {
+        if how == End::Cancel {
+            if let Some(Ok(id)) = alloc.grant.get() {
+                if !alloc.cancelled.swap(true, Ordering::SeqCst) {
+                    self.scancel(*id).await;
                 }
             }
         }
-        let ids: Vec<u64> = lock(&self.running)
-            .get(job)
-            .map(|r| r.values().map(|a| a.id).collect())
-            .unwrap_or_default();
-        if !ids.is_empty() {
-            tracing::info!(%job, allocations = ?ids, "cancelling the job's Slurm allocations");
-            self.scancel(&ids).await;
-        }
-        ids.len()
+        drop(lock(&alloc.hold).take());
     }
 
-    /// Cancels the allocations of the ranks on `node` (its helper went away: they
-    /// cannot make links any more) and returns those ranks; each one's end is
-    /// reported, once its step has ended, as lost for `why`.
+    /// Forgets `job` if `alloc` is still its allocation and no step of it runs.
+    fn forget_if_idle(&self, job: &str, alloc: &Arc<Alloc>) {
+        let mut jobs = lock(&self.jobs);
+        if jobs
+            .get(job)
+            .is_some_and(|r| Arc::ptr_eq(&r.alloc, alloc) && r.running.is_empty())
+        {
+            jobs.remove(job);
+        }
+    }
+
+    /// `rank`'s step could not start: the job is over here.
+    fn fail_step(&self, job: &str, rank: u32, alloc: &Arc<Alloc>) {
+        if let Some(run) = lock(&self.jobs).get_mut(job) {
+            run.running.remove(&rank);
+            run.over = true;
+        }
+        self.forget_if_idle(job, alloc);
+    }
+
+    /// `rank`'s step ended: why it is lost, if it is, and whether every rank placed
+    /// here has now ended (the allocation is then given back).
+    fn step_ended(&self, job: &str, rank: u32, alloc: &Arc<Alloc>) -> (Option<String>, bool) {
+        let mut jobs = lock(&self.jobs);
+        let Some(run) = jobs.get_mut(job).filter(|r| Arc::ptr_eq(&r.alloc, alloc)) else {
+            return (None, false);
+        };
+        let lost = run.running.remove(&rank).and_then(|s| s.lost);
+        run.done.insert(rank);
+        let all_done = run.part.keys().all(|r| run.done.contains(r));
+        let over = run.over;
+        if all_done || (over && run.running.is_empty()) {
+            jobs.remove(job);
+        }
+        (lost, all_done && !over)
+    }
+
+    /// Cancels `job`'s allocation and refuses its later launches; returns how many
+    /// allocations there were (0 or 1).
+    pub async fn cancel(&self, job: &str) -> usize {
+        self.close(job, &format!("job {job} was cancelled"));
+        let alloc = {
+            let mut jobs = lock(&self.jobs);
+            let alloc = jobs.get_mut(job).map(|run| {
+                run.over = true;
+                run.alloc.clone()
+            });
+            if jobs.get(job).is_some_and(|r| r.running.is_empty()) {
+                jobs.remove(job);
+            }
+            alloc
+        };
+        let Some(alloc) = alloc else { return 0 };
+        tracing::info!(%job, allocation = ?alloc.grant.get(), "cancelling the job's Slurm allocation");
+        // An allocation still being granted is cancelled by its launch when it comes.
+        self.end(&alloc, End::Cancel).await;
+        1
+    }
+
+    /// Cancels the allocations of the jobs with ranks on `node` (its helper went
+    /// away: they cannot make links any more) and returns those ranks; each rank's
+    /// end is reported, once its step has ended, as lost for `why` (the job's ranks
+    /// on other nodes, stopped with the allocation, say so too).
     pub async fn cancel_node(&self, node: &str, why: &str) -> Vec<qcg_proto::ProcName> {
-        let (ranks, ids): (Vec<_>, Vec<_>) = lock(&self.running)
-            .iter_mut()
-            .flat_map(|(job, ranks)| {
-                ranks
-                    .iter_mut()
-                    .filter(|(_, a)| a.node == node)
-                    .map(|(&r, a)| {
-                        a.lost = Some(why.to_string());
-                        (qcg_proto::ProcName::new(job, r), a.id)
-                    })
-            })
-            .unzip();
-        if !ids.is_empty() {
-            tracing::warn!(%node, allocations = ?ids, "the node's helper went away: cancelling its Slurm ranks");
-            self.scancel(&ids).await;
+        let mut ranks = Vec::new();
+        let mut allocs = Vec::new();
+        {
+            let mut jobs = lock(&self.jobs);
+            for (job, run) in jobs.iter_mut() {
+                if !run.running.values().any(|s| s.node == node) {
+                    continue;
+                }
+                for (&r, s) in run.running.iter_mut() {
+                    if s.node == node {
+                        s.lost = Some(why.to_string());
+                        ranks.push(qcg_proto::ProcName::new(job, r));
+                    } else {
+                        s.lost = Some(format!("its Slurm allocation was cancelled: {why}"));
+                    }
+                }
+                run.over = true;
+                allocs.push((job.clone(), run.alloc.clone()));
+            }
+        }
+        for (job, alloc) in allocs {
+            tracing::warn!(%job, %node, allocation = ?alloc.grant.get(), "the node's helper went away: cancelling the job's Slurm allocation");
+            self.close(&job, why);
+            self.end(&alloc, End::Cancel).await;
         }
         ranks
     }
 
-    /// The allocation is no longer needed (its step ended).
-    async fn release(&self, id: u64) {
-        self.scancel(&[id]).await;
-    }
-
-    async fn scancel(&self, ids: &[u64]) {
+    async fn scancel(&self, id: u64) {
         let r = self
             .command("scancel")
-            .args(ids.iter().map(u64::to_string))
+            .arg(id.to_string())
             .stdin(Stdio::null())
             .output()
             .await;
         match r {
             Ok(o) if o.status.success() => {}
             Ok(o) => tracing::warn!(
-                allocations = ?ids,
+                allocation = id,
                 answer = %String::from_utf8_lossy(&o.stderr).trim(),
                 "scancel failed"
             ),
-            Err(e) => tracing::warn!(allocations = ?ids, error = %e, "cannot run scancel"),
+            Err(e) => tracing::warn!(allocation = id, error = %e, "cannot run scancel"),
         }
     }
 
@@ -508,30 +774,83 @@ mod tests {
             node: "a1".into(),
             executable: "bin/app".into(),
             args: vec!["--x".into(), "1".into()],
-            env: vec![],
+            env: vec![(
+                "QCG_TOPOLOGY".into(),
+                "alpha/a1;beta/b1;alpha/a2;alpha/a1;alpha/a1".into(),
+            )],
             working_directory: Some("/w".into()),
             owner: None,
         }
     }
 
-    #[test]
-    fn allocation_and_step_arguments() {
-        let cfg = SlurmConfig {
+    fn cfg() -> SlurmConfig {
+        SlurmConfig {
             partition: Some("qcg".into()),
             helper_socket: "/run/qcg/{node}.sock".into(),
             conf: None,
             bin_dir: None,
             account: None,
             allow_root: false,
+        }
+    }
+
+    #[test]
+    fn the_part_of_a_job_in_the_cluster_comes_from_its_topology() {
+        let p = part(&spec()).unwrap();
+        let want: Part = [(0, "a1"), (2, "a2"), (3, "a1"), (4, "a1")]
+            .into_iter()
+            .map(|(r, n)| (r, n.to_string()))
+            .collect();
+        assert_eq!(p, want);
+        assert_eq!(nodes(&p), ["a1", "a2"]);
+        // The profile's own value comes first; the broker's, last, is the rank's.
+        let mut s = spec();
+        s.env.insert(0, ("QCG_TOPOLOGY".into(), "x/y".into()));
+        assert_eq!(part(&s).unwrap(), want);
+        let wrong = |env: Vec<(String, String)>, node: &str| {
+            let s = LaunchSpec {
+                env,
+                node: node.into(),
+                ..spec()
+            };
+            part(&s).unwrap_err()
         };
-        let a = salloc_args(&cfg, &spec());
-        assert!(a.contains(&"--nodelist=a1".to_string()), "{a:?}");
-        assert!(a.contains(&"--partition=qcg".to_string()), "{a:?}");
-        assert!(a.contains(&"--job-name=qcg-job-7.3".to_string()), "{a:?}");
-        assert!(a.contains(&"--immediate".to_string()), "{a:?}");
+        assert!(wrong(vec![], "a1").contains("QCG_TOPOLOGY is missing"));
+        let e = wrong(vec![("QCG_TOPOLOGY".into(), "alpha/a1".into())], "a1");
+        assert!(e.contains("no `cluster/node` for rank 3"), "{e}");
+        let e = wrong(spec().env, "a9");
+        assert!(
+            e.contains("puts rank 3 on node a1, its launch on node a9"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn allocation_and_step_arguments() {
+        let cfg = cfg();
+        let a = salloc_args(&cfg, "job-7", &part(&spec()).unwrap());
+        for want in [
+            "--immediate",
+            "--ntasks=4",
+            "--nodes=2",
+            "--nodelist=a1,a2",
+            "--partition=qcg",
+            "--job-name=qcg-job-7",
+        ] {
+            assert!(a.contains(&want.to_string()), "{want} not in {a:?}");
+        }
+        assert_eq!(a[a.len() - 2..], ["--", "cat"]);
         let s = srun_args(&spec(), 12);
         assert_eq!(s[0], "--jobid=12");
-        assert!(s.contains(&"--chdir=/w".to_string()), "{s:?}");
+        for want in [
+            "--job-name=qcg-job-7.3",
+            "--ntasks=1",
+            "--nodelist=a1",
+            "--exact",
+            "--chdir=/w",
+        ] {
+            assert!(s.contains(&want.to_string()), "{want} not in {s:?}");
+        }
         let tail: Vec<&str> = s
             .iter()
             .skip_while(|a| *a != "--")

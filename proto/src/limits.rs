@@ -35,7 +35,8 @@ pub const LOG_INTERVAL: Duration = Duration::from_secs(10);
 pub const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the soft limit now in
-/// force. Logs the figure (and a warning when it cannot be raised).
+/// force. Logs the figure at debug (a service's one start-up line at info is its
+/// "serving" line), and a warning when the limit cannot be raised.
 pub fn raise_nofile(service: &str) -> u64 {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let was = getrlimit(Resource::Nofile);
@@ -54,7 +55,7 @@ pub fn raise_nofile(service: &str) -> u64 {
     }
     // `None` is "unlimited", which Linux does not allow for descriptors anyway.
     let figure = now.unwrap_or(u64::from(u32::MAX));
-    tracing::info!(service, descriptors = figure, "descriptor limit");
+    tracing::debug!(service, descriptors = figure, "descriptor limit");
     figure
 }
 
