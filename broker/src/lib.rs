@@ -293,7 +293,12 @@ impl Broker {
             for (job, why) in &refused {
                 tracing::error!(%job, error = %why, "stored job not taken back");
             }
-            tracing::info!(database = %path.display(), jobs = n - refused.len(), "jobs taken back");
+            // Info when there were jobs to take back; the start-up line says the rest.
+            if n > 0 {
+                tracing::info!(database = %path.display(), jobs = n - refused.len(), "jobs taken back");
+            } else {
+                tracing::debug!(database = %path.display(), "no jobs to take back");
+            }
             *lock(&ctx.store) = Some(store);
         }
         let cancel = ctx.cancel.clone();

@@ -200,8 +200,15 @@ impl Store {
                 .map_err(|e| store.err(e))?;
         }
         tx.commit().map_err(|e| store.err(e))?;
-        if found != Some(SCHEMA_VERSION) {
-            tracing::info!(database = %path.display(), from = found, to = SCHEMA_VERSION, "database schema version written");
+        match found {
+            Some(v) if v != SCHEMA_VERSION => {
+                tracing::info!(database = %path.display(), from = v, to = SCHEMA_VERSION, "database schema version written")
+            }
+            // A new database: not worth a start-up line of its own.
+            None => {
+                tracing::debug!(database = %path.display(), to = SCHEMA_VERSION, "database schema version written")
+            }
+            Some(_) => {}
         }
         Ok(store)
     }
