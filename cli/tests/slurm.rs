@@ -12,7 +12,7 @@
 //! qcg program spanning `alpha` and a plain cluster computes its result; a cancel is
 //! `scancel` of that one job (recorded as cancelled, its processes gone); a node whose
 //! helper goes away has its Slurm job cancelled; a rank's exit status comes back
-//! through `srun`; and Slurm's refusals (no such partition, more ranks than the
+//! through `srun`; a frontal killed mid-job leaves no allocation behind; and Slurm's refusals (no such partition, more ranks than the
 //! node's cores, the cores taken by another Slurm job) and a frontal running as root
 //! without `allow_root` fail the job naming them, leaving nothing in the queue.
 //!
@@ -648,6 +648,23 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
         slurm.queue().is_empty()
     });
     wait_until("no sleep left", || count_procs(&["sleep", "3031"]) == 0);
+
+    // A frontal that dies (SIGKILL, nothing said to Slurm) leaves no allocation
+    // behind: the pipe holding it closes with the frontal, and Slurm stops the steps.
+    let xml = write(
+        g.s.dir(),
+        "orphan.xml",
+        &sh_profile("orphan", CPUS, "exec sleep 3037"),
+    );
+    let _bg = g.submit_bg(&xml);
+    wait_until("two sleeps", || count_procs(&["sleep", "3037"]) == 2);
+    assert_eq!(slurm.queue().len(), 1);
+    let mut g = g;
+    g.s.kill("frontal-delta").unwrap();
+    wait_until("an empty Slurm queue after the frontal died", || {
+        slurm.queue().is_empty()
+    });
+    wait_until("no sleep left", || count_procs(&["sleep", "3037"]) == 0);
     drop(g);
 
     // A frontal running as root does not hand grid jobs to Slurm as root unless its
