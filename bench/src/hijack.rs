@@ -1,18 +1,20 @@
 //! `qcg-bench attacks`, issue 21's parts 2 and 5 on real services (two clusters, a
 //! node each, every service checking the grid's CRL): requests for alice's job sent
 //! through the helper of a node where it was not placed (register one of her ranks,
-//! look her processes up, end her job), how long a revoked helper stays in the
+//! look her processes up, end her job); the same against a job of alice's `qcg run`
+//! (which the broker does not place), sent by another local user through both
+//! helpers (as root only: it plays two users); how long a revoked helper stays in the
 //! topology, and how long a job lives on after its node is killed: seen (its frontal
 //! notices the helper gone) and unseen (the frontal restarted meanwhile, so only the
 //! broker's grace catches it).
 //!
-//! `cli/tests/hijack.rs` and `cli/tests/lost.rs` prove the refusals and the failures;
-//! this prints what they took.
+//! `cli/tests/hijack.rs`, `cli/tests/hijack_run.rs` and `cli/tests/lost.rs` prove
+//! the refusals and the failures; this prints what they took.
 
 use anyhow::{bail, Context, Result};
-use qcg_grid::services::{Cluster, Node, ServiceGrid};
+use qcg_grid::services::{Cluster, Node, OtherUser, ServiceGrid, NOBODY};
 use qcg_proto::{AccessPoint, ProcName, Request, Response};
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -64,21 +66,166 @@ fn until(what: &str, limit: Duration, mut f: impl FnMut() -> Result<bool>) -> Re
 
 /// One request on a new connection to a helper's socket.
 fn ask(socket: &Path, req: &Request) -> Result<Response> {
-    let mut s = std::os::unix::net::UnixStream::connect(socket)
-        .with_context(|| format!("connecting to {}", socket.display()))?;
-    s.write_all(&qcg_proto::frame::encode(req)?)?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some((r, _)) = qcg_proto::frame::decode::<Response>(&buf)? {
-            return Ok(r);
-        }
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            bail!("the helper closed without answering");
-        }
-        buf.extend_from_slice(&chunk[..n]);
+    qcg_grid::services::ask(socket, req)
+        .with_context(|| format!("asking the helper at {}", socket.display()))
+}
+
+/// Alice, the user of the `qcg run` job: a uid of no account, in the helpers'
+/// socket group.
+const ALICE: OtherUser = OtherUser {
+    uid: 4242,
+    gid: NOBODY,
+};
+
+/// The arguments that make this binary a rank of alice's `qcg run` job.
+pub const RANK_CMD: &str = "hijack-rank";
+
+/// The arguments that make this binary send forged requests ([`OtherUser::ask`]).
+pub const FORGED_CMD: &str = "forged";
+
+/// A rank of alice's `qcg run` job: joins, says so, stays until `done` exists (at
+/// most 5 minutes).
+pub fn rank(done: &Path) -> Result<()> {
+    let comm = qcg::init()?;
+    println!("JOINED {} {}", comm.job(), comm.rank());
+    let until = Instant::now() + Duration::from_secs(300);
+    while !done.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
     }
+    Ok(())
+}
+
+/// Alice's `qcg run` of two ranks on `a1`, and `nobody`'s requests for her job
+/// through `a1`'s and `b1`'s helpers; one line per request.
+fn run_hijack(g: &Grid) -> Result<()> {
+    if !rustix::process::geteuid().is_root() {
+        println!("hijack of a qcg run job: skipped (only root can play two local users)");
+        return Ok(());
+    }
+    let done = g.s.dir().join("run-done");
+    let exe = std::env::current_exe()?;
+    let mut run = ALICE
+        .command(qcg_grid::services::bin("qcg")?)
+        .args(["run", "-n", "2", "--timeout", "120", "--helper"])
+        .arg(g.socket("a1"))
+        .arg("--")
+        .arg(&exe)
+        .arg(RANK_CMD)
+        .arg(&done)
+        .current_dir(g.s.dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("starting alice's qcg run")?;
+    let (tx, joined) = std::sync::mpsc::channel();
+    let stdout = run.stdout.take().context("qcg run's stdout")?;
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let stderr = run.stderr.take().context("qcg run's stderr")?;
+    let said = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = BufReader::new(stderr).read_to_string(&mut s);
+        s
+    });
+    let mut id = String::new();
+    for _ in 0..2 {
+        let l = joined
+            .recv_timeout(Duration::from_secs(60))
+            .context("alice's ranks did not join within 60 s")?;
+        let Some(rest) = l.strip_prefix("JOINED ") else {
+            continue;
+        };
+        id = rest
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string();
+    }
+    let (a1, b1) = (g.socket("a1"), g.socket("b1"));
+    let register = |node: &str, cluster: &str| {
+        Request::Register(AccessPoint {
+            process: ProcName::new(&id, 1),
+            cluster: cluster.into(),
+            node: node.into(),
+            private_addr: [127, 0, 0, 1].into(),
+            public_addr: None,
+            port: 9,
+        })
+    };
+    let lookup = Request::Lookup {
+        from: ProcName::new(&id, 1),
+        target: ProcName::new(&id, 0),
+    };
+    let unregister = Request::Unregister {
+        process: ProcName::new(&id, 0),
+    };
+    let end = Request::JobEnd { job: id.clone() };
+    let forged = [
+        (
+            "b1",
+            "register her rank 1 at b1:9",
+            b1.clone(),
+            register("b1", "beta"),
+        ),
+        ("b1", "look her rank 0 up", b1.clone(), lookup.clone()),
+        (
+            "b1",
+            "unregister her rank 0",
+            b1.clone(),
+            unregister.clone(),
+        ),
+        ("b1", "end her job", b1.clone(), end.clone()),
+        (
+            "a1",
+            "register her rank 1 at a1:9",
+            a1.clone(),
+            register("a1", "alpha"),
+        ),
+        ("a1", "look her rank 0 up", a1.clone(), lookup),
+        ("a1", "unregister her rank 0", a1.clone(), unregister),
+        ("a1", "end her job", a1.clone(), end),
+    ];
+    let reqs: Vec<(PathBuf, Request)> = forged
+        .iter()
+        .map(|(_, _, s, r)| (s.clone(), r.clone()))
+        .collect();
+    let t0 = Instant::now();
+    let answers = OtherUser::NOBODY.ask(&reqs, &[FORGED_CMD])?;
+    let t = t0.elapsed();
+    let mut refused = 0;
+    for ((via, what, _, _), a) in forged.iter().zip(&answers) {
+        let verdict = match a {
+            Ok(Response::Error(e)) => {
+                refused += usize::from(qcg_grid::services::is_refused(a));
+                format!("refused ({:?}): {}", e.kind, e.message)
+            }
+            Ok(other) => format!("ANSWERED {other:?}"),
+            Err(e) => format!("no answer: {e}"),
+        };
+        println!(
+            "qcg run hijack by uid {NOBODY} via {via}: {what:<28} {}",
+            verdict.chars().take(120).collect::<String>()
+        );
+    }
+    println!(
+        "    {refused} of {} refused ({:.1} ms for all, one process as uid {NOBODY})",
+        answers.len(),
+        t.as_secs_f64() * 1e3
+    );
+    std::fs::write(&done, b"")?;
+    let status = run.wait()?;
+    let said = said.join().unwrap_or_default();
+    let told = if said.contains("could not tell the grid") {
+        "its job end was REFUSED"
+    } else {
+        "its job end taken"
+    };
+    println!("    alice's qcg run afterwards: {status}, {told}");
+    Ok(())
 }
 
 struct Grid {
@@ -248,6 +395,9 @@ pub fn run() -> Result<()> {
         g.client
             .request("DELETE", &format!("/v1/jobs/{id}"), vec![]),
     )?;
+
+    // 1b. alice's `qcg run` job on a1; another user's requests through both helpers.
+    run_hijack(&g)?;
 
     // 2. b1's helper revoked while connected.
     let t0 = Instant::now();

@@ -211,7 +211,19 @@ enum Cmd {
         /// Only issue 21's denial-of-service attacks.
         #[arg(long)]
         dos_only: bool,
+        /// Only issue 21's hijacks (of a submitted job and of a `qcg run` job),
+        /// revocation and lost nodes.
+        #[arg(long, conflicts_with = "dos_only")]
+        hijack_only: bool,
     },
+    /// (internal) a rank of the `qcg run` job of `attacks`: joins, stays until DONE
+    /// exists.
+    #[command(name = "hijack-rank", hide = true)]
+    HijackRank { done: std::path::PathBuf },
+    /// (internal) the other local user of `attacks`: sends the forged requests it
+    /// is handed ($QCG_FORGED_REQUESTS) and prints the answers.
+    #[command(hide = true)]
+    Forged,
     /// (internal) the flooding user of `attacks`: half-sent frames on a helper socket.
     #[command(hide = true)]
     HalfFrames {
@@ -269,7 +281,11 @@ fn main() -> anyhow::Result<()> {
             http_strangers,
             half_frames,
             dos_only,
+            hijack_only,
         } => {
+            if hijack_only {
+                return hijack::run();
+            }
             if !dos_only {
                 attacks::run(lines, strangers)?;
                 hijack::run()?;
@@ -277,6 +293,16 @@ fn main() -> anyhow::Result<()> {
             dos::run(http_strangers, half_frames)
         }
         Cmd::HalfFrames { socket, count } => dos::half_frames(&socket, count),
+        Cmd::HijackRank { done } => hijack::rank(&done),
+        Cmd::Forged => {
+            if !qcg_grid::services::forged_child() {
+                anyhow::bail!(
+                    "{} holds no requests: `forged` is started by `attacks`",
+                    qcg_grid::services::FORGED_ENV
+                );
+            }
+            Ok(())
+        }
         Cmd::Broker { args } => broker_cap::run(&args),
         Cmd::Queue {
             jobs,

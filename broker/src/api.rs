@@ -9,7 +9,7 @@
 //! | method and path | what |
 //! |---|---|
 //! | `POST /v1/jobs?workdir=DIR` | body: a JobProfile (XML). 201 with the job; 400 with the parse error (line and column); 422 when the job can never run here (the scheduler's reason; nothing is reserved); 429 when the client has `max_queued_jobs_per_client` jobs waiting, 413 when its stored profiles would pass `max_profile_bytes_per_client` (the message names the limit) |
-//! | `GET /v1/jobs?limit=N&after=ID` | the caller's jobs (every job for an admin); with `limit` (1 to 10,000), at most N of them in id order from the first id past ID (the last id of the page before): only those are read and built |
+//! | `GET /v1/jobs?limit=N&after=ID` | the caller's jobs (every job for an admin); with `limit` (a whole number from 1 to 10,000), at most N of them in id order from the first id past ID (the last id of the page before; any text of at most 256 bytes: the page starts past it in byte order): only those are read and built. 400, naming the parameter, for a `limit` out of range or not a number, an `after` too long or without `limit`, a parameter given twice or one of another name |
 //! | `GET /v1/jobs/ID` | one job: state, ranks and where they run |
 //! | `DELETE /v1/jobs/ID` | cancel: every process of the job is killed |
 //! | `GET /v1/jobs/ID/output?from=N&wait=SECS` | output lines from the N-th on; waits up to SECS (at most 30) for one when there is none yet |
@@ -20,6 +20,7 @@
 //! and the dashboard page at `/` and `/dashboard` ([`crate::dashboard`]).
 
 use crate::caller::Caller;
+use crate::core::{Answer, Input};
 use crate::grid::Ctx;
 use crate::jobs::{Job, JobError, JobLine, JobState, RankState};
 use axum::extract::{Extension, Path, Query, State};
@@ -35,7 +36,7 @@ use std::time::Duration;
 pub const MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// A rank as the API shows it.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 pub struct RankView {
     /// The rank.
     pub rank: u32,
@@ -51,7 +52,7 @@ pub struct RankView {
 }
 
 /// A job as the API shows it.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 pub struct JobView {
     /// Id.
     pub id: String,
@@ -79,8 +80,13 @@ pub struct JobView {
 }
 
 impl JobView {
-    /// The view of a job.
+    /// The view of a job now.
     pub fn of(j: &Job) -> JobView {
+        JobView::of_at(j, std::time::Instant::now())
+    }
+
+    /// The view of a job at `now` (a running job's time is counted to it).
+    pub fn of_at(j: &Job, now: std::time::Instant) -> JobView {
         let ranks = j
             .mapping
             .as_ref()
@@ -109,7 +115,7 @@ impl JobView {
             dropped_bytes: j.dropped_bytes,
             elapsed_secs: j.started_at.map(|t| {
                 j.decided_at
-                    .unwrap_or_else(std::time::Instant::now)
+                    .unwrap_or(now)
                     .saturating_duration_since(t)
                     .as_secs()
             }),
@@ -122,7 +128,7 @@ impl JobView {
 pub const PAGE_BYTES: usize = 4 << 20;
 
 /// A page of output.
-#[derive(Serialize)]
+#[derive(Debug, Serialize)]
 pub struct OutputPage {
     /// Lines from `from` on (from the oldest kept, if `from` was dropped).
     pub lines: Vec<JobLine>,
@@ -245,17 +251,29 @@ pub fn forbidden(why: String) -> Router {
     })
 }
 
-/// The job `id` if `caller` may see it; the same 404 as for a job that does not
-/// exist otherwise.
-fn visible<'a>(
-    book: &'a crate::grid::Book,
-    caller: &Caller,
-    id: &str,
-) -> Result<&'a Job, JobError> {
-    book.jobs
-        .get(id)
-        .filter(|j| caller.may_see(&j.submission.owner))
-        .ok_or_else(|| JobError::Unknown(id.to_string()))
+/// An answer of the core that is not the one the request wanted (a bug).
+fn unexpected(what: &str, answer: Answer) -> Response {
+    tracing::error!(?answer, "the core answered a {what} with something else");
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("the broker could not answer the {what}"),
+    )
+}
+
+/// Job `id` in memory as `caller` may see it (the core decides).
+fn live(ctx: &Ctx, caller: &Caller, id: &str) -> Result<JobView, JobError> {
+    match ctx.ask(Input::Status {
+        id: id.to_string(),
+        caller: caller.clone(),
+    }) {
+        Answer::Job(r) => r.map(|v| *v),
+        other => {
+            tracing::error!(answer = ?other, "the core answered a job status with something else");
+            Err(JobError::Incomplete(
+                "the broker could not answer the job status".into(),
+            ))
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -289,11 +307,8 @@ async fn submit(
     if q.workdir.as_ref().is_some_and(|w| w.len() > 4096) {
         return error(StatusCode::BAD_REQUEST, "workdir is longer than 4096 bytes");
     }
-    match ctx.submit(profile, body, q.workdir, caller.name) {
-        Ok(id) => {
-            let view = ctx.book().jobs.get(&id).map(JobView::of);
-            (StatusCode::CREATED, Json(view)).into_response()
-        }
+    match ctx.submit(profile, body, q.workdir, caller.name.clone()) {
+        Ok(id) => (StatusCode::CREATED, Json(live(&ctx, &caller, &id).ok())).into_response(),
         Err(e) => job_error(e),
     }
 }
@@ -309,42 +324,91 @@ fn stored(ctx: &Ctx, caller: &Caller, id: &str) -> Result<Job, JobError> {
 /// Most jobs one page of `GET /v1/jobs` holds.
 pub const MAX_PAGE: usize = 10_000;
 
-#[derive(Deserialize)]
+/// Longest `after` of `GET /v1/jobs` (the longest name the broker takes).
+pub const MAX_AFTER: usize = crate::registry::MAX_NAME;
+
+/// The paging of `GET /v1/jobs`, checked.
+#[derive(Debug, Default, PartialEq, Eq)]
 struct ListQuery {
     limit: Option<usize>,
     after: Option<String>,
 }
 
+impl ListQuery {
+    /// Reads the query's `(name, value)` pairs; the error names the parameter.
+    fn parse(pairs: &[(String, String)]) -> Result<ListQuery, String> {
+        let mut q = ListQuery::default();
+        let mut seen = Vec::new();
+        for (name, value) in pairs {
+            if seen.contains(&name.as_str()) {
+                return Err(format!("{name} is given twice"));
+            }
+            match name.as_str() {
+                "limit" => {
+                    let n = value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| (1..=MAX_PAGE).contains(n));
+                    let Some(n) = n else {
+                        let shown: String = value.chars().take(40).collect();
+                        return Err(format!(
+                            "limit is `{shown}`: a page holds a whole number of jobs from 1 to {MAX_PAGE}"
+                        ));
+                    };
+                    q.limit = Some(n);
+                }
+                "after" => {
+                    if value.len() > MAX_AFTER {
+                        return Err(format!(
+                            "after is {} bytes long: it is a job id, at most {MAX_AFTER} bytes",
+                            value.len()
+                        ));
+                    }
+                    q.after = (!value.is_empty()).then(|| value.clone());
+                }
+                other => {
+                    let shown: String = other.chars().take(40).collect();
+                    return Err(format!(
+                        "unknown parameter `{shown}`: GET /v1/jobs takes limit and after"
+                    ));
+                }
+            }
+            seen.push(name.as_str());
+        }
+        if q.after.is_some() && q.limit.is_none() {
+            return Err("after pages the list: give limit too".into());
+        }
+        Ok(q)
+    }
+}
+
 async fn list(
     State(ctx): State<Ctx>,
     Extension(caller): Extension<Caller>,
-    Query(q): Query<ListQuery>,
+    query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
+    let q = match query
+        .map_err(|e| format!("the query is not name=value pairs: {e}"))
+        .and_then(|Query(pairs)| ListQuery::parse(&pairs))
+    {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
     if let Some(limit) = q.limit {
-        if limit == 0 || limit > MAX_PAGE {
-            return error(
-                StatusCode::BAD_REQUEST,
-                format!("limit is {limit}: a page holds 1 to {MAX_PAGE} jobs"),
-            );
-        }
-        let page = ctx.jobs_page(
-            q.after.as_deref(),
-            limit,
-            |owner| caller.may_see(owner),
-            JobView::of,
-        );
+        let page = ctx.jobs_page(&caller, q.after.as_deref(), limit);
         return Json(page).into_response();
     }
     // Those only in the database first (they finished longest ago), then memory's.
     let old = ctx.stored_jobs(|owner| caller.may_see(owner));
     let mut jobs: Vec<JobView> = old.iter().map(JobView::of).collect();
-    jobs.extend(
-        ctx.book()
-            .jobs
-            .all()
-            .filter(|j| caller.may_see(&j.submission.owner))
-            .map(JobView::of),
-    );
+    match ctx.ask(Input::List {
+        caller,
+        after: None,
+        limit: None,
+    }) {
+        Answer::Jobs { views, .. } => jobs.extend(views),
+        other => return unexpected("job list", other),
+    }
     Json(jobs).into_response()
 }
 
@@ -353,8 +417,8 @@ async fn status(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Response {
-    let live = visible(&ctx.book(), &caller, &id).map(JobView::of);
-    match live.or_else(|_| stored(&ctx, &caller, &id).map(|j| JobView::of(&j))) {
+    match live(&ctx, &caller, &id).or_else(|_| stored(&ctx, &caller, &id).map(|j| JobView::of(&j)))
+    {
         Ok(v) => Json(v).into_response(),
         Err(e) => job_error(e),
     }
@@ -365,39 +429,29 @@ async fn cancel(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Response {
-    let live = visible(&ctx.book(), &caller, &id).is_ok();
-    if !live {
-        // A job only in the database finished long ago: nothing to cancel.
-        return match stored(&ctx, &caller, &id) {
-            Ok(j) => Json(JobView::of(&j)).into_response(),
-            Err(e) => job_error(e),
-        };
+    match ctx.cancel(&id, &caller) {
+        Ok(()) => {}
+        Err(JobError::Unknown(_)) => {
+            // A job only in the database finished long ago: nothing to cancel.
+            return match stored(&ctx, &caller, &id) {
+                Ok(j) => Json(JobView::of(&j)).into_response(),
+                Err(e) => job_error(e),
+            };
+        }
+        Err(e) => return job_error(e),
     }
-    if let Err(e) = ctx.cancel(&id) {
-        return job_error(e);
-    }
-    match visible(&ctx.book(), &caller, &id) {
-        Ok(j) => Json(JobView::of(j)).into_response(),
+    match live(&ctx, &caller, &id) {
+        Ok(v) => Json(v).into_response(),
         Err(e) => job_error(e),
     }
 }
 
 /// Registered processes (with their addresses) of the jobs the caller may see.
 async fn processes(State(ctx): State<Ctx>, Extension(caller): Extension<Caller>) -> Response {
-    let core = ctx.core();
-    let all = core.registry.processes();
-    let book = &core.book;
-    let mine: Vec<_> = all
-        .into_iter()
-        .filter(|p| {
-            caller.admin
-                || book
-                    .jobs
-                    .get(&p.process.job)
-                    .is_some_and(|j| caller.may_see(&j.submission.owner))
-        })
-        .collect();
-    Json(mine).into_response()
+    match ctx.ask(Input::Processes { caller }) {
+        Answer::Processes(mine) => Json(mine).into_response(),
+        other => unexpected("process list", other),
+    }
 }
 
 #[derive(Deserialize)]
@@ -416,22 +470,25 @@ async fn output(
 ) -> Response {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(q.wait).min(MAX_WAIT);
     let mut changed = ctx.changed.subscribe();
-    if ctx.book().jobs.get(&id).is_none() {
-        // Finished long ago, only in the database: its output is gone.
-        return match stored(&ctx, &caller, &id) {
-            Ok(j) => Json(page_of(&j, q.from)).into_response(),
-            Err(e) => job_error(e),
-        };
-    }
+    let mut first = true;
     loop {
-        let page = {
-            let book = ctx.book();
-            let j = match visible(&book, &caller, &id) {
-                Ok(j) => j,
-                Err(e) => return job_error(e),
-            };
-            page_of(j, q.from)
+        let page = match ctx.ask(Input::Output {
+            id: id.clone(),
+            caller: caller.clone(),
+            from: q.from,
+        }) {
+            Answer::Output(Ok(p)) => *p,
+            Answer::Output(Err(JobError::Unknown(_))) if first => {
+                // Finished long ago, only in the database: its output is gone.
+                return match stored(&ctx, &caller, &id) {
+                    Ok(j) => Json(page_of(&j, q.from)).into_response(),
+                    Err(e) => job_error(e),
+                };
+            }
+            Answer::Output(Err(e)) => return job_error(e),
+            other => return unexpected("job output", other),
         };
+        first = false;
         if !page.lines.is_empty() || page.skipped > 0 || page.finished {
             return Json(page).into_response();
         }
@@ -443,7 +500,7 @@ async fn output(
 }
 
 /// The page of `j`'s output from line `from` (counted over every line it printed).
-fn page_of(j: &Job, from: u64) -> OutputPage {
+pub(crate) fn page_of(j: &Job, from: u64) -> OutputPage {
     // `from` counts every line the job printed; the kept ones start at
     // `first_line`.
     let from = from.min(j.lines_printed());
@@ -677,8 +734,42 @@ mod tests {
         assert_eq!(page("/v1/jobs?limit=2&after=job-c").await, ["job-d"]);
         assert!(page("/v1/jobs?limit=2&after=job-d").await.is_empty());
         assert_eq!(page("/v1/jobs").await.len(), 3);
-        let (s, v) = call(app(ctx.clone(), alice()), "GET", "/v1/jobs?limit=0", "").await;
-        assert_eq!(s, StatusCode::BAD_REQUEST);
-        assert!(v["error"].as_str().unwrap().contains("1 to 10000"), "{v}");
+        // Garbage after: the page starts past it in byte order.
+        assert_eq!(
+            page("/v1/jobs?limit=2&after=%00%FF%20x").await,
+            ["job-a", "job-c"]
+        );
+        assert!(page("/v1/jobs?limit=2&after=zzz").await.is_empty());
+        assert_eq!(page("/v1/jobs?limit=2&after=").await, ["job-a", "job-c"]);
+
+        // The worst inputs: a clear 400 naming the parameter.
+        let long = format!("/v1/jobs?limit=2&after={}", "a".repeat(MAX_AFTER + 1));
+        for (uri, says) in [
+            (
+                "/v1/jobs?limit=0",
+                "limit is `0`: a page holds a whole number of jobs from 1 to 10000",
+            ),
+            ("/v1/jobs?limit=-1", "limit is `-1`"),
+            ("/v1/jobs?limit=10001", "limit is `10001`"),
+            (
+                "/v1/jobs?limit=99999999999999999999",
+                "limit is `99999999999999999999`",
+            ),
+            ("/v1/jobs?limit=abc", "limit is `abc`"),
+            ("/v1/jobs?limit=", "limit is ``"),
+            ("/v1/jobs?limit=2.5", "limit is `2.5`"),
+            ("/v1/jobs?limit=1&limit=2", "limit is given twice"),
+            (
+                "/v1/jobs?after=job-a",
+                "after pages the list: give limit too",
+            ),
+            ("/v1/jobs?limt=2", "unknown parameter `limt`"),
+            (long.as_str(), "after is 257 bytes long"),
+        ] {
+            let (s, v) = call(app(ctx.clone(), alice()), "GET", uri, "").await;
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {v}");
+            let e = v["error"].as_str().unwrap_or_default();
+            assert!(e.contains(says), "{uri}: {e}");
+        }
     }
 }

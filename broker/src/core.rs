@@ -13,8 +13,16 @@
 //! - [`Output`]s: what to send without waiting (launches, kills, cache
 //!   invalidations, probes, reachability checks).
 //!
+//! The job API ([`crate::api`]) asks through it too: a submission, a cancellation and
+//! every read of the jobs in memory are inputs ([`Input::Submit`] to
+//! [`Input::Processes`]), each answered with what the client is shown, who may see a
+//! job decided here; only the jobs that live in the database alone are read by the
+//! shell.
+//!
 //! Tests drive it in virtual time (`now` is an input): see the bottom of this file.
 
+use crate::api::{JobView, OutputPage};
+use crate::caller::Caller;
 use crate::grid::Book;
 use crate::jobs::{Action, JobError, Submission};
 use crate::registry::{Effect, Invalidation, NatSeen, Registry};
@@ -102,6 +110,53 @@ pub enum Input {
     /// A turn of the clock (every half second): probes and checks due, nodes away
     /// too long, jobs timed out.
     Tick,
+    /// A client of the job API submits job `id` ([`Answer::Done`]).
+    Submit {
+        /// The new job's id.
+        id: String,
+        /// What was submitted, and by whom.
+        submission: Box<Submission>,
+    },
+    /// `caller` cancels job `id` ([`Answer::Done`]; a job it may not see is
+    /// unknown to it).
+    Cancel {
+        /// The job.
+        id: String,
+        /// Who asks.
+        caller: Caller,
+    },
+    /// `caller` reads job `id` ([`Answer::Job`]).
+    Status {
+        /// The job.
+        id: String,
+        /// Who asks.
+        caller: Caller,
+    },
+    /// `caller` lists the jobs in memory it may see ([`Answer::Jobs`]): all, or at
+    /// most `limit` by id from the first id past `after`.
+    List {
+        /// Who asks.
+        caller: Caller,
+        /// The last id of the page before.
+        after: Option<String>,
+        /// The page's size; `None`: every job.
+        limit: Option<usize>,
+    },
+    /// `caller` reads job `id`'s output from line `from` ([`Answer::Output`]).
+    Output {
+        /// The job.
+        id: String,
+        /// Who asks.
+        caller: Caller,
+        /// The first line wanted (counted over every line the job printed).
+        from: u64,
+    },
+    /// `caller` reads the registered processes of the jobs it may see (every one
+    /// for an admin) ([`Answer::Processes`]).
+    Processes {
+        /// Who asks.
+        caller: Caller,
+    },
 }
 
 /// Where a pushed request goes.
@@ -130,6 +185,23 @@ pub enum Answer {
     },
     /// The input wants no answer.
     Nothing,
+    /// A submission or a cancellation was carried out, or why not.
+    Done(Result<(), JobError>),
+    /// One job as the job API shows it.
+    Job(Result<Box<JobView>, JobError>),
+    /// Jobs in memory as the job API shows them, by id, and the ids of every job in
+    /// memory the caller may see past the page's `after` (those the shell must not
+    /// read again from the database).
+    Jobs {
+        /// The page.
+        views: Vec<JobView>,
+        /// Ids in memory past `after`.
+        in_memory: std::collections::HashSet<String>,
+    },
+    /// A page of a job's output.
+    Output(Result<Box<OutputPage>, JobError>),
+    /// Registered processes.
+    Processes(Vec<qcg_proto::AccessPoint>),
 }
 
 /// A frontal's request waiting on a push: what it asked, what the registry answered
@@ -207,6 +279,9 @@ pub struct Core {
     away: HashMap<(String, String), Instant>,
     /// Clusters whose frontal is connected.
     connected: BTreeSet<String>,
+    /// Since when each connected frontal has been (for the users of `qcg run` jobs
+    /// taken back from the database, [`crate::users`]).
+    up_since: HashMap<String, Instant>,
 }
 
 impl Default for Core {
@@ -229,7 +304,16 @@ impl Core {
             lost_node_grace: DEFAULT_LOST_NODE_GRACE,
             away: HashMap::new(),
             connected: BTreeSet::new(),
+            up_since: HashMap::new(),
         }
+    }
+
+    /// What the database must change since the last call: the jobs' changes and
+    /// those of the users of `qcg run` jobs ([`crate::users`]).
+    pub fn take_changes(&mut self) -> crate::jobs::Changes {
+        let mut c = self.book.jobs.take_changes();
+        c.run_owners = self.registry.take_user_changes();
+        c
     }
 
     /// Decides on `input`, which happened at `now`.
@@ -239,11 +323,13 @@ impl Core {
             Input::Frontal { cluster, req } => self.frontal(cluster, req, now, &mut out),
             Input::Pushed { then, outcome } => self.pushed(then, outcome, &mut out),
             Input::FrontalUp { cluster } => {
+                self.up_since.entry(cluster.clone()).or_insert(now);
                 self.connected.insert(cluster);
                 Answer::Nothing
             }
             Input::FrontalGone { cluster } => {
                 self.connected.remove(&cluster);
+                self.up_since.remove(&cluster);
                 // Its nodes cannot be reached to start processes any more.
                 let none = LinkQuality {
                     latency_ms: 0.0,
@@ -305,27 +391,97 @@ impl Core {
                 self.tick(now, &mut out);
                 Answer::Nothing
             }
+            Input::Submit { id, submission } => {
+                self.book.jobs.at(now);
+                Answer::Done(self.submit_job(id, *submission, &mut out))
+            }
+            Input::Cancel { id, caller } => {
+                let seen = self.visible(&caller, &id).map(|_| ());
+                let r = match seen {
+                    Ok(()) => self.book.jobs.cancel(&id, now).map(|actions| {
+                        tracing::info!(job = %id, by = %caller.name, "job cancelled");
+                        self.settle(actions, &mut out);
+                        out.push(Output::Changed);
+                    }),
+                    Err(e) => Err(e),
+                };
+                Answer::Done(r)
+            }
+            Input::Status { id, caller } => Answer::Job(
+                self.visible(&caller, &id)
+                    .map(|j| Box::new(JobView::of_at(j, now))),
+            ),
+            Input::List {
+                caller,
+                after,
+                limit,
+            } => {
+                let mine = || {
+                    self.book
+                        .jobs
+                        .after(after.as_deref())
+                        .filter(|j| caller.may_see(&j.submission.owner))
+                };
+                let views = mine()
+                    .take(limit.unwrap_or(usize::MAX))
+                    .map(|j| JobView::of_at(j, now))
+                    .collect();
+                let in_memory = match limit {
+                    Some(_) => mine().map(|j| j.id.clone()).collect(),
+                    None => Default::default(),
+                };
+                Answer::Jobs { views, in_memory }
+            }
+            Input::Output { id, caller, from } => Answer::Output(
+                self.visible(&caller, &id)
+                    .map(|j| Box::new(crate::api::page_of(j, from))),
+            ),
+            Input::Processes { caller } => {
+                let jobs = &self.book.jobs;
+                Answer::Processes(
+                    self.registry
+                        .processes()
+                        .into_iter()
+                        .filter(|p| {
+                            caller.admin
+                                || jobs
+                                    .get(&p.process.job)
+                                    .is_some_and(|j| caller.may_see(&j.submission.owner))
+                        })
+                        .collect(),
+                )
+            }
         };
         (answer, out)
     }
 
-    /// Submits job `id`; what to carry out.
-    pub fn submit(&mut self, id: String, submission: Submission) -> Result<Vec<Output>, JobError> {
-        let topo = self.topology();
-        let actions = self.book.jobs.submit(id, submission, &topo)?;
-        let mut out = Vec::new();
-        self.settle(actions, &mut out);
-        out.push(Output::Changed);
-        Ok(out)
+    /// Job `id` if `caller` may see it; otherwise the same error as for a job that
+    /// does not exist (a client does not learn of others' jobs).
+    fn visible(&self, caller: &Caller, id: &str) -> Result<&crate::jobs::Job, JobError> {
+        self.book
+            .jobs
+            .get(id)
+            .filter(|j| caller.may_see(&j.submission.owner))
+            .ok_or_else(|| JobError::Unknown(id.to_string()))
     }
 
-    /// Cancels job `id` at `now`; what to carry out.
-    pub fn cancel(&mut self, id: &str, now: Instant) -> Result<Vec<Output>, JobError> {
-        let actions = self.book.jobs.cancel(id, now)?;
-        let mut out = Vec::new();
-        self.settle(actions, &mut out);
+    fn submit_job(
+        &mut self,
+        id: String,
+        submission: Submission,
+        out: &mut Vec<Output>,
+    ) -> Result<(), JobError> {
+        let owner = submission.owner.clone();
+        let topo = self.topology();
+        let actions = self.book.jobs.submit(id.clone(), submission, &topo)?;
+        let launches = actions
+            .iter()
+            .filter(|a| matches!(a, Action::Launch { .. }))
+            .count();
+        tracing::info!(job = %id, %owner, launches, "job submitted");
+        self.settle(actions, out);
         out.push(Output::Changed);
-        Ok(out)
+        Ok(())
     }
 
     /// The resource topology jobs are scheduled on.
@@ -471,7 +627,13 @@ impl Core {
         if tries >= RELAY_TRIES {
             return error(ErrorKind::NoRoute, "no relay proxy took the link");
         }
+        let users_before = self.registry.users().pending();
         let (resp, effects) = self.registry.handle(cluster.as_deref(), req.clone());
+        if self.registry.users().pending() > users_before {
+            // A job's user claimed or forgotten is stored before the answer goes
+            // back: after a crash, no one else can claim it.
+            out.push(Output::Save);
+        }
         if let (Request::ForUser { user, request }, Response::Error(e)) = (&req, &resp) {
             if e.kind == ErrorKind::Forbidden {
                 tracing::warn!(cluster = ?cluster, request = request.kind(), %user, machine = %user.machine, reason = %e.message, "request refused");
@@ -618,6 +780,22 @@ impl Core {
             out.push(Output::Probe { a, b });
         }
         self.checks_due(now, out);
+        if self.registry.users().restored() > 0 {
+            let grace = crate::users::RESTORED_KEEP;
+            let up = &self.up_since;
+            let back = |c: &str| {
+                up.get(c)
+                    .is_some_and(|t| now.saturating_duration_since(*t) >= grace)
+            };
+            let n = self.registry.prune_restored_users(back);
+            if n > 0 {
+                tracing::info!(
+                    jobs = n,
+                    "users of qcg run jobs that ended while the broker was away forgotten"
+                );
+                out.push(Output::Save);
+            }
+        }
         let topo = self.topology();
         let mut actions = self.lost_nodes(&topo, now);
         actions.extend(self.book.jobs.tick(&topo, now));
@@ -777,6 +955,28 @@ mod tests {
         SocketAddr::from(([10, 9, 9, 9], port))
     }
 
+    /// `answer` must be a push: hands the core its `outcome` at `t`; where the push
+    /// went, what it was, and the core's next answer.
+    fn push_answered(
+        core: &mut Core,
+        answer: Answer,
+        outcome: Result<Response, String>,
+        t: Instant,
+    ) -> (Peer, Request, Answer) {
+        let Answer::Push { to, req, then } = answer else {
+            panic!("a push was expected: {answer:?}")
+        };
+        let (next, _) = core.handle(Input::Pushed { then, outcome }, t);
+        (to, req, next)
+    }
+
+    fn proxy_of(to: Peer) -> SocketAddr {
+        match to {
+            Peer::Proxy(p) => p,
+            other => panic!("a proxy was expected: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_relay_fails_over_to_the_next_live_proxy() {
         let t0 = Instant::now();
@@ -786,47 +986,22 @@ mod tests {
         }
         let (answer, _) = core.handle(frontal("a", relay()), t0);
         // The first proxy is asked to expect the token: it does not answer.
-        let Answer::Push { to, req, then } = answer else {
-            panic!("{answer:?}")
-        };
-        let first = match to {
-            Peer::Proxy(p) => p,
-            other => panic!("{other:?}"),
-        };
+        let (to, req, answer) =
+            push_answered(&mut core, answer, Err("no answer in 3 s".into()), t0);
+        let first = proxy_of(to);
         assert!(matches!(req, Request::ExpectRelay { .. }));
-        let (answer, _) = core.handle(
-            Input::Pushed {
-                then,
-                outcome: Err("no answer in 3 s".into()),
-            },
-            t0,
-        );
-        // Marked dead; the link is planned again on the other one.
+        // Marked dead; the link is planned again on the other one, which takes it.
         let dead = core
             .proxies()
             .into_iter()
             .find(|p| p.addr == first)
             .unwrap();
         assert!(!dead.alive);
-        let Answer::Push { to, then, .. } = answer else {
-            panic!("{answer:?}")
-        };
-        let second = match to {
-            Peer::Proxy(p) => p,
-            other => panic!("{other:?}"),
-        };
+        let (to, _, answer) = push_answered(&mut core, answer, Ok(Response::Ok), t0);
+        let second = proxy_of(to);
         assert_ne!(first, second);
-        let (answer, _) = core.handle(
-            Input::Pushed {
-                then,
-                outcome: Ok(Response::Ok),
-            },
-            t0,
-        );
         // Then the target is told, through its frontal, to meet there.
-        let Answer::Push { to, req, then } = answer else {
-            panic!("{answer:?}")
-        };
+        let (to, req, answer) = push_answered(&mut core, answer, Ok(Response::Ok), t0);
         assert_eq!(to, Peer::Frontal("b".into()));
         let Request::Notify {
             notice: Notice::Relay { proxy, .. },
@@ -836,13 +1011,6 @@ mod tests {
             panic!("{req:?}")
         };
         assert_eq!(proxy, second);
-        let (answer, _) = core.handle(
-            Input::Pushed {
-                then,
-                outcome: Ok(Response::Ok),
-            },
-            t0,
-        );
         match answer {
             Answer::Reply(Response::Relay { proxy, .. }) => assert_eq!(proxy, second),
             other => panic!("{other:?}"),
@@ -855,16 +1023,8 @@ mod tests {
         let mut core = closed_pair(t0);
         core.handle(Input::ProxyUp { addr: addr(1) }, t0);
         let (answer, _) = core.handle(frontal("a", relay()), t0);
-        let Answer::Push { then, .. } = answer else {
-            panic!("{answer:?}")
-        };
-        let (answer, _) = core.handle(
-            Input::Pushed {
-                then,
-                outcome: Ok(Response::error(ErrorKind::Internal, "full")),
-            },
-            t0,
-        );
+        let full = Ok(Response::error(ErrorKind::Internal, "full"));
+        let (_, _, answer) = push_answered(&mut core, answer, full, t0);
         match answer {
             Answer::Reply(Response::Error(e)) => {
                 assert_eq!(e.kind, ErrorKind::NoRoute, "{e}");
@@ -879,26 +1039,10 @@ mod tests {
         let mut core = closed_pair(t0);
         core.handle(Input::ProxyUp { addr: addr(1) }, t0);
         let (answer, _) = core.handle(frontal("a", relay()), t0);
-        let Answer::Push { then, .. } = answer else {
-            panic!("{answer:?}")
-        };
-        let (answer, _) = core.handle(
-            Input::Pushed {
-                then,
-                outcome: Ok(Response::Ok),
-            },
-            t0,
-        );
-        let Answer::Push { then, .. } = answer else {
-            panic!("{answer:?}")
-        };
-        let (answer, _) = core.handle(
-            Input::Pushed {
-                then,
-                outcome: Err("its frontal is not connected".into()),
-            },
-            t0,
-        );
+        let (_, _, answer) = push_answered(&mut core, answer, Ok(Response::Ok), t0);
+        let gone = Err("its frontal is not connected".into());
+        let (to, _, answer) = push_answered(&mut core, answer, gone, t0);
+        assert_eq!(to, Peer::Frontal("b".into()));
         match answer {
             Answer::Reply(Response::Error(e)) => {
                 assert_eq!(e.kind, ErrorKind::Unavailable);
@@ -947,14 +1091,130 @@ mod tests {
             t0,
         );
         assert!(matches!(answer, Answer::Reply(Response::Ok)), "{answer:?}");
+        // Its user forgotten in the database too, before the frontals are told.
         assert_eq!(
             out,
-            vec![Output::Invalidate(Invalidation {
-                job: "r".into(),
-                rank: None
-            })]
+            vec![
+                Output::Save,
+                Output::Invalidate(Invalidation {
+                    job: "r".into(),
+                    rank: None
+                })
+            ]
         );
         assert_eq!(first_process(&core, "r"), None);
+    }
+
+    /// A request of uid `uid` on machine `m1`, seen by the helper of `node`.
+    fn by(uid: u32, node: &str, req: Request) -> Request {
+        Request::ForUser {
+            user: LocalUser {
+                uid,
+                machine: "m1".into(),
+                node: node.into(),
+            },
+            request: Box::new(req),
+        }
+    }
+
+    fn refused(answer: &Answer) -> bool {
+        matches!(answer, Answer::Reply(Response::Error(e)) if e.kind == ErrorKind::Forbidden)
+    }
+
+    #[test]
+    fn the_user_of_a_qcg_run_job_is_stored_at_once_and_holds_after_a_restart() {
+        let t0 = Instant::now();
+        let up = |core: &mut Core, c: &str, at: Instant| {
+            core.handle(
+                Input::Frontal {
+                    cluster: None,
+                    req: Request::RegisterCluster(cluster(c, Policy::Open)),
+                },
+                at,
+            );
+            core.handle(Input::FrontalUp { cluster: c.into() }, at);
+        };
+        let mut core = Core::default();
+        up(&mut core, "a", t0);
+        let (answer, out) = core.handle(
+            frontal("a", by(1000, "a-1", Request::Register(ap("r", 0, "a")))),
+            t0,
+        );
+        assert!(matches!(answer, Answer::Reply(Response::Ok)), "{answer:?}");
+        assert!(
+            out.contains(&Output::Save),
+            "stored before the answer: {out:?}"
+        );
+        let stored = core.take_changes().run_owners;
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0].0, "r");
+        // A second registration of hers is nothing new to store.
+        let (_, out) = core.handle(
+            frontal("a", by(1000, "a-1", Request::Register(ap("r", 1, "a")))),
+            t0,
+        );
+        assert!(!out.contains(&Output::Save), "{out:?}");
+
+        // The broker restarts: another user's frontal comes back first.
+        let owners: Vec<_> = stored
+            .into_iter()
+            .map(|(j, o)| (j, o.unwrap()))
+            .chain([(
+                "gone".to_string(),
+                crate::users::Owner {
+                    user: LocalUser {
+                        uid: 1000,
+                        machine: "m1".into(),
+                        node: "a-1".into(),
+                    },
+                    cluster: "a".into(),
+                },
+            )])
+            .collect();
+        let mut back = Core::default();
+        back.registry.restore_users(owners);
+        let t1 = t0 + Duration::from_secs(100);
+        up(&mut back, "b", t1);
+        for req in [
+            Request::Register(ap("r", 1, "b")),
+            Request::Lookup {
+                from: ProcName::new("r", 1),
+                target: ProcName::new("r", 0),
+            },
+            Request::Unregister {
+                process: ProcName::new("r", 0),
+            },
+            Request::JobEnd { job: "r".into() },
+        ] {
+            let kind = req.kind();
+            let (answer, out) = back.handle(frontal("b", by(65534, "b-1", req)), t1);
+            assert!(refused(&answer), "{kind}: {answer:?}");
+            assert!(!out.contains(&Output::Save), "{kind}: {out:?}");
+        }
+        assert_eq!(first_process(&back, "r"), None, "nothing registered");
+        // Her frontal comes back and registers her processes again: hers.
+        up(&mut back, "a", t1);
+        for rank in [0, 1] {
+            let (answer, _) = back.handle(
+                frontal("a", by(1000, "a-1", Request::Register(ap("r", rank, "a")))),
+                t1,
+            );
+            assert!(matches!(answer, Answer::Reply(Response::Ok)), "{answer:?}");
+        }
+        assert!(back.take_changes().run_owners.is_empty());
+        // Job `gone` ended while the broker was away: once her cluster has been back
+        // for the grace with none of its processes, its user is forgotten.
+        let grace = crate::users::RESTORED_KEEP;
+        back.handle(Input::Tick, t1 + grace - Duration::from_millis(1));
+        assert_eq!(back.registry.users().restored(), 1);
+        let (_, out) = back.handle(Input::Tick, t1 + grace);
+        assert!(out.contains(&Output::Save), "{out:?}");
+        assert_eq!(back.registry.users().restored(), 0);
+        assert_eq!(
+            back.take_changes().run_owners,
+            vec![("gone".to_string(), None)]
+        );
+        assert!(back.registry.users().get("r").is_some());
     }
 
     #[test]
@@ -991,7 +1251,14 @@ mod tests {
             internal: q,
         };
         core.handle(frontal("c0", nodes(1)), t0);
-        let out = core.submit("j".into(), crate::jobs::tests::sub(1)).unwrap();
+        let (answer, out) = core.handle(
+            Input::Submit {
+                id: "j".into(),
+                submission: Box::new(crate::jobs::tests::sub(1)),
+            },
+            t0,
+        );
+        assert!(matches!(answer, Answer::Done(Ok(()))), "{answer:?}");
         assert!(out.contains(&Output::Save), "{out:?}");
         let launches: Vec<u32> = out
             .iter()
@@ -1028,6 +1295,161 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(out.contains(&Output::Changed), "{out:?}");
+    }
+
+    fn caller(name: &str, admin: bool) -> Caller {
+        Caller {
+            name: name.into(),
+            admin,
+        }
+    }
+
+    /// A core with cluster `c0` of one node of 2 slots, its frontal connected.
+    fn one_node(t0: Instant) -> Core {
+        let mut core = Core::default();
+        core.handle(
+            Input::Frontal {
+                cluster: None,
+                req: Request::RegisterCluster(cluster("c0", Policy::Open)),
+            },
+            t0,
+        );
+        core.handle(
+            Input::FrontalUp {
+                cluster: "c0".into(),
+            },
+            t0,
+        );
+        let nodes = Request::ClusterNodes {
+            nodes: vec![qcg_proto::NodeSpec {
+                name: "c0-n0".into(),
+                slots: 2,
+                cpu_speed_mhz: 2000.0,
+                memory_mib: 4096.0,
+                submitters: None,
+            }],
+            internal: LinkQuality {
+                latency_ms: 0.1,
+                bandwidth_mbps: 1000.0,
+            },
+        };
+        core.handle(frontal("c0", nodes), t0);
+        core
+    }
+
+    #[test]
+    fn the_job_api_asks_the_core_and_a_stranger_sees_and_cancels_nothing() {
+        let mut core = one_node(Instant::now());
+        // Past the job table's own clock, which started with the core.
+        let t0 = Instant::now();
+        let (answer, out) = core.handle(
+            Input::Submit {
+                id: "j".into(),
+                submission: Box::new(crate::jobs::tests::sub(1)),
+            },
+            t0,
+        );
+        assert!(matches!(answer, Answer::Done(Ok(()))), "{answer:?}");
+        assert!(
+            out.iter().any(|o| matches!(o, Output::Launch { .. })),
+            "{out:?}"
+        );
+        core.handle(
+            Input::Launched {
+                job: "j".into(),
+                rank: 0,
+                result: Ok(()),
+            },
+            t0,
+        );
+        let (alice, bob, ops) = (
+            caller("alice", false),
+            caller("bob", false),
+            caller("ops", true),
+        );
+        let status = |core: &mut Core, who: &Caller, at: Instant| {
+            core.handle(
+                Input::Status {
+                    id: "j".into(),
+                    caller: who.clone(),
+                },
+                at,
+            )
+            .0
+        };
+        // Its time counts in virtual time.
+        match status(&mut core, &alice, t0 + Duration::from_secs(61)) {
+            Answer::Job(Ok(v)) => {
+                assert_eq!(v.owner, "alice");
+                assert_eq!(v.elapsed_secs, Some(61));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(status(&mut core, &ops, t0), Answer::Job(Ok(_))));
+        let unknown = |a: &Answer| {
+            matches!(
+                a,
+                Answer::Job(Err(JobError::Unknown(_)))
+                    | Answer::Done(Err(JobError::Unknown(_)))
+                    | Answer::Output(Err(JobError::Unknown(_)))
+            )
+        };
+        assert!(unknown(&status(&mut core, &bob, t0)));
+        let (a, _) = core.handle(
+            Input::Output {
+                id: "j".into(),
+                caller: bob.clone(),
+                from: 0,
+            },
+            t0,
+        );
+        assert!(unknown(&a), "{a:?}");
+        let list = |core: &mut Core, who: &Caller| match core
+            .handle(
+                Input::List {
+                    caller: who.clone(),
+                    after: None,
+                    limit: Some(10),
+                },
+                t0,
+            )
+            .0
+        {
+            Answer::Jobs { views, in_memory } => {
+                assert_eq!(views.len(), in_memory.len());
+                views.len()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((list(&mut core, &alice), list(&mut core, &bob)), (1, 0));
+        // Bob's cancellation: unknown to him, and nothing is killed.
+        let (a, out) = core.handle(
+            Input::Cancel {
+                id: "j".into(),
+                caller: bob,
+            },
+            t0,
+        );
+        assert!(unknown(&a), "{a:?}");
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(
+            core.book.jobs.get("j").unwrap().state,
+            crate::jobs::JobState::Running
+        );
+        // Hers: every process killed.
+        let (a, out) = core.handle(
+            Input::Cancel {
+                id: "j".into(),
+                caller: alice,
+            },
+            t0,
+        );
+        assert!(matches!(a, Answer::Done(Ok(()))), "{a:?}");
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, Output::Kill { job, .. } if job == "j")),
+            "{out:?}"
+        );
     }
 
     #[test]

@@ -157,7 +157,6 @@ impl Ctx {
         loop {
             match answer {
                 Answer::Reply(r) => return Some(r),
-                Answer::Nothing => return None,
                 Answer::Push { to, req, then } => {
                     let outcome = self.push_to(&to, &req).await;
                     let (next, out) = self
@@ -166,6 +165,8 @@ impl Ctx {
                     self.run(out);
                     answer = next;
                 }
+                // Nothing, or an answer for the job API: no response to send.
+                _ => return None,
             }
         }
     }
@@ -191,13 +192,13 @@ impl Ctx {
         }
     }
 
-    /// Writes what changed in the jobs since the last call to the database (and
-    /// deletes what retention dropped). The changes are taken under the store's
+    /// Writes what changed in the jobs (and in the users of `qcg run` jobs) since
+    /// the last call to the database (and deletes what retention dropped). The changes are taken under the store's
     /// lock, so they reach the database in the order they happened; the core's lock
     /// is not held while the database writes (or compacts).
     pub fn persist(&self) {
         let mut store = lock(&self.store);
-        let changes = self.book().jobs.take_changes();
+        let changes = self.core().take_changes();
         let Some(store) = store.as_mut() else {
             // Nothing to save to: the changes are forgotten.
             return;
@@ -254,34 +255,34 @@ impl Ctx {
             .collect()
     }
 
-    /// A page of the jobs whose owner `see` accepts, each as `view` shows it: at
-    /// most `limit`, by id, from the first id past `after`; those in memory and those
-    /// only in the database together. Only the page's jobs are read and built.
-    pub fn jobs_page<T>(
+    /// A page of the jobs `caller` may see, as the job API shows them: at most
+    /// `limit`, by id, from the first id past `after`; those in memory (the core's
+    /// answer to [`Input::List`]) and those only in the database together. Only the
+    /// page's jobs are read and built.
+    pub fn jobs_page(
         &self,
+        caller: &crate::caller::Caller,
         after: Option<&str>,
         limit: usize,
-        see: impl Fn(&str) -> bool,
-        view: impl Fn(&crate::jobs::Job) -> T,
-    ) -> Vec<T> {
+    ) -> Vec<crate::api::JobView> {
         let store = lock(&self.store);
-        let (mut live, in_memory): (Vec<(String, T)>, std::collections::HashSet<String>) = {
-            let book = self.book();
-            let live = book
-                .jobs
-                .after(after)
-                .filter(|j| see(&j.submission.owner))
-                .take(limit)
-                .map(|j| (j.id.clone(), view(j)))
-                .collect();
-            let ids = book.jobs.after(after).map(|j| j.id.clone()).collect();
-            (live, ids)
+        let input = Input::List {
+            caller: caller.clone(),
+            after: after.map(str::to_string),
+            limit: Some(limit),
+        };
+        let (live, in_memory) = match self.ask(input) {
+            Answer::Jobs { views, in_memory } => (views, in_memory),
+            other => {
+                tracing::error!(answer = ?other, "the core did not list jobs");
+                return Vec::new();
+            }
         };
         let stored = match store.as_ref() {
             None => Vec::new(),
             Some(store) => {
                 match store.finished_page(after, limit, |r| {
-                    see(&r.owner) && !in_memory.contains(&r.id)
+                    caller.may_see(&r.owner) && !in_memory.contains(&r.id)
                 }) {
                     Ok(r) => r,
                     Err(e) => {
@@ -293,16 +294,18 @@ impl Ctx {
         };
         drop(store);
         let now = Instant::now();
+        let mut all = live;
         {
             let book = self.book();
-            live.extend(stored.into_iter().map(|r| {
-                let j = book.jobs.stored_job(r, now);
-                (j.id.clone(), view(&j))
-            }));
+            all.extend(
+                stored
+                    .into_iter()
+                    .map(|r| crate::api::JobView::of(&book.jobs.stored_job(r, now))),
+            );
         }
-        live.sort_by(|a, b| a.0.cmp(&b.0));
-        live.truncate(limit);
-        live.into_iter().map(|(_, v)| v).collect()
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all.truncate(limit);
+        all
     }
 
     /// Deletes from the database the finished jobs past `job_record_keep_secs`
@@ -329,6 +332,14 @@ impl Ctx {
         self.core().topology()
     }
 
+    /// Feeds the core an input of the job API now and carries out what it says;
+    /// the core's answer.
+    pub fn ask(&self, input: Input) -> Answer {
+        let (answer, out) = self.core().handle(input, Instant::now());
+        self.run(out);
+        answer
+    }
+
     /// Submits a parsed profile for `owner`; returns the job id.
     pub fn submit(
         &self,
@@ -338,29 +349,35 @@ impl Ctx {
         owner: String,
     ) -> Result<String, JobError> {
         let id = crate::new_job_id();
-        let submission = Submission {
+        let submission = Box::new(Submission {
             profile,
             secret_hex: crate::new_secret_hex(),
             workdir,
-            owner: owner.clone(),
+            owner,
             source,
-        };
-        let out = self.core().submit(id.clone(), submission)?;
-        let launches = out
-            .iter()
-            .filter(|o| matches!(o, Output::Launch { .. }))
-            .count();
-        tracing::info!(job = %id, %owner, launches, "job submitted");
-        self.run(out);
-        Ok(id)
+        });
+        match self.ask(Input::Submit {
+            id: id.clone(),
+            submission,
+        }) {
+            Answer::Done(r) => r.map(|()| id),
+            other => Err(JobError::Incomplete(format!(
+                "the broker's core gave no outcome to the submission: {other:?}"
+            ))),
+        }
     }
 
-    /// Cancels a job.
-    pub fn cancel(&self, id: &str) -> Result<(), JobError> {
-        let out = self.core().cancel(id, Instant::now())?;
-        tracing::info!(job = %id, "job cancelled");
-        self.run(out);
-        Ok(())
+    /// Cancels job `id` for `caller` (a job it may not see is unknown to it).
+    pub fn cancel(&self, id: &str, caller: &crate::caller::Caller) -> Result<(), JobError> {
+        match self.ask(Input::Cancel {
+            id: id.to_string(),
+            caller: caller.clone(),
+        }) {
+            Answer::Done(r) => r,
+            other => Err(JobError::Incomplete(format!(
+                "the broker's core gave no outcome to the cancellation: {other:?}"
+            ))),
+        }
     }
 
     fn frontal(&self, cluster: &str) -> Option<quinn::Connection> {

@@ -12,7 +12,7 @@
 //!
 //! Each job keeps the newest lines of its output up to a cap of bytes (the oldest
 //! are dropped and counted, so a reader can be told), freed a while after its end;
-//! records, profiles and output are forgotten on schedule ([`retention`]).
+//! records, profiles and output are forgotten on schedule ([`JobLimits`]).
 //! Every change marks the job dirty; the shell writes [`Jobs::take_changes`] to the
 //! database ([`crate::store`]) and gives the records ([`JobRecord`]) back to
 //! [`Jobs::restore`] after a restart, where running jobs wait [`RESTORE_GRACE`] for
@@ -709,7 +709,7 @@ impl Jobs {
     }
 
     /// Moves the clock the queue's fair share reads forward to `now`.
-    fn at(&mut self, now: Instant) {
+    pub(crate) fn at(&mut self, now: Instant) {
         self.clock = self.clock.max(now);
     }
 
@@ -1104,7 +1104,7 @@ impl Jobs {
 
     /// The clock: processes of a stopped job that stayed silent past [`KILL_GRACE`]
     /// are given up, and their slots freed; finished jobs' output, profiles and
-    /// records past their retention are dropped ([`retention`]).
+    /// records past their retention are dropped ([`JobLimits`]).
     pub fn tick(&mut self, topo: &ResourceTopology, now: Instant) -> Vec<Action> {
         self.at(now);
         let stale: Vec<String> = self

@@ -293,9 +293,12 @@ impl Broker {
             for (job, why) in &refused {
                 tracing::error!(%job, error = %why, "stored job not taken back");
             }
+            let owners = store.run_owners().map_err(db_err)?;
+            let users = owners.len();
+            ctx.core().registry.restore_users(owners);
             // Info when there were jobs to take back; the start-up line says the rest.
-            if n > 0 {
-                tracing::info!(database = %path.display(), jobs = n - refused.len(), "jobs taken back");
+            if n > 0 || users > 0 {
+                tracing::info!(database = %path.display(), jobs = n - refused.len(), qcg_run_jobs = users, "jobs taken back");
             } else {
                 tracing::debug!(database = %path.display(), "no jobs to take back");
             }
@@ -310,13 +313,16 @@ impl Broker {
                 let (listener, addr) = bind(addr, "HTTP API", "http_listen").await?;
                 let caps = http::plain_caps(nofile);
                 lock(&ctx.listeners).push(("http", caps.clone()));
-                tracker.spawn(http::serve(
-                    listener,
-                    http::app(ctx.clone()),
-                    caps,
-                    cancel.clone(),
-                    tracker.clone(),
-                ));
+                ctx.spawn(
+                    "HTTP accept loop",
+                    http::serve(
+                        listener,
+                        http::app(ctx.clone()),
+                        caps,
+                        cancel.clone(),
+                        tracker.clone(),
+                    ),
+                );
                 Some(addr)
             }
             None => None,
@@ -327,7 +333,7 @@ impl Broker {
         let crl_changes = id.crl.clone().map(|crl| {
             let (tx, rx) = tokio::sync::watch::channel(crl.generation());
             let (w, c) = (crl.clone(), cancel.clone());
-            tracker.spawn(async move {
+            ctx.spawn("CRL watch", async move {
                 let mut every = tokio::time::interval(quic::CRL_POLL);
                 loop {
                     tokio::select! {
@@ -352,15 +358,18 @@ impl Broker {
                 let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
                 let caps = http::tls_caps(nofile);
                 lock(&ctx.listeners).push(("https", caps.clone()));
-                tracker.spawn(serve_https(
-                    listener,
-                    acceptor,
-                    ctx.clone(),
-                    crl_changes,
-                    caps,
-                    cancel.clone(),
-                    tracker.clone(),
-                ));
+                ctx.spawn(
+                    "HTTPS accept loop",
+                    serve_https(
+                        listener,
+                        acceptor,
+                        ctx.clone(),
+                        crl_changes,
+                        caps,
+                        cancel.clone(),
+                        tracker.clone(),
+                    ),
+                );
                 Some(addr)
             }
             None => None,
@@ -370,7 +379,7 @@ impl Broker {
         let (cx, c) = (ctx.clone(), cancel.clone());
         let caps = qcg_proto::limits::Caps::new(QUIC_PER_ADDRESS, QUIC_TOTAL);
         lock(&ctx.listeners).push(("quic", caps.clone()));
-        tracker.spawn(async move {
+        ctx.spawn("QUIC accept loop", async move {
             loop {
                 let incoming = tokio::select! {
                     _ = c.cancelled() => break,
@@ -413,7 +422,7 @@ impl Broker {
         // A revocation cuts the live connections of the peers it names, at once.
         if let Some(crl) = id.crl.clone() {
             let (fr, px, c) = (ctx.frontals.clone(), ctx.proxies.clone(), cancel.clone());
-            tracker.spawn(async move {
+            ctx.spawn("revocation cut", async move {
                 let conns = move || {
                     let mut all: Vec<(quinn::Connection, String)> = lock(&fr)
                         .iter()
@@ -435,7 +444,7 @@ impl Broker {
 
         // The clock: probes and given-up processes.
         let (cx, c) = (ctx.clone(), cancel.clone());
-        tracker.spawn(async move {
+        ctx.spawn("clock", async move {
             let mut every = tokio::time::interval(Duration::from_millis(500));
             let mut purge = tokio::time::interval(STORED_PURGE);
             loop {

@@ -338,6 +338,14 @@ pub struct Registry {
     users: crate::users::JobUsers,
 }
 
+/// Whether `processes` holds a process of `job`.
+fn has_process(processes: &BTreeMap<ProcName, AccessPoint>, job: &str) -> bool {
+    processes
+        .range(ProcName::new(job, 0)..)
+        .next()
+        .is_some_and(|(p, _)| p.job == job)
+}
+
 /// Attempts remembered at once for [`Registry`]'s observations; past it, reports
 /// still count in the link figures but no longer in what a cluster lets in.
 pub const MAX_REPORTED: usize = 100_000;
@@ -511,12 +519,7 @@ impl Registry {
                 }
                 if let Some(user) = &user {
                     let processes = &self.processes;
-                    let registered = |job: &str| {
-                        processes
-                            .range(ProcName::new(job, 0)..)
-                            .next()
-                            .is_some_and(|(p, _)| p.job == job)
-                    };
+                    let registered = |job: &str| has_process(processes, job);
                     if let Err(why) = self.users.claim(&name.job, user, cluster, registered) {
                         return err(ErrorKind::Forbidden, why);
                     }
@@ -686,6 +689,35 @@ impl Registry {
                 format!("`{}` is not a request a frontal may send", other.kind()),
             ),
         }
+    }
+
+    /// The users of jobs the broker did not place ([`crate::users`]): their changes
+    /// to store, and those taken back from the database.
+    pub fn users(&self) -> &crate::users::JobUsers {
+        &self.users
+    }
+
+    /// What changed in the users of jobs the broker did not place since the last
+    /// call ([`crate::users::JobUsers::take_changes`]).
+    pub fn take_user_changes(&mut self) -> Vec<(String, Option<crate::users::Owner>)> {
+        self.users.take_changes()
+    }
+
+    /// Takes back the users of jobs the broker did not place, as a broker before a
+    /// restart stored them.
+    pub fn restore_users(
+        &mut self,
+        owners: impl IntoIterator<Item = (String, crate::users::Owner)>,
+    ) {
+        self.users.restore(owners);
+    }
+
+    /// Forgets the users taken back from the database whose job has no process
+    /// registered although its cluster is `back` ([`crate::users::JobUsers::prune_restored`]).
+    pub fn prune_restored_users(&mut self, back: impl Fn(&str) -> bool) -> usize {
+        let processes = &self.processes;
+        self.users
+            .prune_restored(back, |job| has_process(processes, job))
     }
 
     /// A job ended: forget its processes; frontals must forget what they cached.

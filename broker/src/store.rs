@@ -15,14 +15,18 @@
 //! on the file, so two brokers cannot share one database by mistake.
 //!
 //! Registrations (processes' access points, clusters, proxies) are soft state and
-//! are not stored: the services register them again.
+//! are not stored: the services register them again. Who each job of `qcg run`
+//! belongs to ([`crate::users`]) is stored (`run_owners`, JSON of
+//! [`crate::users::Owner`] by job): a restarted broker must not give such a job to
+//! whichever user registers one of its processes first.
 //!
 //! The database carries its schema version ([`SCHEMA_VERSION`], in a `meta` table),
 //! checked at every open: a database of a newer or unknown schema is refused, naming
-//! the file and both versions, before anything is read or written; one from before
-//! versions were stored (version 1: the same tables, with profiles possibly inline)
-//! is migrated in place (its inline profiles move at the first load, as before, and
-//! the version is written).
+//! the file and both versions, before anything is read or written; an older one is
+//! migrated in place: one from before versions were stored (version 1: the same
+//! tables, with profiles possibly inline) has its inline profiles moved at the first
+//! load, as before; versions 1 and 2 get the (empty) `run_owners` table; then the
+//! version is written.
 //!
 //! [`Store::backup`] copies the database while the broker runs (the job API's
 //! `GET /v1/admin/backup` serves it): one redb read transaction is a consistent
@@ -40,12 +44,15 @@ use std::time::{Duration, Instant};
 const JOBS: TableDefinition<&str, &[u8]> = TableDefinition::new("jobs");
 const PROFILES: TableDefinition<&str, &str> = TableDefinition::new("profiles");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// The user of each job of `qcg run` ([`crate::users::Owner`], JSON), by job.
+const RUN_OWNERS: TableDefinition<&str, &[u8]> = TableDefinition::new("run_owners");
 /// The key of the schema version in [`META`].
 const SCHEMA_KEY: &str = "schema";
 
 /// The schema this broker reads and writes. 1: jobs and profiles, no version
-/// stored (brokers before the version was); 2: the same, with the version.
-pub const SCHEMA_VERSION: u64 = 2;
+/// stored (brokers before the version was); 2: the same, with the version; 3: and
+/// the users of `qcg run` jobs (`run_owners`).
+pub const SCHEMA_VERSION: u64 = 3;
 
 /// Bytes of database pages kept in memory.
 const CACHE_BYTES: usize = 4 << 20;
@@ -194,6 +201,7 @@ impl Store {
         {
             tx.open_table(JOBS).map_err(|e| store.err(e))?;
             tx.open_table(PROFILES).map_err(|e| store.err(e))?;
+            tx.open_table(RUN_OWNERS).map_err(|e| store.err(e))?;
             tx.open_table(META)
                 .map_err(|e| store.err(e))?
                 .insert(SCHEMA_KEY, SCHEMA_VERSION)
@@ -264,9 +272,10 @@ impl Store {
             .map_err(|e| fail(&e))?;
         let copy = Database::create(out).map_err(|e| fail(&e))?;
         let snap = self.db.begin_read().map_err(|e| self.err(e))?;
-        let (jobs, profiles) = (
+        let (jobs, profiles, owners) = (
             snap.open_table(JOBS).map_err(|e| self.err(e))?,
             snap.open_table(PROFILES).map_err(|e| self.err(e))?,
+            snap.open_table(RUN_OWNERS).map_err(|e| self.err(e))?,
         );
         let mut n = Backup {
             jobs: 0,
@@ -286,6 +295,11 @@ impl Store {
                 let (k, v) = entry.map_err(|e| self.err(e))?;
                 p.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
                 n.profiles += 1;
+            }
+            let mut o = tx.open_table(RUN_OWNERS).map_err(|e| fail(&e))?;
+            for entry in owners.iter().map_err(|e| self.err(e))? {
+                let (k, v) = entry.map_err(|e| self.err(e))?;
+                o.insert(k.value(), v.value()).map_err(|e| fail(&e))?;
             }
             tx.open_table(META)
                 .map_err(|e| fail(&e))?
@@ -343,6 +357,21 @@ impl Store {
             }
             for id in &changes.forget {
                 self.deleted |= t.remove(id.as_str()).map_err(|e| self.err(e))?.is_some();
+            }
+            if !changes.run_owners.is_empty() {
+                let mut o = tx.open_table(RUN_OWNERS).map_err(|e| self.err(e))?;
+                for (job, owner) in &changes.run_owners {
+                    match owner {
+                        Some(owner) => {
+                            let bytes = serde_json::to_vec(owner).map_err(|e| self.err(e))?;
+                            o.insert(job.as_str(), bytes.as_slice())
+                                .map_err(|e| self.err(e))?;
+                        }
+                        None => {
+                            o.remove(job.as_str()).map_err(|e| self.err(e))?;
+                        }
+                    }
+                }
             }
         }
         tx.commit().map_err(|e| self.err(e))?;
@@ -420,6 +449,23 @@ impl Store {
         }
         if !inline.is_empty() {
             self.save(&inline)?;
+        }
+        Ok(out)
+    }
+
+    /// The users of `qcg run` jobs the database holds ([`crate::users`]), by job.
+    pub fn run_owners(&self) -> Result<Vec<(String, crate::users::Owner)>, StoreError> {
+        let tx = self.db.begin_read().map_err(|e| self.err(e))?;
+        let t = tx.open_table(RUN_OWNERS).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for entry in t.iter().map_err(|e| self.err(e))? {
+            let (k, v) = entry.map_err(|e| self.err(e))?;
+            let owner = serde_json::from_slice(v.value()).map_err(|e| StoreError::Record {
+                path: self.path.clone(),
+                job: k.value().to_string(),
+                detail: format!("its user: {e}"),
+            })?;
+            out.push((k.value().to_string(), owner));
         }
         Ok(out)
     }
@@ -664,6 +710,76 @@ mod tests {
             .insert("j", b"{}".as_slice())
             .unwrap();
         tx.commit().unwrap();
+    }
+
+    fn owner(uid: u32) -> crate::users::Owner {
+        crate::users::Owner {
+            user: qcg_proto::LocalUser {
+                uid,
+                machine: "boot-1".into(),
+                node: "orsay-1".into(),
+            },
+            cluster: "orsay".into(),
+        }
+    }
+
+    #[test]
+    fn the_users_of_qcg_run_jobs_outlive_the_broker() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.redb");
+        let mut store = Store::open(&path).unwrap();
+        let c = Changes {
+            run_owners: vec![
+                ("a".into(), Some(owner(1000))),
+                ("b".into(), Some(owner(1001))),
+                ("c".into(), Some(owner(1002))),
+                ("b".into(), None),
+            ],
+            ..Changes::default()
+        };
+        store.apply(&c).unwrap();
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(
+            store.run_owners().unwrap(),
+            vec![("a".into(), owner(1000)), ("c".into(), owner(1002))]
+        );
+        // A backup holds them too.
+        let copy = dir.path().join("copy.redb");
+        store.backup(&copy).unwrap();
+        assert_eq!(Store::open(&copy).unwrap().run_owners().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_database_of_schema_2_opens_with_its_jobs_and_no_run_owners() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.redb");
+        let t = topo(1, 4);
+        let mut jobs = Jobs::default();
+        jobs.submit("r".into(), sub(1), &t).unwrap();
+        let rec = jobs.record("r").unwrap();
+        {
+            // As a broker of schema 2 left it: jobs, profiles, meta; no run_owners.
+            let db = Database::create(&path).unwrap();
+            let tx = db.begin_write().unwrap();
+            tx.open_table(META).unwrap().insert(SCHEMA_KEY, 2).unwrap();
+            tx.open_table(JOBS)
+                .unwrap()
+                .insert("r", serde_json::to_vec(&rec).unwrap().as_slice())
+                .unwrap();
+            tx.open_table(PROFILES).unwrap();
+            tx.commit().unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(store.schema().unwrap(), Some(SCHEMA_VERSION), "migrated");
+        assert!(store.run_owners().unwrap().is_empty());
+        assert_eq!(store.load(|_| true).unwrap()[0].id, "r");
+        let c = Changes {
+            run_owners: vec![("x".into(), Some(owner(7)))],
+            ..Changes::default()
+        };
+        store.apply(&c).unwrap();
+        assert_eq!(store.run_owners().unwrap().len(), 1);
     }
 
     #[test]

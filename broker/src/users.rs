@@ -16,16 +16,36 @@
 //! Requests that name no sender come from processes a helper started for a job the
 //! broker placed (checked by [`crate::placed`]), or straight from a frontal; they
 //! pass here.
+//!
+//! A job's user outlives a broker restart: each claim and each forgetting is a
+//! change ([`JobUsers::take_changes`]) the shell writes to the database before it
+//! answers the request that made it ([`crate::store`]'s `run_owners` table), and a
+//! broker started again takes them back ([`JobUsers::restore`]). Otherwise the first
+//! registration to reach a restarted broker would claim the job again: a window in
+//! which another local user, faster than the frontals sending their processes'
+//! registrations again, could take it. A user taken back whose job has no process
+//! registered once its cluster's frontal has been back for [`RESTORED_KEEP`] is
+//! forgotten ([`JobUsers::prune_restored`]): that job ended while the broker was
+//! away (its `qcg run` killed, say), and nothing else would ever end it.
 
 use qcg_proto::{LocalUser, ProcName, Request};
-use std::collections::HashMap;
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+/// How long after its cluster's frontal came back a job taken back from the
+/// database may have none of its processes registered before its user is
+/// forgotten. The frontal sends its processes' registrations again as soon as it
+/// is connected, so a live job is claimed again within seconds; an hour leaves a
+/// job whose processes all left for a while (between two phases) its user.
+pub const RESTORED_KEEP: Duration = Duration::from_secs(3600);
 
 /// Jobs whose user is remembered at once; past it, the jobs with no registered
 /// process are forgotten first, and a registration for yet another job is refused.
 pub const MAX_JOBS: usize = crate::registry::MAX_REPORTED;
 
 /// A job's user and the cluster it first registered from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Owner {
     /// The user.
     pub user: LocalUser,
@@ -37,6 +57,11 @@ pub struct Owner {
 #[derive(Debug, Default)]
 pub struct JobUsers {
     owners: HashMap<String, Owner>,
+    /// What changed since the last [`JobUsers::take_changes`]: a job's user, or
+    /// `None` for a job forgotten.
+    changes: Vec<(String, Option<Owner>)>,
+    /// Jobs taken back from the database that no registration has claimed again.
+    restored: HashSet<String>,
 }
 
 /// The jobs a request acts for: one, or two for a request between two processes.
@@ -103,29 +128,104 @@ impl JobUsers {
         registered: impl Fn(&str) -> bool,
     ) -> Result<(), String> {
         if self.owners.contains_key(job) {
+            // `check` passed: it is the same user, back.
+            if !self.restored.is_empty() {
+                self.restored.remove(job);
+            }
             return Ok(());
         }
         if self.owners.len() >= MAX_JOBS {
-            self.owners.retain(|j, _| registered(j));
+            let changes = &mut self.changes;
+            self.owners.retain(|j, _| {
+                let keep = registered(j);
+                if !keep {
+                    changes.push((j.clone(), None));
+                }
+                keep
+            });
+            let owners = &self.owners;
+            self.restored.retain(|j| owners.contains_key(j));
         }
         if self.owners.len() >= MAX_JOBS {
             return Err(format!(
                 "the broker keeps the user of {MAX_JOBS} jobs with processes registered already; job {job} cannot start"
             ));
         }
-        self.owners.insert(
-            job.to_string(),
-            Owner {
-                user: user.clone(),
-                cluster: cluster.to_string(),
-            },
-        );
+        let owner = Owner {
+            user: user.clone(),
+            cluster: cluster.to_string(),
+        };
+        self.changes.push((job.to_string(), Some(owner.clone())));
+        self.owners.insert(job.to_string(), owner);
         Ok(())
     }
 
     /// The job ended: anyone may use its id again.
     pub fn forget(&mut self, job: &str) {
-        self.owners.remove(job);
+        if self.owners.remove(job).is_some() {
+            self.restored.remove(job);
+            self.changes.push((job.to_string(), None));
+        }
+    }
+
+    /// Takes back the users a broker stored before a restart (as
+    /// [`JobUsers::take_changes`] gave them); each counts as restored until a
+    /// registration of its job comes again.
+    pub fn restore(&mut self, owners: impl IntoIterator<Item = (String, Owner)>) {
+        for (job, owner) in owners {
+            self.restored.insert(job.clone());
+            self.owners.insert(job, owner);
+        }
+    }
+
+    /// Whether a change waits for [`JobUsers::take_changes`].
+    pub fn changed(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    /// How many changes wait for [`JobUsers::take_changes`].
+    pub fn pending(&self) -> usize {
+        self.changes.len()
+    }
+
+    /// What changed since the last call, in order: `(job, Some(user))` to store,
+    /// `(job, None)` to delete.
+    pub fn take_changes(&mut self) -> Vec<(String, Option<Owner>)> {
+        std::mem::take(&mut self.changes)
+    }
+
+    /// Forgets the users taken back from the database whose job has no process
+    /// `registered` although the frontal of its cluster is `back` (connected for
+    /// [`RESTORED_KEEP`]): those jobs ended while the broker was away. Returns how
+    /// many were forgotten.
+    pub fn prune_restored(
+        &mut self,
+        back: impl Fn(&str) -> bool,
+        registered: impl Fn(&str) -> bool,
+    ) -> usize {
+        if self.restored.is_empty() {
+            return 0;
+        }
+        let gone: Vec<String> = self
+            .restored
+            .iter()
+            .filter(|j| {
+                self.owners
+                    .get(j.as_str())
+                    .is_none_or(|o| back(&o.cluster) && !registered(j))
+            })
+            .cloned()
+            .collect();
+        for j in &gone {
+            self.restored.remove(j);
+            self.forget(j);
+        }
+        gone.len()
+    }
+
+    /// Users taken back from the database that no registration claimed yet.
+    pub fn restored(&self) -> usize {
+        self.restored.len()
     }
 
     /// Jobs with an owner.
@@ -205,6 +305,69 @@ mod tests {
     }
 
     #[test]
+    fn claims_and_forgettings_are_changes_and_a_restored_user_keeps_its_job() {
+        let mut t = JobUsers::default();
+        let alice = user(1000, "m1", "orsay-1");
+        t.claim("j", &alice, "orsay", |_| true).unwrap();
+        t.claim("j", &alice, "orsay", |_| true).unwrap();
+        t.claim("k", &alice, "orsay", |_| true).unwrap();
+        t.forget("k");
+        t.forget("never");
+        let owner = Owner {
+            user: alice.clone(),
+            cluster: "orsay".into(),
+        };
+        assert_eq!(
+            t.take_changes(),
+            vec![
+                ("j".into(), Some(owner.clone())),
+                ("k".into(), Some(owner.clone())),
+                ("k".into(), None)
+            ]
+        );
+        assert!(!t.changed());
+
+        // A broker started again: the stored user, not the first to come, has it.
+        let mut back = JobUsers::default();
+        back.restore([("j".to_string(), owner.clone())]);
+        assert_eq!(back.restored(), 1);
+        let mallory = user(65534, "m1", "orsay-2");
+        assert!(back.check("orsay", &mallory, &lookup("j")).is_err());
+        assert!(back
+            .check("orsay", &mallory, &Request::JobEnd { job: "j".into() })
+            .is_err());
+        assert!(!back.changed(), "a refusal changes nothing");
+        // Her registration comes again: hers, and no longer only restored.
+        back.check("orsay", &alice, &lookup("j")).unwrap();
+        back.claim("j", &alice, "orsay", |_| true).unwrap();
+        assert_eq!(back.restored(), 0);
+        assert!(!back.changed(), "already stored");
+        assert_eq!(back.prune_restored(|_| true, |_| false), 0);
+        assert_eq!(back.get("j"), Some(&owner));
+    }
+
+    #[test]
+    fn a_restored_user_is_forgotten_once_its_cluster_is_back_without_its_processes() {
+        let owner = |cluster: &str| Owner {
+            user: user(1000, "m1", "n"),
+            cluster: cluster.into(),
+        };
+        let mut t = JobUsers::default();
+        t.restore([
+            ("live".to_string(), owner("orsay")),
+            ("ended".to_string(), owner("orsay")),
+            ("away".to_string(), owner("rennes")),
+        ]);
+        // Only orsay's frontal is back; only `live` has a process registered.
+        let n = t.prune_restored(|c| c == "orsay", |j| j == "live");
+        assert_eq!(n, 1);
+        assert!(t.get("ended").is_none());
+        assert!(t.get("live").is_some() && t.get("away").is_some());
+        assert_eq!(t.take_changes(), vec![("ended".to_string(), None)]);
+        assert_eq!(t.restored(), 2);
+    }
+
+    #[test]
     fn a_full_table_forgets_jobs_without_processes_first() {
         let mut t = JobUsers::default();
         let u = user(1, "m", "n");
@@ -214,7 +377,13 @@ mod tests {
         let e = t.claim("new", &u, "c", |_| true).unwrap_err();
         assert!(e.contains("job new cannot start"), "{e}");
         // Every job but j0 lost its processes.
+        t.take_changes();
         t.claim("new", &u, "c", |j| j == "j0").unwrap();
         assert_eq!(t.len(), 2);
+        // Each forgotten job is a deletion for the database, then the new claim.
+        let c = t.take_changes();
+        assert_eq!(c.len(), MAX_JOBS);
+        assert_eq!(c.iter().filter(|(_, o)| o.is_none()).count(), MAX_JOBS - 1);
+        assert_eq!(c.last().unwrap().0, "new");
     }
 }

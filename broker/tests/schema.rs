@@ -105,3 +105,41 @@ fn a_database_from_before_versions_is_migrated_to_the_current_one() {
     broker.wait().unwrap();
     assert_eq!(version(&db), Some(SCHEMA_VERSION));
 }
+
+/// Schema 2 (before the users of `qcg run` jobs were kept) is migrated: the real
+/// broker starts on it, and leaves it at the current version with the table of
+/// those users.
+#[test]
+fn a_database_of_schema_2_is_migrated_to_the_current_one() {
+    let dir = setup();
+    let db = dir.path().join("state/broker.redb");
+    {
+        let d = Database::create(&db).unwrap();
+        let tx = d.begin_write().unwrap();
+        tx.open_table(META).unwrap().insert("schema", 2).unwrap();
+        tx.open_table(JOBS).unwrap();
+        tx.commit().unwrap();
+    }
+    assert_eq!(version(&db), Some(2));
+    let mut broker = Command::new(env!("CARGO_BIN_EXE_qcg-broker"))
+        .arg("--config")
+        .arg(dir.path().join("broker.toml"))
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = BufReader::new(broker.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert!(first.starts_with("qcg-broker: QUIC on"), "{first}");
+    broker.kill().unwrap();
+    broker.wait().unwrap();
+    assert_eq!(version(&db), Some(SCHEMA_VERSION));
+    let d = Database::open(&db).unwrap();
+    let tx = d.begin_read().unwrap();
+    let owners: TableDefinition<&str, &[u8]> = TableDefinition::new("run_owners");
+    use redb::ReadableTableMetadata;
+    assert_eq!(tx.open_table(owners).unwrap().len().unwrap(), 0);
+}

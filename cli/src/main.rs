@@ -99,6 +99,10 @@ enum Cmd {
     /// M:SS, H:MM:SS or D-HH:MM:SS; `-` for a job read back from the broker's
     /// database), RANKS, NODELIST(REASON).
     Jobs {
+        /// Jobs asked of the broker per request (1 to 10000): the list comes a page
+        /// at a time, however long it is.
+        #[arg(long, default_value_t = submit::JOBS_PAGE as u64, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        page: u64,
         #[command(flatten)]
         broker: BrokerArgs,
     },
@@ -348,10 +352,10 @@ fn main() {
                 Err(f) => fail(f.code, f.message),
             }
         }
-        Cmd::Jobs { broker } => {
+        Cmd::Jobs { page, broker } => {
             let client = broker.required();
             let rt = tokio::runtime::Runtime::new().unwrap_or_else(|e| fail(1, e));
-            if let Err(f) = rt.block_on(submit::jobs(&client)) {
+            if let Err(f) = rt.block_on(submit::jobs(&client, page as usize)) {
                 fail(f.code, f.message)
             }
         }

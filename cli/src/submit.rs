@@ -398,19 +398,56 @@ impl Sinks {
     }
 }
 
+/// Jobs asked for per request by `qcg jobs` by default.
+pub const JOBS_PAGE: usize = 1000;
+
 /// Prints the caller's jobs (every job for an admin) as squeue does: one line each.
-pub async fn jobs(client: &Client) -> Result<(), Failure> {
-    let a = client
-        .request("GET", "/v1/jobs", Vec::new())
-        .await
-        .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
-    if a.status != 200 {
-        return Err(Failure::new(
-            EXIT_FAILED,
-            format!("the broker answered {}: {}", a.status, a.error_message()),
-        ));
+/// They come `page` at a time (`GET /v1/jobs?limit=PAGE&after=LAST`), so that a
+/// user with thousands of jobs gets them all without one huge read.
+pub async fn jobs(client: &Client, page: usize) -> Result<(), Failure> {
+    let mut all = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut path = format!("/v1/jobs?limit={page}");
+        if let Some(a) = &after {
+            path.push_str(&format!("&after={}", encode_query(a)));
+        }
+        let a = client
+            .request("GET", &path, Vec::new())
+            .await
+            .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+        if a.status != 200 {
+            return Err(Failure::new(
+                EXIT_FAILED,
+                format!("the broker answered {}: {}", a.status, a.error_message()),
+            ));
+        }
+        let list = match a.json() {
+            serde_json::Value::Array(l) => l,
+            other => {
+                return Err(Failure::new(
+                    EXIT_FAILED,
+                    format!("the broker's job list is not a list: {other}"),
+                ))
+            }
+        };
+        let n = list.len();
+        let last = list
+            .last()
+            .and_then(|j| j["id"].as_str())
+            .map(str::to_string);
+        all.extend(list);
+        // A short page is the last; a page longer than asked comes from a broker
+        // that does not page (it sent every job at once).
+        if n != page {
+            break;
+        }
+        match last {
+            Some(l) if after.as_ref() != Some(&l) => after = Some(l),
+            _ => break,
+        }
     }
-    print!("{}", jobs_table(&a.json()));
+    print!("{}", jobs_table(&serde_json::Value::Array(all)));
     Ok(())
 }
 
@@ -577,50 +614,91 @@ fn print_job(j: &serde_json::Value) {
 /// `qcg backup OUT`: the broker's database, copied by the broker from one read
 /// transaction (`GET /v1/admin/backup`, an admin certificate), written to `out`
 /// (mode 0600: it holds every job's secret). Returns the bytes written.
+///
+/// The copy is written beside `out` (`.NAME.partial`, made before the broker is
+/// asked, so that a destination that cannot be written fails at once) and renamed
+/// into place once complete: a failure, whatever it is, leaves nothing at `out`
+/// and no partial file.
 pub async fn backup(client: &Client, out: &Path) -> Result<u64, Failure> {
-    let a = client
-        .request("GET", "/v1/admin/backup", Vec::new())
-        .await
-        .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
-    if a.status != 200 {
-        let hint = match a.status {
-            403 => " (a backup needs an admin certificate: `qcg ca issue --role admin`)",
-            409 => " (this broker keeps no database: its config has no `database`)",
-            _ => "",
+    let cannot = |e: std::io::Error| {
+        let folder = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
         };
+        let why = match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                format!("the folder {} does not exist", folder.display())
+            }
+            std::io::ErrorKind::PermissionDenied => {
+                format!(
+                    "the folder {} is not writable by this user ({e})",
+                    folder.display()
+                )
+            }
+            _ => e.to_string(),
+        };
+        Failure::new(
+            EXIT_FAILED,
+            format!("cannot write the backup to {}: {why}", out.display()),
+        )
+    };
+    if out.is_dir() {
         return Err(Failure::new(
             EXIT_FAILED,
             format!(
-                "the broker answered {}: {}{hint}",
-                a.status,
-                a.error_message()
+                "cannot write the backup to {}: it is a folder; name the file to write",
+                out.display()
             ),
         ));
     }
-    use std::os::unix::fs::OpenOptionsExt;
-    // Written beside `out` and renamed: a failed write leaves no partial copy
-    // where a restore would look.
-    let tmp = out.with_file_name(format!(
-        ".{}.partial",
-        out.file_name()
-            .map_or("backup".into(), |n| n.to_string_lossy())
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        f.write_all(&a.body)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, out)
+    let Some(name) = out.file_name() else {
+        return Err(Failure::new(
+            EXIT_FAILED,
+            format!(
+                "cannot write the backup to {}: name the file to write",
+                out.display()
+            ),
+        ));
     };
-    write().map_err(|e| {
+    let tmp = out.with_file_name(format!(".{}.partial", name.to_string_lossy()));
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(cannot)?;
+    let result = async {
+        let a = client
+            .request("GET", "/v1/admin/backup", Vec::new())
+            .await
+            .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
+        if a.status != 200 {
+            let hint = match a.status {
+                403 => " (a backup needs an admin certificate: `qcg ca issue --role admin`)",
+                409 => " (this broker keeps no database: its config has no `database`)",
+                _ => "",
+            };
+            return Err(Failure::new(
+                EXIT_FAILED,
+                format!(
+                    "the broker answered {}: {}{hint}",
+                    a.status,
+                    a.error_message()
+                ),
+            ));
+        }
+        f.write_all(&a.body).map_err(cannot)?;
+        f.sync_all().map_err(cannot)?;
+        std::fs::rename(&tmp, out).map_err(cannot)?;
+        Ok(a.body.len() as u64)
+    }
+    .await;
+    if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        Failure::new(EXIT_FAILED, format!("{}: cannot write: {e}", out.display()))
-    })?;
-    Ok(a.body.len() as u64)
+    }
+    result
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 mod common;
 use common::*;
-use qcg_grid::services::{tls_fields, Cluster, Node, ServiceGrid};
+use qcg_grid::services::{tls_fields, Cluster, Node, OtherUser, ServiceGrid};
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -196,6 +196,10 @@ fn qcg_backup_writes_a_private_copy_a_broker_restores_from() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("403") && err.contains("admin"), "{err}");
     assert!(!refused.exists(), "a refused backup leaves no file");
+    assert!(
+        !d.join(".refused.redb.partial").exists(),
+        "nor a partial one"
+    );
 
     let copy = d.join("copy.redb");
     let o = backup_as("ops", &copy);
@@ -207,4 +211,75 @@ fn qcg_backup_writes_a_private_copy_a_broker_restores_from() {
 
     let https = restored(&mut g, "copy.redb");
     assert_eq!(state(d, &https, &done), "succeeded");
+}
+
+/// `qcg backup` to where it cannot write: a folder that does not exist, a folder,
+/// and a read-only folder (as `nobody` when the test runs as root, which no mode
+/// bit stops). Each fails at once with exit status 1, naming the path and why, and
+/// leaves nothing behind: no copy, no partial file.
+#[test]
+fn qcg_backup_to_a_path_it_cannot_write_fails_naming_it_and_leaves_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let (g, _https) = grid();
+    let d = g.dir();
+    let backup = |cmd: &mut std::process::Command, out: &Path, args: &[String]| {
+        let o = cmd.arg("backup").arg(out).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "{}: {err}", out.display());
+        err
+    };
+    let ops = g.qcg_args("ops");
+
+    let missing = d.join("no-such-folder").join("copy.redb");
+    let err = backup(&mut std::process::Command::new(bin("qcg")), &missing, &ops);
+    assert!(err.contains(&missing.display().to_string()), "{err}");
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!d.join("no-such-folder").exists());
+
+    let err = backup(&mut std::process::Command::new(bin("qcg")), d, &ops);
+    assert!(err.contains("it is a folder"), "{err}");
+
+    // A read-only folder of a user who is not root, holding an admin's certificate.
+    let root = rustix::process::geteuid().is_root();
+    let home = tempfile::tempdir().unwrap();
+    let h = home.path();
+    let ro = h.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    for f in ["ops.pem", "ops.key", "ca.pem"] {
+        std::fs::copy(g.ca_dir().join(f), h.join(f)).unwrap();
+    }
+    let user = OtherUser::NOBODY;
+    if root {
+        for p in [
+            h.to_path_buf(),
+            ro.clone(),
+            h.join("ops.pem"),
+            h.join("ops.key"),
+            h.join("ca.pem"),
+        ] {
+            std::os::unix::fs::chown(&p, Some(user.uid), Some(user.gid)).unwrap();
+        }
+    }
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let args: Vec<String> = vec![
+        "--broker".into(),
+        g.url(),
+        "--cert".into(),
+        h.join("ops.pem").display().to_string(),
+        "--key".into(),
+        h.join("ops.key").display().to_string(),
+        "--ca".into(),
+        h.join("ca.pem").display().to_string(),
+    ];
+    let out = ro.join("copy.redb");
+    let mut cmd = if root {
+        user.command(bin("qcg"))
+    } else {
+        std::process::Command::new(bin("qcg"))
+    };
+    let err = backup(&mut cmd, &out, &args);
+    assert!(err.contains(&out.display().to_string()), "{err}");
+    assert!(err.contains("is not writable"), "{err}");
+    assert_eq!(std::fs::read_dir(&ro).unwrap().count(), 0, "{err}");
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
 }

@@ -7,50 +7,31 @@
 mod common;
 
 use common::*;
-use qcg_grid::services::{tls_fields, Cluster, Limits, ServiceGrid};
+use qcg_grid::services::{
+    forged_child, shown, test_child_args, tls_fields, Cluster, Limits, OtherUser, ServiceGrid,
+    NOBODY,
+};
 use qcg_proto::tls::Role;
 use qcg_proto::{AccessPoint, ProcName, Request, Response};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-const NOBODY: u32 = 65534;
-const CHILD_ENV: &str = "QCG_TEST_ACCESS_CHILD";
-
-/// The child: runs as another user, sends each request of $CHILD_ENV on its own
-/// connection and prints each answer (or the connect error) as a JSON line.
+/// The other user's side: this binary started again by [`as_user`].
 #[test]
 fn access_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let (socket, reqs): (String, Vec<Request>) = serde_json::from_str(&spec).unwrap();
-    for r in reqs {
-        let line = match ask(Path::new(&socket), &r) {
-            Ok(resp) => serde_json::to_string(&resp).unwrap(),
-            Err(e) => format!("\"io error: {e}\""),
-        };
-        println!("ANSWER {line}");
-    }
+    forged_child();
 }
 
 /// Runs `reqs` as uid/gid in a real child process; the answers, as JSON text.
 fn as_user(uid: u32, gid: u32, socket: &Path, reqs: &[Request]) -> Vec<String> {
-    let spec = serde_json::to_string(&(socket, reqs)).unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "access_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, spec)
-        .gid(gid)
-        .uid(uid)
-        .stderr(Stdio::inherit())
-        .output()
+    let reqs: Vec<_> = reqs
+        .iter()
+        .map(|r| (socket.to_path_buf(), r.clone()))
+        .collect();
+    let answers = OtherUser { uid, gid }
+        .ask(&reqs, &test_child_args("access_child"))
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once("ANSWER ").map(|(_, a)| a.to_string()))
-        .collect()
+    answers.iter().map(shown).collect()
 }
 
 fn ap(job: &str, rank: u32) -> Request {

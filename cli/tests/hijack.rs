@@ -11,24 +11,24 @@
 
 mod common;
 use common::*;
-use qcg_grid::services::{Cluster, Node, ServiceGrid};
+use qcg_grid::services::{
+    forged_child, shown, test_child_args, Cluster, Node, OtherUser, ServiceGrid, NOBODY,
+};
 
 use qcg_proto::{AccessPoint, ProcName, Request, Response};
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const NOBODY: u32 = 65534;
-const CHILD_ENV: &str = "QCG_TEST_HIJACK_CHILD";
-
 /// A rank of alice's job: this test binary, started by the helper. It joins the job
 /// (registers its listener) and stays.
 #[test]
 fn hijack_rank() {
-    if std::env::var(qcg_proto::env::JOB).is_err() || std::env::var(CHILD_ENV).is_ok() {
+    if std::env::var(qcg_proto::env::JOB).is_err()
+        || std::env::var(qcg_grid::services::FORGED_ENV).is_ok()
+    {
         return;
     }
     let comm = qcg::init().unwrap();
@@ -36,39 +36,18 @@ fn hijack_rank() {
     std::thread::sleep(Duration::from_secs(600));
 }
 
-/// The attacker: runs as another user, sends each request of $CHILD_ENV on its own
-/// connection and prints each answer as a JSON line.
+/// The attacker's side: this binary started again as `nobody` by [`as_nobody`].
 #[test]
 fn hijack_child() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let reqs: Vec<(PathBuf, Request)> = serde_json::from_str(&spec).unwrap();
-    for (socket, r) in reqs {
-        let line = match ask(&socket, &r) {
-            Ok(resp) => serde_json::to_string(&resp).unwrap(),
-            Err(e) => format!("\"io error: {e}\""),
-        };
-        println!("ANSWER {line}");
-    }
+    forged_child();
 }
 
 /// Runs `reqs` (socket, request) as `nobody` in a real child process; the answers.
 fn as_nobody(reqs: &[(PathBuf, Request)]) -> Vec<String> {
-    let spec = serde_json::to_string(reqs).unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "hijack_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, spec)
-        .gid(NOBODY)
-        .uid(NOBODY)
-        .stderr(Stdio::inherit())
-        .output()
+    let answers = OtherUser::NOBODY
+        .ask(reqs, &test_child_args("hijack_child"))
         .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once("ANSWER ").map(|(_, a)| a.to_string()))
-        .collect()
+    answers.iter().map(shown).collect()
 }
 
 fn register(job: &str, rank: u32, cluster: &str, node: &str, port: u16) -> Request {

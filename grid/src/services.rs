@@ -1031,3 +1031,152 @@ impl Drop for ServiceGrid {
         }
     }
 }
+
+/// The uid and gid of `nobody`, the other local user of the attack tests.
+pub const NOBODY: u32 = 65534;
+
+/// The environment variable that hands [`forged_child`] its requests.
+pub const FORGED_ENV: &str = "QCG_FORGED_REQUESTS";
+
+/// What [`forged_child`] prints before each answer.
+const ANSWER: &str = "FORGED-ANSWER ";
+
+/// Another local user of this machine, as the attack tests and `qcg-bench attacks`
+/// play it: real processes with its uid and gid (and no other group), so that a
+/// helper sees its credentials on the socket. Only root can be someone else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OtherUser {
+    /// Its uid.
+    pub uid: u32,
+    /// Its gid (the helpers' socket group, for it to reach their sockets).
+    pub gid: u32,
+}
+
+impl OtherUser {
+    /// `nobody`, in group `nobody`.
+    pub const NOBODY: OtherUser = OtherUser {
+        uid: NOBODY,
+        gid: NOBODY,
+    };
+
+    /// `program`, to be run as this user.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        use std::os::unix::process::CommandExt;
+        let mut c = Command::new(program);
+        c.uid(self.uid).gid(self.gid);
+        c
+    }
+
+    /// Sends each `(socket, request)` of `reqs` on a connection of its own, as this
+    /// user, from a real process: the running program started again with
+    /// `child_args` (which must lead it to [`forged_child`]: a test binary's
+    /// `--exact NAME --nocapture`, a subcommand of a tool). Each answer, or why
+    /// there is none (a connection refused, the socket closed), in order.
+    pub fn ask(
+        &self,
+        reqs: &[(PathBuf, qcg_proto::Request)],
+        child_args: &[&str],
+    ) -> Result<Vec<Result<qcg_proto::Response, String>>, ServiceError> {
+        let spec = serde_json::to_string(reqs).map_err(|e| ServiceError::Io {
+            what: "writing the forged requests".into(),
+            source: e.into(),
+        })?;
+        let exe = std::env::current_exe().map_err(io("finding the running program"))?;
+        let out = self
+            .command(&exe)
+            .args(child_args)
+            .env(FORGED_ENV, spec)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|source| ServiceError::Spawn {
+                service: format!("{} as uid {}", exe.display(), self.uid),
+                source,
+            })?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let answers: Vec<Result<qcg_proto::Response, String>> = stdout
+            .lines()
+            .filter_map(|l| l.split_once(ANSWER).map(|(_, a)| a))
+            .map(|a| serde_json::from_str(a).unwrap_or_else(|e| Err(format!("{a}: {e}"))))
+            .collect();
+        if !out.status.success() || answers.len() != reqs.len() {
+            return Err(ServiceError::Io {
+                what: format!(
+                    "sending {} requests as uid {} ({}: {} answers)",
+                    reqs.len(),
+                    self.uid,
+                    out.status,
+                    answers.len()
+                ),
+                source: std::io::Error::other(stdout.into_owned()),
+            });
+        }
+        Ok(answers)
+    }
+}
+
+/// The child's side of [`OtherUser::ask`]: when [`FORGED_ENV`] holds requests,
+/// sends each on its own connection and prints each outcome; returns whether it
+/// did (the caller then has nothing else to do).
+pub fn forged_child() -> bool {
+    let Ok(spec) = std::env::var(FORGED_ENV) else {
+        return false;
+    };
+    let reqs: Vec<(PathBuf, qcg_proto::Request)> = match serde_json::from_str(&spec) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{FORGED_ENV}: not a list of (socket, request): {e}");
+            return true;
+        }
+    };
+    for (socket, req) in reqs {
+        let outcome = ask(&socket, &req).map_err(|e| format!("{}: {e}", socket.display()));
+        let line = serde_json::to_string(&outcome)
+            .unwrap_or_else(|e| format!("{{\"Err\":\"unprintable answer: {e}\"}}"));
+        // On a line of its own: a test harness may have begun one.
+        println!("\n{ANSWER}{line}");
+    }
+    true
+}
+
+/// One request to the helper at `socket` on a new connection; its answer (at most
+/// 20 s waited for).
+pub fn ask(socket: &Path, req: &qcg_proto::Request) -> std::io::Result<qcg_proto::Response> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let frame = qcg_proto::frame::encode(req).map_err(std::io::Error::other)?;
+    s.write_all(&frame)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((r, _)) =
+            qcg_proto::frame::decode::<qcg_proto::Response>(&buf).map_err(std::io::Error::other)?
+        {
+            return Ok(r);
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Whether `outcome` (of [`OtherUser::ask`]) is a refusal: `Forbidden`.
+pub fn is_refused(outcome: &Result<qcg_proto::Response, String>) -> bool {
+    matches!(outcome, Ok(qcg_proto::Response::Error(e)) if e.kind == qcg_proto::ErrorKind::Forbidden)
+}
+
+/// An outcome of [`OtherUser::ask`] as text: the response's JSON, or `io error: …`.
+pub fn shown(outcome: &Result<qcg_proto::Response, String>) -> String {
+    match outcome {
+        Ok(r) => serde_json::to_string(r).unwrap_or_else(|e| format!("unprintable: {e}")),
+        Err(e) => format!("io error: {e}"),
+    }
+}
+
+/// The arguments that start a test binary again in its test `name` alone, for
+/// [`OtherUser::ask`] (`--exact NAME --nocapture --test-threads=1`).
+pub fn test_child_args(name: &str) -> [&str; 4] {
+    ["--exact", name, "--nocapture", "--test-threads=1"]
+}

@@ -78,6 +78,9 @@ pub struct Changes {
     pub forget_profiles: Vec<String>,
     /// Jobs whose record is to be deleted.
     pub forget: Vec<String>,
+    /// Users of jobs the broker did not place ([`crate::users`]), in the order they
+    /// changed: `(job, Some(user))` to store, `(job, None)` to delete.
+    pub run_owners: Vec<(String, Option<crate::users::Owner>)>,
 }
 
 impl Changes {
@@ -87,6 +90,7 @@ impl Changes {
             && self.profiles.is_empty()
             && self.forget_profiles.is_empty()
             && self.forget.is_empty()
+            && self.run_owners.is_empty()
     }
 }
 
@@ -245,6 +249,7 @@ impl Jobs {
                 .into_iter()
                 .collect(),
             forget: std::mem::take(&mut self.forget).into_iter().collect(),
+            run_owners: Vec::new(),
         }
     }
 
