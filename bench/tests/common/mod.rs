@@ -9,13 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-/// The folder of the workspace's binaries (`target/PROFILE`), once each of `names`
-/// (`qcg-broker`, `examples/pingpong`, ...) is found there; panics naming the
-/// first missing one and the command that builds it.
-pub fn bins(names: &[&str]) -> PathBuf {
+/// The services every lab test starts.
+pub const SERVICES: [&str; 4] = ["qcg-broker", "qcg-frontal", "qcg-helper", "qcg-proxy"];
+
+/// The folder of the workspace's binaries (`target/PROFILE`), once the
+/// [`SERVICES`] and each of `more` (`qcg-lab`, `examples/pingpong`, ...) are found
+/// there; panics naming the first missing one and the command that builds it.
+pub fn bins(more: &[&str]) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    for b in names {
+    for b in SERVICES.iter().chain(more) {
         assert!(
             dir.join(b).exists(),
             "{b} is missing from {}: run `cargo build --workspace --bins --examples` first",
