@@ -19,30 +19,12 @@ use common::*;
 
 use qcg_lab::grid::{self, LabGrid};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// `target/debug`: the services and `qcg-mpicc` (which finds its library beside it).
-fn bins() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    for b in [
-        "qcg-broker",
-        "qcg-frontal",
-        "qcg-helper",
-        "qcg-proxy",
-        "qcg-lab",
-        "qcg-mpicc",
-    ] {
-        assert!(
-            dir.join(b).exists(),
-            "{b} is missing from {}: run `cargo build --workspace --bins` first",
-            dir.display()
-        );
-    }
-    dir
-}
+/// What the test runs from `target/PROFILE` besides the services.
+const BINS: &[&str] = &["qcg-lab", "qcg-mpicc"];
 
 /// Links made, attempts failed and upgrades from the relay so far, by technique (the
 /// initiators' reports).
@@ -56,33 +38,6 @@ fn links_made(g: &LabGrid) -> BTreeMap<String, (u64, u64, u64)> {
             (t.clone(), (n("ok"), n("failed"), n("upgraded")))
         })
         .collect()
-}
-
-/// Waits for every rank, killing all of them when `limit` passes first; whether each
-/// succeeded (false for the killed).
-fn wait_all(children: &mut [Child], limit: Duration) -> Vec<bool> {
-    let start = Instant::now();
-    let mut done: Vec<Option<bool>> = vec![None; children.len()];
-    while done.iter().any(Option::is_none) {
-        for (c, d) in children.iter_mut().zip(done.iter_mut()) {
-            if d.is_none() {
-                if let Some(st) = c.try_wait().unwrap() {
-                    *d = Some(st.success());
-                }
-            }
-        }
-        if start.elapsed() > limit {
-            for (c, d) in children.iter_mut().zip(done.iter_mut()) {
-                if d.is_none() {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    *d = Some(false);
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    done.into_iter().map(|d| d == Some(true)).collect()
 }
 
 /// Whether a rank's log says it dialled `peer` (its link set-up started: no link
@@ -141,7 +96,7 @@ fn links_in(log: &str) -> Vec<(u32, String)> {
 
 #[test]
 fn ranks_dialling_each_other_at_once_end_on_the_best_technique() {
-    let bins = bins();
+    let bins = bins(BINS);
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../lab/topologies/techniques.toml"),
     )

@@ -18,9 +18,7 @@ use common::*;
 use qcg_lab::grid::{self, LabGrid};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const QCG_BENCH: &str = env!("CARGO_BIN_EXE_qcg-bench");
+use std::time::Duration;
 
 /// Four sites, each of its own policy, every pair joined by a WAN.
 const POLICIES: &str = r#"
@@ -88,61 +86,8 @@ bandwidth_mbit = 100
 /// The programs of `mpi/tests/c/` run across the four sites.
 const PROGRAMS: [&str; 4] = ["p2p", "collectives", "comms", "datatypes"];
 
-/// Two sites of two nodes (the ping-pong runs between the first site's two nodes).
-const TWO_SITES: &str = r#"
-[[site]]
-name = "east"
-nodes = 2
-nat = "none"
-firewall = "open"
-
-[[site]]
-name = "west"
-nodes = 2
-nat = "none"
-firewall = "open"
-
-[[public]]
-name = "broker"
-
-[[wan]]
-sites = ["east", "west"]
-delay_ms = 5
-bandwidth_mbit = 100
-"#;
-
-/// `target/debug`: the services, `qcg-mpicc` (which finds its library beside it).
-fn bins() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    for b in [
-        "qcg-broker",
-        "qcg-frontal",
-        "qcg-helper",
-        "qcg-proxy",
-        "qcg-lab",
-        "qcg-mpicc",
-        "examples/pingpong",
-    ] {
-        assert!(
-            dir.join(b).exists(),
-            "{b} is missing from {}: run `cargo build --workspace --bins --examples` first",
-            dir.display()
-        );
-    }
-    dir
-}
-
-fn require_open_mpi() {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench-deps.sh");
-    let out = Command::new("bash").arg(&script).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{} failed (Open MPI is needed): {}",
-        script.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+/// What the test runs from `target/PROFILE` besides the services.
+const BINS: &[&str] = &["qcg-lab", "qcg-mpicc", "examples/pingpong"];
 
 fn source(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -179,33 +124,6 @@ fn lines(text: &str) -> Vec<String> {
     v
 }
 
-/// Waits for every child, killing all of them when `limit` passes first; whether
-/// each succeeded (false for the killed).
-fn wait_all(children: &mut [Child], limit: Duration) -> Vec<bool> {
-    let start = Instant::now();
-    let mut done: Vec<Option<bool>> = vec![None; children.len()];
-    while done.iter().any(Option::is_none) {
-        for (c, d) in children.iter_mut().zip(done.iter_mut()) {
-            if d.is_none() {
-                if let Some(st) = c.try_wait().unwrap() {
-                    *d = Some(st.success());
-                }
-            }
-        }
-        if start.elapsed() > limit {
-            for (c, d) in children.iter_mut().zip(done.iter_mut()) {
-                if d.is_none() {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    *d = Some(false);
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    done.into_iter().map(|d| d == Some(true)).collect()
-}
-
 /// `name` under Open MPI on this machine (four ranks, TCP); its lines. A launch
 /// that hangs (Open MPI's does now and then) is killed and tried once more.
 fn open_mpi_lines(name: &str, dir: &Path) -> Vec<String> {
@@ -231,7 +149,7 @@ fn open_mpi_lines(name: &str, dir: &Path) -> Vec<String> {
 fn c_programs_run_across_clusters_of_different_policies() {
     require_lab();
     require_open_mpi();
-    let bins = bins();
+    let bins = bins(BINS);
     let lab = Lab::up("mpi", POLICIES);
     let t = lab.topo.clone();
     let nodes = ["open-1", "closed-1", "natted-1", "hidden-1"];
@@ -351,15 +269,12 @@ fn c_programs_run_across_clusters_of_different_policies() {
 fn qcg_bench_mpi_runs_qcg_and_open_mpi_side_by_side() {
     require_lab();
     require_open_mpi();
-    bins();
-    let dir = tempfile::tempdir().unwrap();
-    let topo = dir.path().join("two-sites.toml");
-    std::fs::write(&topo, TWO_SITES).unwrap();
-    let out_dir = dir.path().join("out");
-    let child = Command::new(QCG_BENCH)
-        .args(["mpi", "--lab"])
-        .arg(&topo)
-        .args([
+    bins(BINS);
+    // Two sites of two nodes: the ping-pong runs between the first site's two.
+    let (stdout, out_dir, _dir) = bench_two_sites(
+        "mpi",
+        "mp",
+        &[
             "--ops=bcast,allreduce",
             "--min-size=1",
             "--max-size=8",
@@ -369,29 +284,8 @@ fn qcg_bench_mpi_runs_qcg_and_open_mpi_side_by_side() {
             "--pp-reps=20",
             "--overlap=65536",
             "--overlap-iters=2",
-        ])
-        .arg(format!("--out={}", out_dir.display()))
-        .env_remove("LD_LIBRARY_PATH")
-        // Open MPI's launch hangs now and then: a hung mpirun is killed and run again.
-        .env("QCG_MPIRUN_TIMEOUT", "60")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "qcg-bench mpi --lab failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // The lab it built (prefix mp<pid>) is gone.
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let prefix = format!("mp{}-", pid % 10_000);
-    assert!(
-        !String::from_utf8_lossy(&ns.stdout).contains(&prefix),
-        "namespaces {prefix}* left behind"
+        ],
+        &["LD_LIBRARY_PATH"],
     );
     // Both tables: C over qcg against the Rust API and Open MPI, and the collectives.
     assert!(stdout.contains("latency up to 1 KiB"), "{stdout}");

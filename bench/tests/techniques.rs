@@ -14,26 +14,11 @@ use common::*;
 
 use qcg_lab::grid::{self, LabGrid};
 use qcg_lab::topo::{self, Nat};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Output, Stdio};
 
-fn bins() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    for b in [
-        "qcg-broker",
-        "qcg-frontal",
-        "qcg-helper",
-        "qcg-proxy",
-        "examples/transfer",
-    ] {
-        assert!(
-            dir.join(b).exists(),
-            "{b} is missing: run `cargo build --workspace --bins --examples` first"
-        );
-    }
-    dir
-}
+/// What the test runs from `target/PROFILE` besides the services.
+const BINS: &[&str] = &["examples/transfer"];
 
 /// Runs the two ranks of a transfer job, rank 0 on `a`'s node and rank 1 on `b`'s.
 fn transfer(g: &LabGrid, job: &str, a: &str, b: &str) -> (Output, Output) {
@@ -41,7 +26,7 @@ fn transfer(g: &LabGrid, job: &str, a: &str, b: &str) -> (Output, Output) {
 }
 
 fn transfer_of(g: &LabGrid, job: &str, a: &str, b: &str, bytes: usize) -> (Output, Output) {
-    let program = bins().join("examples/transfer");
+    let program = bins(BINS).join("examples/transfer");
     let spawn = |rank: u32, site: &str| {
         g.rank(&format!("{site}-1"), job, rank, 2, &program)
             .arg(bytes.to_string())
@@ -66,7 +51,7 @@ fn every_technique_links_through_real_firewalls() {
     .unwrap();
     let lab = Lab::up("tq", &text);
     let t = lab.topo.clone();
-    let mut grid = LabGrid::start(&lab.prefix, &t, &bins(), &grid::as_built).unwrap();
+    let mut grid = LabGrid::start(&lab.prefix, &t, &bins(BINS), &grid::as_built).unwrap();
 
     // (initiator site, target site, the technique the link must be made by)
     let cases = [

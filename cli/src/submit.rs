@@ -301,28 +301,20 @@ pub async fn run_embedded(
 
 /// Prints a job's state; `Ok(false)` when the job is unknown.
 pub async fn status(client: &Client, id: &str) -> Result<bool, Failure> {
-    let a = client
-        .request("GET", &format!("/v1/jobs/{}", encode_query(id)), Vec::new())
-        .await
-        .map_err(|e| Failure::new(EXIT_FAILED, e.to_string()))?;
-    match a.status {
-        200 => {
-            print_job(&a.json());
-            Ok(true)
-        }
-        404 => Ok(false),
-        s => Err(Failure::new(
-            EXIT_FAILED,
-            format!("the broker answered {s}: {}", a.error_message()),
-        )),
-    }
+    on_job(client, "GET", id).await
 }
 
 /// Cancels a job; `Ok(false)` when the job is unknown.
 pub async fn cancel(client: &Client, id: &str) -> Result<bool, Failure> {
+    on_job(client, "DELETE", id).await
+}
+
+/// `method /v1/jobs/ID`, and prints the job the broker answers with; `Ok(false)`
+/// when the job is unknown.
+async fn on_job(client: &Client, method: &str, id: &str) -> Result<bool, Failure> {
     let a = client
         .request(
-            "DELETE",
+            method,
             &format!("/v1/jobs/{}", encode_query(id)),
             Vec::new(),
         )

@@ -52,6 +52,23 @@ fn lines_of(log: &Path) -> usize {
         .count()
 }
 
+/// The log of `service` grew by fewer than 100 lines since it had `before` (a
+/// flood is summed up, never logged line by line); panics with its first lines.
+fn assert_log_quiet(service: &str, log: &Path, before: usize) {
+    let added = lines_of(log) - before;
+    eprintln!("{service} log: {added} lines added during the flood");
+    assert!(
+        added < 100,
+        "the {service}'s log grew by {added} lines:\n{}",
+        std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .take(20)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
 /// Opens up to `n` TCP connections to `addr` and keeps them, sending nothing.
 fn idle_flood(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     // Stops at the first connection refused or not taken within 2 s.
@@ -125,18 +142,7 @@ fn idle_plain_http_connections_do_not_take_the_https_api_down() {
     // And the plain API is back for everyone.
     assert!(http_get(http, "/v1/clusters").starts_with('['));
 
-    let added = lines_of(&log) - before;
-    eprintln!("broker log: {added} lines added during the flood");
-    assert!(
-        added < 100,
-        "the broker's log grew by {added} lines:\n{}",
-        std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .take(20)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_log_quiet("broker", &log, before);
 }
 
 #[test]
@@ -268,18 +274,7 @@ fn half_frames_of_one_user_do_not_stop_the_helper_answering_another() {
     drop(flood.stdin.take());
     let _ = flood.wait();
 
-    let added = lines_of(&log) - before;
-    eprintln!("helper log: {added} lines added during the flood");
-    assert!(
-        added < 100,
-        "the helper's log grew by {added} lines:\n{}",
-        std::fs::read_to_string(&log)
-            .unwrap()
-            .lines()
-            .take(20)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    assert_log_quiet("helper", &log, before);
 }
 
 #[test]

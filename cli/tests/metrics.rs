@@ -3,7 +3,8 @@
 //! parser and linter (`promtool check metrics`, from Debian's `prometheus`
 //! package: `scripts/metrics-deps.sh` installs it, and the test fails if it cannot),
 //! and read for what an operator would look at: links by technique, relayed bytes,
-//! connections, errors.
+//! connections, errors; and a job of two ranks on one node, whose link moves into
+//! shared memory and is counted so at every service and in `/v1/links`.
 //!
 //! Needs the workspace's binaries and examples built first
 //! (`cargo build --workspace --bins --examples`), as the test command does.
@@ -16,7 +17,7 @@ use qcg_grid::services::{accounts_here, Cluster, Node, ServiceGrid};
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -95,6 +96,42 @@ fn scrape(at: SocketAddr) -> String {
     http_get(at, "/metrics")
 }
 
+/// Where `service` of `g` serves its metrics, from its start-up line that begins
+/// with `prefix`.
+fn metrics_at(g: &ServiceGrid, service: &str, prefix: &str) -> SocketAddr {
+    g.line(service, prefix)
+        .unwrap()
+        .trim_end_matches("/metrics")
+        .parse()
+        .unwrap()
+}
+
+/// Runs the `ring` example as `n` ranks over the helpers at `sockets`: it succeeds
+/// and the token came back.
+fn ring(n: u32, sockets: &[PathBuf]) {
+    let mut cmd = Command::new(bin("qcg"));
+    cmd.args([
+        "run",
+        "--tag-output",
+        "-n",
+        &n.to_string(),
+        "--timeout",
+        "60",
+    ]);
+    for s in sockets {
+        cmd.arg("--helper").arg(s);
+    }
+    let o = cmd.arg("--").arg(example("ring")).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let whole = format!("[0] round 0: token came back as {n} after visiting {n} ranks");
+    assert!(out.contains(&whole), "{out}");
+}
+
 fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
     let t = Instant::now();
     while !ok() {
@@ -109,13 +146,6 @@ fn every_service_exposes_metrics_that_promtool_accepts_and_that_count_the_job() 
     promtool();
     let mut g = ServiceGrid::builder().no_https().start().unwrap();
     let http = g.http().unwrap();
-    let metrics_at = |g: &ServiceGrid, service: &str, prefix: &str| -> SocketAddr {
-        g.line(service, prefix)
-            .unwrap()
-            .trim_end_matches("/metrics")
-            .parse()
-            .unwrap()
-    };
 
     g.start_proxy("relay", "metrics_listen = \"127.0.0.1:0\"\n")
         .unwrap();
@@ -159,24 +189,7 @@ fn every_service_exposes_metrics_that_promtool_accepts_and_that_count_the_job() 
 
     // The ring: four ranks, alternately on alpha and beta, each link between the
     // two clusters.
-    let o = Command::new(bin("qcg"))
-        .args(["run", "--tag-output", "-n", "4", "--timeout", "60"])
-        .args(["--helper", sockets[0].to_str().unwrap()])
-        .args(["--helper", sockets[1].to_str().unwrap()])
-        .arg("--")
-        .arg(example("ring"))
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        out.contains("[0] round 0: token came back as 4 after visiting 4 ranks"),
-        "{out}"
-    );
+    ring(4, &sockets);
 
     // Each scrape parses and passes promtool's lint.
     let b = scrape(http);
@@ -308,50 +321,64 @@ fn a_public_metrics_address_needs_metrics_public() {
     assert!(qcg_proxy::config::Config::load(&cfg).is_ok());
 }
 
-/// A metrics port already taken stops each service at start (exit status 1) with
-/// an error naming the address and the config field, not a bare OS error.
+/// Two ranks on one node: their link moves into shared memory, and the broker's
+/// `/v1/links` and every service's `/metrics` (checked by promtool) count one
+/// shared-memory link, beside the TCP link it moved off.
 #[test]
-fn a_taken_metrics_port_stops_the_service_naming_the_field() {
-    let dir = grid_ca(&[("proxy", "relay"), ("frontal", "alpha"), ("helper", "a1")]);
-    let d = dir.path();
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let at = taken.local_addr().unwrap();
-    let configs = [
-        (
-            "qcg-proxy",
-            format!(
-                "listen = \"127.0.0.1:0\"\nbroker = \"127.0.0.1:9\"\nca = \"ca/ca.pem\"\ncert = \"ca/relay.pem\"\nkey = \"ca/relay.key\"\nmetrics_listen = \"{at}\"\n"
-            ),
-        ),
-        (
-            "qcg-frontal",
-            format!(
-                "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"127.0.0.1:9\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/alpha.pem\"\nkey = \"ca/alpha.key\"\nmetrics_listen = \"{at}\"\n"
-            ),
-        ),
-        (
-            "qcg-helper",
-            format!(
-                "node = \"a1\"\nfrontal = \"127.0.0.1:9\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\nmetrics_listen = \"{at}\"\n\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-            ),
-        ),
-    ];
-    for (service, text) in configs {
-        let cfg = write(d, &format!("{service}.toml"), &text);
-        let o = Command::new(bin(service))
-            .arg("--config")
-            .arg(&cfg)
-            .env("RUST_LOG", "error")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{service}: {err}");
-        assert!(
-            err.contains(&format!("cannot serve metrics on {at}"))
-                && err.contains("config field `metrics_listen`")
-                && err.contains("in use"),
-            "{service}: {err}"
+fn a_link_between_two_ranks_of_one_node_counts_as_shared_memory() {
+    promtool();
+    let mut g = ServiceGrid::builder().no_https().start().unwrap();
+    let http = g.http().unwrap();
+    let alpha = Cluster::new("alpha")
+        .frontal_config("metrics_listen = \"127.0.0.1:0\"")
+        .node(Node::new("a1").helper_config("metrics_listen = \"127.0.0.1:0\""));
+    g.start_cluster(&alpha, Some(&accounts_here())).unwrap();
+    let frontal_m = metrics_at(&g, "frontal-alpha", "qcg-frontal: metrics on http://");
+    let helper_m = metrics_at(&g, "helper-a1", "qcg-helper: metrics on http://");
+    wait_until("the helper connected", || {
+        value(&scrape(frontal_m), "qcg_frontal_helpers_connected") == 1.0
+    });
+    let series = |prefix: &str, outcome: &str| {
+        format!("{prefix}_links_total{{technique=\"shared-memory\",outcome=\"{outcome}\"}}")
+    };
+    // The series is there from the start, at 0: the count below is the job's.
+    assert_eq!(value(&scrape(http), &series("qcg_broker", "ok")), 0.0);
+
+    ring(2, &[g.socket("a1")]);
+
+    // Rank 0 (which offered the memory) reports the move; the broker has it once
+    // its report went through the helper and the frontal.
+    wait_until("the broker counted the shared-memory link", || {
+        value(&scrape(http), &series("qcg_broker", "ok")) >= 1.0
+    });
+    let links: serde_json::Value = serde_json::from_str(&http_get(http, "/v1/links")).unwrap();
+    let shm = &links["shared-memory"];
+    assert_eq!(
+        (&shm["ok"], &shm["failed"]),
+        (&1.into(), &0.into()),
+        "{links}"
+    );
+    assert_eq!(shm["upgraded"], 0, "{links}");
+    assert!(
+        links["direct"]["ok"].as_u64() >= Some(1),
+        "the two ranks linked over TCP first: {links}"
+    );
+    for (service, at, prefix) in [
+        ("qcg-broker", http, "qcg_broker"),
+        ("qcg-frontal", frontal_m, "qcg_frontal"),
+        ("qcg-helper", helper_m, "qcg_helper"),
+    ] {
+        let text = scrape(at);
+        check(service, &text);
+        assert_eq!(
+            value(&text, &series(prefix, "ok")),
+            1.0,
+            "{service}\n{text}"
+        );
+        assert_eq!(
+            value(&text, &series(prefix, "failed")),
+            0.0,
+            "{service}\n{text}"
         );
     }
-    drop(taken);
 }

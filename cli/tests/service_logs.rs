@@ -12,86 +12,31 @@
 mod common;
 use common::*;
 
+use qcg_grid::services::{accounts_here, tls_fields, Cluster, Node, ServiceError, ServiceGrid};
 use qcg_proto::{AccessPoint, ErrorKind, ProcName, Request, Response};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Starts a service with `env` set; its stdout lines (ready lines, and its logs)
-/// arrive on the returned channel.
-fn start_logging(
-    services: &mut Services,
-    name: &str,
-    config: &Path,
-    env: &[(&str, &str)],
-) -> mpsc::Receiver<String> {
-    let mut child = Command::new(bin(name))
-        .arg("--config")
-        .arg(config)
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    services.0.push(child);
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    rx
-}
-
-/// Waits for the line starting with `prefix`; returns the rest of it, and keeps
-/// the lines before it in `seen`.
-fn ready(lines: &mpsc::Receiver<String>, prefix: &str, seen: &mut Vec<String>) -> String {
-    loop {
-        let line = lines
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| {
-                panic!(
-                    "no line starting with `{prefix}`; got:\n{}",
-                    seen.join("\n")
-                )
-            });
-        if let Some(rest) = line.strip_prefix(prefix) {
-            return rest.trim().to_string();
-        }
-        seen.push(line);
-    }
-}
-
-/// The first JSON log event among `seen` and the lines still coming (for up to
-/// 30 s) that `pick` accepts.
-fn event(
-    lines: &mpsc::Receiver<String>,
-    seen: &mut Vec<String>,
-    what: &str,
-    pick: impl Fn(&Value) -> bool,
-) -> Value {
-    let matches = |l: &str| serde_json::from_str::<Value>(l).ok().filter(|v| pick(v));
-    if let Some(v) = seen.iter().find_map(|l| matches(l)) {
-        return v;
-    }
+/// The first JSON log event of `service` (its log file, read until one comes, for
+/// up to 30 s) that `pick` accepts.
+fn event(g: &ServiceGrid, service: &str, what: &str, pick: impl Fn(&Value) -> bool) -> Value {
     let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(30) {
-        if let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) {
-            if let Some(v) = matches(&line) {
-                return v;
-            }
-            seen.push(line);
+    loop {
+        let log = g.log(service);
+        let found = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| pick(v));
+        if let Some(v) = found {
+            return v;
         }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no log event {what}; {service} logged:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
-    panic!(
-        "no log event {what}; the service logged:\n{}",
-        seen.join("\n")
-    )
 }
 
 /// The names of an event's spans, outermost first.
@@ -102,28 +47,27 @@ fn span_names(v: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// One request on a helper's socket, as a process sends it; its answer.
-fn ask(socket: &Path, req: &Request) -> Response {
-    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    qcg_proto::frame::write_frame_sync(&mut s, req).unwrap();
-    qcg_proto::frame::read_frame_sync(&mut s).unwrap().unwrap()
-}
-
-/// A service's one start-up line at info is its ready line: before it, nothing at
-/// info (JSON events at another level, a warning for instance, may come).
-fn said_nothing_else_at_start(service: &str, seen: &[String]) {
-    let info: Vec<&String> = seen
-        .iter()
-        .filter(|l| serde_json::from_str::<Value>(l).map_or(true, |v| v["level"] == "INFO"))
+/// A service's one start-up line at info is its ready line: in its log, before the
+/// line that starts with `ready`, nothing at info (a plain line naming `INFO`, or a
+/// JSON event at that level; events at other levels, a warning for instance, may come).
+fn said_nothing_else_at_start(g: &ServiceGrid, service: &str, ready: &str) {
+    let log = g.log(service);
+    assert!(
+        log.lines().any(|l| l.starts_with(ready)),
+        "{service} never printed `{ready}`:\n{log}"
+    );
+    let info: Vec<&str> = log
+        .lines()
+        .take_while(|l| !l.starts_with(ready))
+        .filter(|l| match serde_json::from_str::<Value>(l) {
+            Ok(v) => v["level"] == "INFO",
+            Err(_) => l.contains(" INFO "),
+        })
         .collect();
     assert!(
         info.is_empty(),
         "{service} logged more than its one start-up line at info:\n{}",
-        info.iter()
-            .map(|l| l.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
+        info.join("\n")
     );
 }
 
@@ -140,67 +84,78 @@ fn register(rank: u32, node: &str) -> Request {
 
 #[test]
 fn a_service_whose_metrics_port_is_taken_stops_before_it_says_it_serves() {
-    let dir = grid_ca(&[("frontal", "alpha"), ("helper", "a1"), ("proxy", "relay")]);
-    let d = dir.path();
+    // No broker: the services stop before they would reach one.
+    let mut g = ServiceGrid::new().unwrap();
+    // Logs at info, the default: whatever the service says at start is seen.
+    g.set_log_filter("info");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let at = taken.local_addr().unwrap();
     // The other listeners are free: only the metrics port can stop them.
+    let helper_accounts = format!("\n[accounts]\n{}", accounts_here());
+    // (service, binary, certificate holder, top-level fields, tables)
     let configs = [
         (
+            "proxy-relay",
             "qcg-proxy",
-            format!(
-                "listen = \"127.0.0.1:0\"\nbroker = \"127.0.0.1:9\"\nca = \"ca/ca.pem\"\ncert = \"ca/relay.pem\"\nkey = \"ca/relay.key\"\nmetrics_listen = \"{at}\"\n"
-            ),
+            "relay",
+            "listen = \"127.0.0.1:0\"\nbroker = \"127.0.0.1:9\"\n",
+            "",
         ),
         (
+            "frontal-alpha",
             "qcg-frontal",
-            format!(
-                "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"127.0.0.1:9\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/alpha.pem\"\nkey = \"ca/alpha.key\"\nmetrics_listen = \"{at}\"\n"
-            ),
+            "alpha",
+            "cluster = \"alpha\"\npolicy = \"open\"\nbroker = \"127.0.0.1:9\"\nlisten = \"127.0.0.1:0\"\n",
+            "",
         ),
         (
+            "helper-a1",
             "qcg-helper",
-            format!(
-                "node = \"a1\"\nfrontal = \"127.0.0.1:9\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\nmetrics_listen = \"{at}\"\n\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-            ),
+            "a1",
+            "node = \"a1\"\nfrontal = \"127.0.0.1:9\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\n",
+            &helper_accounts,
         ),
     ];
-    for (service, text) in configs {
-        let cfg = write(d, &format!("{service}.toml"), &text);
-        // Logs at info, the default: whatever the service says at start is seen.
-        let mut child = Command::new(bin(service))
-            .arg("--config")
-            .arg(&cfg)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // A service that does not stop is killed (and fails below), never waited
-        // for forever.
-        let t = Instant::now();
-        while child.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(60) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let o = child.wait_with_output().unwrap();
-        let (out, err) = (
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr),
+    for (name, service, holder, fields, tables) in configs {
+        let role = service.trim_start_matches("qcg-").parse().unwrap();
+        g.issue(role, holder).unwrap();
+        let text = format!(
+            "{fields}metrics_listen = \"{at}\"\n{}{tables}",
+            tls_fields(holder)
         );
+        g.start(name, service, &text).unwrap();
+        // A service that does not stop is killed when the grid drops (and fails
+        // here), never waited for forever.
+        let status = g.wait(name, Duration::from_secs(60)).unwrap();
         assert_eq!(
-            o.status.code(),
+            status.and_then(|s| s.code()),
             Some(1),
-            "{service} did not stop with status 1:\n{out}{err}"
+            "{service} did not stop with status 1:\n{}",
+            g.log(name)
+        );
+        // Its stdout ended without a start-up line (each starts `qcg-NAME: `); read
+        // to its end, the log holds all it printed.
+        let said = g.line(name, "qcg-");
+        assert!(
+            matches!(
+                &said,
+                Err(ServiceError::NotReady {
+                    how: "it ended",
+                    ..
+                })
+            ),
+            "{service} said it serves, then stopped: {said:?}"
+        );
+        let log = g.log(name);
+        assert!(
+            log.contains(&format!("cannot serve metrics on {at}"))
+                && log.contains("config field `metrics_listen`")
+                && log.contains("in use"),
+            "{service}: {log}"
         );
         assert!(
-            err.contains(&format!("cannot serve metrics on {at}"))
-                && err.contains("config field `metrics_listen`"),
-            "{service}: {err}"
-        );
-        assert!(
-            !out.contains("serving") && !out.contains("relaying on") && !out.contains("started"),
-            "{service} said it serves, then stopped:\n{out}"
+            !log.contains("serving") && !log.contains("relaying on") && !log.contains("started"),
+            "{service} said it serves, then stopped:\n{log}"
         );
     }
     drop(taken);
@@ -208,62 +163,31 @@ fn a_service_whose_metrics_port_is_taken_stops_before_it_says_it_serves() {
 
 #[test]
 fn a_requests_log_lines_name_its_peer_its_kind_and_its_job() {
-    let dir = grid_ca(&[("broker", "broker"), ("frontal", "alpha"), ("helper", "a1")]);
-    let d = dir.path();
-    let mut services = Services(Vec::new());
-    let cfg = write(
-        d,
-        "broker.toml",
-        "listen = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/broker.pem\"\nkey = \"ca/broker.key\"\n",
-    );
-    // Every service logs at info as JSON: what it says before its ready line is seen.
-    let env = [("QCG_LOG_FORMAT", "json"), ("RUST_LOG", "info")];
-    let lines = start_logging(&mut services, "qcg-broker", &cfg, &env);
-    let mut broker_seen = Vec::new();
-    let broker = ready(&lines, "qcg-broker: QUIC on", &mut broker_seen);
-    said_nothing_else_at_start("qcg-broker", &broker_seen);
-
-    // The frontal logs each answer (debug), as JSON.
-    let cfg = write(
-        d,
-        "frontal.toml",
-        &format!(
-            "cluster = \"alpha\"\npolicy = \"open\"\npublic_address = \"127.0.0.1\"\nbroker = \"{broker}\"\nlisten = \"127.0.0.1:0\"\nca = \"ca/ca.pem\"\ncert = \"ca/alpha.pem\"\nkey = \"ca/alpha.key\"\n"
-        ),
-    );
-    let env = [
-        ("QCG_LOG_FORMAT", "json"),
-        ("RUST_LOG", "info,qcg_frontal=debug"),
-    ];
-    let frontal = start_logging(&mut services, "qcg-frontal", &cfg, &env);
-    let mut frontal_seen = Vec::new();
-    let at = ready(
-        &frontal,
-        "qcg-frontal: cluster alpha serving helpers on",
-        &mut frontal_seen,
-    );
-    said_nothing_else_at_start("qcg-frontal", &frontal_seen);
-
-    // The helper logs at info: the spans of its warnings are kept at that filter.
-    let socket = d.join("a1.sock");
-    let cfg = write(
-        d,
-        "helper.toml",
-        &format!(
-            "node = \"a1\"\nfrontal = \"{at}\"\nsocket = \"a1.sock\"\nbind_address = \"127.0.0.1\"\nca = \"ca/ca.pem\"\ncert = \"ca/a1.pem\"\nkey = \"ca/a1.key\"\n\n[accounts]\ndefault = \"root\"\nallow_root = true\n"
-        ),
-    );
-    let env = [("QCG_LOG_FORMAT", "json"), ("RUST_LOG", "info")];
-    let helper = start_logging(&mut services, "qcg-helper", &cfg, &env);
-    let mut helper_seen = Vec::new();
-    ready(&helper, "qcg-helper: node a1 serving", &mut helper_seen);
-    said_nothing_else_at_start("qcg-helper", &helper_seen);
+    // Every service logs at info: what it says before its ready line is checked.
+    let mut g = ServiceGrid::builder()
+        .no_http()
+        .no_https()
+        .log_filter("info")
+        .start()
+        .unwrap();
+    said_nothing_else_at_start(&g, "broker", "qcg-broker: QUIC on");
+    // The frontal logs each answer (debug), the helper at info (the spans of its
+    // warnings are kept at that filter); both as JSON.
+    g.set_env("QCG_LOG_FORMAT", "json");
+    g.set_log_filter("info,qcg_frontal=debug");
+    let alpha = Cluster::new("alpha")
+        .frontal_config("public_address = \"127.0.0.1\"")
+        .node(Node::new("a1"));
+    g.start_cluster(&alpha, Some(&accounts_here())).unwrap();
+    said_nothing_else_at_start(&g, "frontal-alpha", "qcg-frontal: cluster alpha serving");
+    said_nothing_else_at_start(&g, "helper-a1", "qcg-helper: node a1 serving");
+    let socket = g.socket("a1");
 
     // A registration the grid takes, and one the helper refuses (it names
     // another node than the helper's).
-    let ok = ask(&socket, &register(0, "a1"));
+    let ok = ask(&socket, &register(0, "a1")).unwrap();
     assert_eq!(ok, Response::Ok);
-    let refused = ask(&socket, &register(1, "b9"));
+    let refused = ask(&socket, &register(1, "b9")).unwrap();
     assert!(
         matches!(&refused, Response::Error(e) if e.kind == ErrorKind::Forbidden),
         "{refused:?}"
@@ -271,7 +195,7 @@ fn a_requests_log_lines_name_its_peer_its_kind_and_its_job() {
 
     // The helper's warning about the refusal: in the span of the process's
     // connection (its uid and pid: ours) and of the request.
-    let warn = event(&helper, &mut helper_seen, "`request refused`", |v| {
+    let warn = event(&g, "helper-a1", "`request refused`", |v| {
         v["fields"]["message"] == "request refused"
     });
     assert_eq!(warn["level"], "WARN", "{warn}");
@@ -289,12 +213,9 @@ fn a_requests_log_lines_name_its_peer_its_kind_and_its_job() {
 
     // The frontal's answer to the registration it passed on: in the span of the
     // helper's connection (its address, its node) and of the request.
-    let answered = event(
-        &frontal,
-        &mut frontal_seen,
-        "`answered` to a register",
-        |v| v["fields"]["message"] == "answered" && v["span"]["kind"] == "register",
-    );
+    let answered = event(&g, "frontal-alpha", "`answered` to a register", |v| {
+        v["fields"]["message"] == "answered" && v["span"]["kind"] == "register"
+    });
     assert_eq!(span_names(&answered), ["conn", "request"], "{answered}");
     let (conn, req) = (&answered["spans"][0], &answered["spans"][1]);
     let peer: SocketAddr = conn["peer"].as_str().unwrap().parse().unwrap();

@@ -326,13 +326,8 @@ pub enum StartError {
         source: qcg_proto::quic::QuicError,
     },
     /// The metrics address (`metrics_listen`) could not be bound.
-    #[error("cannot serve metrics on {addr} (config field `metrics_listen`): {source}")]
-    Metrics {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Metrics(#[from] qcg_proto::metrics::BindError),
 }
 
 /// Failed QUIC handshakes, summed up in the log.
@@ -613,18 +608,12 @@ impl Frontal {
     pub async fn bind_metrics(
         listen: SocketAddr,
     ) -> Result<qcg_proto::metrics::Listener, StartError> {
-        qcg_proto::metrics::bind(listen)
-            .await
-            .map_err(|source| StartError::Metrics {
-                addr: listen,
-                source,
-            })
+        Ok(qcg_proto::metrics::bind(listen).await?)
     }
 
     /// Serves the frontal's metrics on `listener` until it stops; returns its
     /// address.
     pub fn serve_metrics_on(&self, listener: qcg_proto::metrics::Listener) -> SocketAddr {
-        let at = listener.addr();
         let inner = Arc::downgrade(&self.inner);
         let render = move || {
             inner
@@ -632,17 +621,9 @@ impl Frontal {
                 .map(|i| render_metrics(&i))
                 .unwrap_or_default()
         };
-        let c = self.cancel.clone();
-        self.tracker.spawn(
-            async move {
-                tokio::select! {
-                    _ = c.cancelled() => {}
-                    _ = qcg_proto::metrics::serve(listener, Arc::new(render)) => {}
-                }
-            }
-            .instrument(tracing::error_span!(parent: None, "metrics", listen = %at)),
-        );
-        tracing::debug!(%at, "metrics served");
+        let stop = self.cancel.clone().cancelled_owned();
+        let (at, task) = qcg_proto::metrics::task(listener, render, stop);
+        self.tracker.spawn(task);
         at
     }
 

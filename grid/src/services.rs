@@ -438,6 +438,8 @@ pub struct ServiceGrid {
     frontals: Vec<(String, String)>,
     proxies: Vec<(String, SocketAddr)>,
     log_filter: String,
+    /// Environment variables set for services started from now on.
+    env: Vec<(String, String)>,
     quic: Option<SocketAddr>,
     http: Option<SocketAddr>,
     https: Option<SocketAddr>,
@@ -477,6 +479,7 @@ impl ServiceGrid {
             frontals: Vec::new(),
             proxies: Vec::new(),
             log_filter: std::env::var("QCG_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            env: Vec::new(),
             quic: None,
             http: None,
             https: None,
@@ -531,6 +534,13 @@ impl ServiceGrid {
     /// Sets the services' log level (`RUST_LOG`) for those started from now on.
     pub fn set_log_filter(&mut self, filter: &str) {
         self.log_filter = filter.into();
+    }
+
+    /// Sets `key` to `value` in the environment of the services started from now
+    /// on (`QCG_LOG_FORMAT=json`, say).
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.into(), value.into()));
     }
 
     /// Writes `config` to `NAME.toml` and starts `binary --config NAME.toml` as the
@@ -599,6 +609,7 @@ impl ServiceGrid {
         let mut child = cmd
             .current_dir(self.dir())
             .env("RUST_LOG", &self.log_filter)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(open_log()?)

@@ -413,15 +413,32 @@ impl Comm {
     /// Starts sending `data` to `dest` with `tag`; the request owns the bytes until
     /// it completes. Makes the link first if there is none yet.
     pub fn isend(&self, dest: u32, tag: u32, data: Vec<u8>) -> Result<Request> {
+        let len = data.len();
+        self.start_send(dest, tag, SendBuf::Owned(data), len, false)
+    }
+
+    /// Starts sending `buf` (`len` bytes) to `dest` with `tag`, in synchronous mode
+    /// if `sync` ([`Comm::issend`]); makes the link first if there is none yet.
+    fn start_send(
+        &self,
+        dest: u32,
+        tag: u32,
+        buf: SendBuf,
+        len: usize,
+        sync: bool,
+    ) -> Result<Request> {
         self.check(dest)?;
         let g = self.view().global(dest);
         self.ensure_link(g)?;
-        self.count_sent(g, data.len());
-        let id =
-            self.inner
-                .engine
-                .core()
-                .post_send(g, tag, self.view().context, SendBuf::Owned(data));
+        self.count_sent(g, len);
+        let context = self.view().context;
+        let mut core = self.inner.engine.core();
+        let id = if sync {
+            core.post_ssend(g, tag, context, buf)
+        } else {
+            core.post_send(g, tag, context, buf)
+        };
+        drop(core);
         Ok(self.request(id))
     }
 
@@ -548,16 +565,8 @@ impl Comm {
     /// Like [`Comm::isend`], in synchronous mode (MPI's `MPI_Issend`): completes
     /// only once the receiver has matched the message with a receive.
     pub fn issend(&self, dest: u32, tag: u32, data: Vec<u8>) -> Result<Request> {
-        self.check(dest)?;
-        let g = self.view().global(dest);
-        self.ensure_link(g)?;
-        self.count_sent(g, data.len());
-        let id =
-            self.inner
-                .engine
-                .core()
-                .post_ssend(g, tag, self.view().context, SendBuf::Owned(data));
-        Ok(self.request(id))
+        let len = data.len();
+        self.start_send(dest, tag, SendBuf::Owned(data), len, true)
     }
 
     /// Sends `data` to `dest` and receives from `source` at the same time (no
@@ -612,18 +621,9 @@ impl Comm {
         ptr: *const u8,
         len: usize,
     ) -> Result<Request> {
-        self.check(dest)?;
-        let g = self.view().global(dest);
-        self.ensure_link(g)?;
-        self.count_sent(g, len);
         // SAFETY: passed on to the caller (see above).
         let raw = unsafe { crate::engine::rawbuf::RawBuf::from_raw(ptr as *mut u8, len) };
-        let id = self
-            .inner
-            .engine
-            .core()
-            .post_send(g, tag, self.view().context, SendBuf::Raw(raw));
-        Ok(self.request(id))
+        self.start_send(dest, tag, SendBuf::Raw(raw), len, false)
     }
 
     /// Like [`Comm::isend_raw`], in synchronous mode (MPI's `MPI_Ssend`): the
@@ -639,18 +639,9 @@ impl Comm {
         ptr: *const u8,
         len: usize,
     ) -> Result<Request> {
-        self.check(dest)?;
-        let g = self.view().global(dest);
-        self.ensure_link(g)?;
-        self.count_sent(g, len);
         // SAFETY: passed on to the caller (see above).
         let raw = unsafe { crate::engine::rawbuf::RawBuf::from_raw(ptr as *mut u8, len) };
-        let id =
-            self.inner
-                .engine
-                .core()
-                .post_ssend(g, tag, self.view().context, SendBuf::Raw(raw));
-        Ok(self.request(id))
+        self.start_send(dest, tag, SendBuf::Raw(raw), len, true)
     }
 
     /// Starts receiving into the `len` bytes at `ptr`. A longer message fails the

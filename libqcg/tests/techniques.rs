@@ -13,14 +13,22 @@ use common::pair;
 use qcg_grid::Grid;
 use qcg_proto::{Nat, Policy, Technique};
 
-async fn check(clusters: [(Policy, Nat); 2], expected: Technique) {
-    let grid = Grid::builder()
+/// An embedded grid of two clusters (one node each) with `proxies` relay proxies.
+async fn grid(clusters: [(Policy, Nat); 2], proxies: usize) -> Grid {
+    Grid::builder()
         .clusters_with_nat(&clusters)
         .nodes_per_cluster(1)
-        .proxies(1)
+        .proxies(proxies)
         .start()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Rank 0 of one cluster sends 4 MiB to rank 1 of the other, which echoes it: the
+/// link is made with `expected` and nothing else is tried. Both ranks are on this
+/// machine: a link that is not relayed then moves into shared memory, once.
+async fn check(clusters: [(Policy, Nat); 2], expected: Technique) {
+    let grid = grid(clusters, 1).await;
     let (a, b) = pair(&grid, &format!("t-{}", expected.name())).await;
     tokio::task::spawn_blocking(move || {
         let data: Vec<u8> = (0..(4u32 << 20)).map(|i| (i * 7) as u8).collect();
@@ -37,76 +45,50 @@ async fn check(clusters: [(Policy, Nat); 2], expected: Technique) {
     .await
     .unwrap();
     let links = grid.broker().state.lock().unwrap().links();
+    let in_memory = u64::from(expected != Technique::Relayed);
     for t in Technique::ALL {
         let c = links[t.name()];
-        if t == expected {
-            assert_eq!((c.ok, c.failed), (1, 0), "{t}: {links:?}");
-        } else {
-            assert_eq!(
-                (c.ok, c.failed),
-                (0, 0),
-                "{t} should not be tried: {links:?}"
-            );
-        }
+        let want = match t {
+            t if t == expected => (1, 0),
+            Technique::SharedMemory => (in_memory, 0),
+            _ => (0, 0),
+        };
+        assert_eq!((c.ok, c.failed), want, "{t}: {links:?}");
     }
     grid.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn reversed_when_only_the_initiator_accepts() {
-    check(
-        [(Policy::Open, Nat::None), (Policy::Closed, Nat::None)],
-        Technique::Reversed,
-    )
-    .await;
+/// One test per case: its name, the two clusters, the technique the broker's plan
+/// must pick first.
+macro_rules! cases {
+    ($($name:ident: $a:expr, $b:expr => $t:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread")]
+        async fn $name() {
+            check([$a, $b], Technique::$t).await;
+        }
+    )*};
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn traversed_toward_a_syn_blocking_cluster() {
-    check(
-        [(Policy::Closed, Nat::None), (Policy::SynBlock, Nat::None)],
-        Technique::Traversed,
-    )
-    .await;
+cases! {
+    reversed_when_only_the_initiator_accepts:
+        (Policy::Open, Nat::None), (Policy::Closed, Nat::None) => Reversed;
+    traversed_toward_a_syn_blocking_cluster:
+        (Policy::Closed, Nat::None), (Policy::SynBlock, Nat::None) => Traversed;
+    punched_between_stateful_firewalls:
+        (Policy::Closed, Nat::None), (Policy::Closed, Nat::PortPreserving) => Punched;
+    relayed_behind_a_random_port_nat:
+        (Policy::Closed, Nat::None), (Policy::Closed, Nat::RandomPort) => Relayed;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn punched_between_stateful_firewalls() {
-    check(
-        [
-            (Policy::Closed, Nat::None),
-            (Policy::Closed, Nat::PortPreserving),
-        ],
-        Technique::Punched,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn relayed_behind_a_random_port_nat() {
-    check(
-        [
-            (Policy::Closed, Nat::None),
-            (Policy::Closed, Nat::RandomPort),
-        ],
-        Technique::Relayed,
-    )
-    .await;
-}
+/// Two clusters whose links can only be relayed.
+const RELAYED_ONLY: [(Policy, Nat); 2] = [
+    (Policy::Closed, Nat::None),
+    (Policy::Closed, Nat::RandomPort),
+];
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_proxy_is_skipped_for_the_live_one() {
-    let clusters = [
-        (Policy::Closed, Nat::None),
-        (Policy::Closed, Nat::RandomPort),
-    ];
-    let mut grid = Grid::builder()
-        .clusters_with_nat(&clusters)
-        .nodes_per_cluster(1)
-        .proxies(2)
-        .start()
-        .await
-        .unwrap();
+    let mut grid = grid(RELAYED_ONLY, 2).await;
     let dead = grid.remove_proxy(0);
     dead.kill();
     // Round-robin would give every other relay to the dead proxy: all must work.
@@ -140,17 +122,7 @@ async fn a_killed_proxy_is_skipped_for_the_live_one() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_proxy_dying_mid_transfer_is_an_error_at_both_ends() {
-    let clusters = [
-        (Policy::Closed, Nat::None),
-        (Policy::Closed, Nat::RandomPort),
-    ];
-    let mut grid = Grid::builder()
-        .clusters_with_nat(&clusters)
-        .nodes_per_cluster(1)
-        .proxies(1)
-        .start()
-        .await
-        .unwrap();
+    let mut grid = grid(RELAYED_ONLY, 1).await;
     let (a, b) = pair(&grid, "cut").await;
     // Make the link first, then cut it in the middle of a large message.
     let (a, b) = tokio::task::spawn_blocking(move || {

@@ -1,7 +1,8 @@
 //! Prometheus metrics for every service: the text exposition format written by
 //! hand ([`Exposition`]), the counters the services share ([`Links`], [`Errors`],
 //! and the connection counts of [`crate::limits::Caps`]), and a small plain-HTTP
-//! listener that answers `GET /metrics` and nothing else ([`serve`]).
+//! listener that answers `GET /metrics` and nothing else ([`bind`], then
+//! [`task`] or [`serve`]).
 //!
 //! Why not a metrics crate: the format is a few lines of text per family, and
 //! the services' figures already live in their own counters; what matters is that
@@ -190,7 +191,8 @@ impl Links {
         let links = format!("{prefix}_links_total");
         let mut f = e.counter(
             &links,
-            "Link attempts the ranks reported, by technique and outcome (ok: link made).",
+            "Link attempts the ranks reported, by technique and outcome (ok: link made; \
+             shared-memory: a link between two ranks of one node moved into memory).",
         );
         for t in Technique::ALL {
             let (ok, failed, _) = self.get(t);
@@ -378,11 +380,50 @@ impl Listener {
     }
 }
 
+/// A metrics address that could not be bound: what every service's start says,
+/// naming the config field.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot serve metrics on {addr} (config field `metrics_listen`): {source}")]
+pub struct BindError {
+    /// The address.
+    pub addr: SocketAddr,
+    /// Why.
+    pub source: std::io::Error,
+}
+
 /// Binds a metrics listener on `addr`.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<Listener> {
-    let tcp = TcpListener::bind(addr).await?;
-    let addr = tcp.local_addr()?;
-    Ok(Listener { tcp, addr })
+pub async fn bind(addr: SocketAddr) -> Result<Listener, BindError> {
+    let bound = async {
+        let tcp = TcpListener::bind(addr).await?;
+        let at = tcp.local_addr()?;
+        Ok(Listener { tcp, addr: at })
+    };
+    bound.await.map_err(|source| BindError { addr, source })
+}
+
+/// A service's metrics task: [`serve`] with `render` on `listener` until `stop`
+/// completes (the service's cancellation), inside a `metrics` span of its own
+/// (no parent: it lives as long as the service, not as the call that started it)
+/// that names the address. Returns the address and the task, for the service to
+/// spawn on its tracker.
+pub fn task(
+    listener: Listener,
+    render: impl Fn() -> String + Send + Sync + 'static,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> (
+    SocketAddr,
+    impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let at = listener.addr();
+    let task = async move {
+        tokio::select! {
+            _ = stop => {}
+            _ = serve(listener, Arc::new(render)) => {}
+        }
+    }
+    .instrument(tracing::error_span!(parent: None, "metrics", listen = %at));
+    tracing::debug!(%at, "metrics served");
+    (at, task)
 }
 
 /// Answers `GET /metrics` on `listener` with `render()`'s text until the task is
@@ -508,6 +549,38 @@ mod tests {
             text.contains("qcg_t_link_upgrades_total{technique=\"direct\"} 1\n"),
             "{text}"
         );
+        // Every technique has its series from the start, shared memory too.
+        assert!(
+            text.contains("qcg_t_links_total{technique=\"shared-memory\",outcome=\"ok\"} 0\n"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_task_serves_until_stopped_and_a_taken_address_is_named() {
+        let l = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let e = bind(l.addr()).await.unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "cannot serve metrics on {} (config field `metrics_listen`): ",
+                l.addr()
+            )),
+            "{e}"
+        );
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let (at, t) = task(l, || "qcg_up 1\n".into(), async {
+            let _ = rx.await;
+        });
+        let t = tokio::spawn(t);
+        let mut s = TcpStream::connect(at).await.unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        assert!(out.ends_with("\r\n\r\nqcg_up 1\n"), "{out}");
+        tx.send(()).unwrap();
+        t.await.unwrap();
+        // Stopped: the listener is closed with the task.
+        assert!(TcpStream::connect(at).await.is_err());
     }
 
     #[tokio::test]

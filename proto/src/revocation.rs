@@ -356,14 +356,59 @@ fn log_refusal(side: &str, cert: &CertificateDer<'_>, e: &rustls::Error) {
     tracing::warn!(side, serial = %serial, reason = %e, "peer certificate refused");
 }
 
-/// Verifies client certificates against the grid CA and the current CRL.
+/// Builds a verifier of the grid CA's certificates under a CRL.
+type Build<V> = fn(
+    &Arc<RootCertStore>,
+    &Arc<CryptoProvider>,
+    &[CertificateRevocationListDer<'static>],
+) -> Result<Arc<V>, TlsError>;
+
+/// A verifier rebuilt whenever the CRL changes: the last one built, with the
+/// generation of the CRL it holds.
 #[derive(Debug)]
-pub(crate) struct ClientVerifier {
+struct Rebuilt<V: ?Sized> {
     roots: Arc<RootCertStore>,
     provider: Arc<CryptoProvider>,
     crl: Option<Arc<CrlWatch>>,
-    hints: Vec<DistinguishedName>,
-    cache: Mutex<(u64, Arc<dyn ClientCertVerifier>)>,
+    build: Build<V>,
+    cache: Mutex<(u64, Arc<V>)>,
+}
+
+impl<V: ?Sized> Rebuilt<V> {
+    fn new(
+        roots: Arc<RootCertStore>,
+        provider: Arc<CryptoProvider>,
+        crl: Option<Arc<CrlWatch>>,
+        build: Build<V>,
+    ) -> Result<Rebuilt<V>, TlsError> {
+        let (generation, crls) = crl
+            .as_ref()
+            .map_or((0, Arc::new(Vec::new())), |c| c.current());
+        let inner = build(&roots, &provider, &crls)?;
+        Ok(Rebuilt {
+            roots,
+            provider,
+            crl,
+            build,
+            cache: Mutex::new((generation, inner)),
+        })
+    }
+
+    /// The verifier for the CRL as it is now (the last good one if the new one
+    /// cannot be applied).
+    fn current(&self) -> Arc<V> {
+        let mut c = lock(&self.cache);
+        if let Some(watch) = &self.crl {
+            let (generation, crls) = watch.current();
+            if generation != c.0 {
+                match (self.build)(&self.roots, &self.provider, &crls) {
+                    Ok(v) => *c = (generation, v),
+                    Err(e) => tracing::error!(error = %e, "cannot apply the new revocation list"),
+                }
+            }
+        }
+        c.1.clone()
+    }
 }
 
 fn build_client(
@@ -391,38 +436,54 @@ fn build_server(
     Ok(v)
 }
 
+/// The handshake-signature checks of a verifier, left to its current inner one
+/// (the same in the client's trait and the server's).
+macro_rules! signatures_of_current {
+    () => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.inner
+                .current()
+                .verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.inner
+                .current()
+                .verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.inner.current().supported_verify_schemes()
+        }
+    };
+}
+
+/// Verifies client certificates against the grid CA and the current CRL.
+#[derive(Debug)]
+pub(crate) struct ClientVerifier {
+    inner: Rebuilt<dyn ClientCertVerifier>,
+    hints: Vec<DistinguishedName>,
+}
+
 impl ClientVerifier {
     pub(crate) fn new(
         roots: Arc<RootCertStore>,
         provider: Arc<CryptoProvider>,
         crl: Option<Arc<CrlWatch>>,
     ) -> Result<ClientVerifier, TlsError> {
-        let (generation, crls) = crl
-            .as_ref()
-            .map_or((0, Arc::new(Vec::new())), |c| c.current());
-        let inner = build_client(&roots, &provider, &crls)?;
-        let hints = inner.root_hint_subjects().to_vec();
-        Ok(ClientVerifier {
-            roots,
-            provider,
-            crl,
-            hints,
-            cache: Mutex::new((generation, inner)),
-        })
-    }
-
-    fn inner(&self) -> Arc<dyn ClientCertVerifier> {
-        let mut c = lock(&self.cache);
-        if let Some(watch) = &self.crl {
-            let (generation, crls) = watch.current();
-            if generation != c.0 {
-                match build_client(&self.roots, &self.provider, &crls) {
-                    Ok(v) => *c = (generation, v),
-                    Err(e) => tracing::error!(error = %e, "cannot apply the new revocation list"),
-                }
-            }
-        }
-        c.1.clone()
+        let inner = Rebuilt::new(roots, provider, crl, build_client)?;
+        let hints = inner.current().root_hint_subjects().to_vec();
+        Ok(ClientVerifier { inner, hints })
     }
 }
 
@@ -437,41 +498,19 @@ impl ClientCertVerifier for ClientVerifier {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        self.inner()
+        self.inner
+            .current()
             .verify_client_cert(end_entity, intermediates, now)
             .inspect_err(|e| log_refusal("client", end_entity, e))
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner().verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner().verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner().supported_verify_schemes()
-    }
+    signatures_of_current!();
 }
 
 /// Verifies server certificates against the grid CA and the current CRL.
 #[derive(Debug)]
 pub(crate) struct ServerVerifier {
-    roots: Arc<RootCertStore>,
-    provider: Arc<CryptoProvider>,
-    crl: Option<Arc<CrlWatch>>,
-    cache: Mutex<(u64, Arc<dyn ServerCertVerifier>)>,
+    inner: Rebuilt<dyn ServerCertVerifier>,
 }
 
 impl ServerVerifier {
@@ -480,30 +519,8 @@ impl ServerVerifier {
         provider: Arc<CryptoProvider>,
         crl: Option<Arc<CrlWatch>>,
     ) -> Result<ServerVerifier, TlsError> {
-        let (generation, crls) = crl
-            .as_ref()
-            .map_or((0, Arc::new(Vec::new())), |c| c.current());
-        let inner = build_server(&roots, &provider, &crls)?;
-        Ok(ServerVerifier {
-            roots,
-            provider,
-            crl,
-            cache: Mutex::new((generation, inner)),
-        })
-    }
-
-    fn inner(&self) -> Arc<dyn ServerCertVerifier> {
-        let mut c = lock(&self.cache);
-        if let Some(watch) = &self.crl {
-            let (generation, crls) = watch.current();
-            if generation != c.0 {
-                match build_server(&self.roots, &self.provider, &crls) {
-                    Ok(v) => *c = (generation, v),
-                    Err(e) => tracing::error!(error = %e, "cannot apply the new revocation list"),
-                }
-            }
-        }
-        c.1.clone()
+        let inner = Rebuilt::new(roots, provider, crl, build_server)?;
+        Ok(ServerVerifier { inner })
     }
 }
 
@@ -516,32 +533,13 @@ impl ServerCertVerifier for ServerVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        self.inner()
+        self.inner
+            .current()
             .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
             .inspect_err(|e| log_refusal("server", end_entity, e))
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner().verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner().verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner().supported_verify_schemes()
-    }
+    signatures_of_current!();
 }
 
 #[cfg(test)]

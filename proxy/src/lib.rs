@@ -84,13 +84,8 @@ pub enum StartError {
     #[error("cannot make the QUIC endpoint toward the broker: {0}")]
     Quic(#[from] qcg_proto::quic::QuicError),
     /// The metrics address (`metrics_listen`) could not be bound.
-    #[error("cannot serve metrics on {addr} (config field `metrics_listen`): {source}")]
-    Metrics {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Metrics(#[from] qcg_proto::metrics::BindError),
 }
 
 impl Proxy {
@@ -196,26 +191,19 @@ impl Proxy {
     pub async fn bind_metrics(
         listen: SocketAddr,
     ) -> Result<qcg_proto::metrics::Listener, StartError> {
-        qcg_proto::metrics::bind(listen)
-            .await
-            .map_err(|source| StartError::Metrics {
-                addr: listen,
-                source,
-            })
+        Ok(qcg_proto::metrics::bind(listen).await?)
     }
 
     /// Serves this proxy's metrics ([`metrics::render`]) on `listener` until it
     /// stops; returns its address.
     pub fn serve_metrics_on(&mut self, listener: qcg_proto::metrics::Listener) -> SocketAddr {
-        let at = listener.addr();
         let (tokens, gate, errors) = (self.tokens.clone(), self.gate.clone(), self.errors.clone());
         let render = move || metrics::render(&tokens, &gate, &errors);
-        let task = qcg_proto::metrics::serve(listener, Arc::new(render))
-            .instrument(tracing::error_span!(parent: None, "metrics", listen = %at));
+        // Stopped by `shutdown` (aborted), as the proxy's other tasks.
+        let (at, task) = qcg_proto::metrics::task(listener, render, std::future::pending());
         if let Some(old) = self.metrics.replace(tokio::spawn(task)) {
             old.abort();
         }
-        tracing::debug!(%at, "metrics served");
         at
     }
 

@@ -276,6 +276,27 @@ mod tests {
         }
     }
 
+    /// A peer older than a technique (a helper, frontal or broker of before
+    /// `shared-memory`) gets a report naming it as a malformed frame that says
+    /// which value it does not know and which it does, never a silent default.
+    #[test]
+    fn a_technique_this_build_does_not_know_is_named() {
+        let body = br#"{"v":1,"body":{"Report":{"from":{"job":"j","rank":0},"target":{"job":"j","rank":1},"technique":"carrier-pigeon","ok":true}}}"#;
+        let err = decode::<Request>(&frame_of(body)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Malformed);
+        let text = err.to_string();
+        assert!(
+            text.contains("unknown variant `carrier-pigeon`") && text.contains("`shared-memory`"),
+            "{text}"
+        );
+        // Every technique this build knows goes on the wire under its name.
+        for t in Technique::ALL {
+            let json = serde_json::to_string(&t).unwrap();
+            assert_eq!(json, format!("\"{}\"", t.name()));
+            assert_eq!(serde_json::from_str::<Technique>(&json).unwrap(), t);
+        }
+    }
+
     #[test]
     fn sync_reader_reports_truncation() {
         let bytes = encode(&Request::ClusterInfo).unwrap();
@@ -346,16 +367,22 @@ mod tests {
             arb_name().prop_map(|process| Request::Unregister { process }),
             (arb_name(), arb_name()).prop_map(|(from, target)| Request::Lookup { from, target }),
             ("[a-z0-9-]{1,12}").prop_map(|job| Request::JobEnd { job }),
-            (arb_name(), arb_name(), any::<bool>()).prop_map(|(from, target, ok)| {
-                Request::Report {
-                    from,
-                    target,
-                    technique: Technique::Direct,
-                    ok,
-                    rtt_us: ok.then_some(1234),
-                    upgrade: ok,
-                }
-            }),
+            (
+                arb_name(),
+                arb_name(),
+                any::<bool>(),
+                proptest::sample::select(Technique::ALL.to_vec())
+            )
+                .prop_map(|(from, target, ok, technique)| {
+                    Request::Report {
+                        from,
+                        target,
+                        technique,
+                        ok,
+                        rtt_us: ok.then_some(1234),
+                        upgrade: ok,
+                    }
+                }),
         ]
     }
 

@@ -237,17 +237,24 @@ pub enum Technique {
     Punched,
     /// Both ends connect to a qcg-proxy with a single-use token.
     Relayed,
+    /// Rings in a segment two ranks of one node share. No plan names it: the two
+    /// ranks link over TCP first, then the lower rank offers the segment on that
+    /// link and, once the other accepts, the link moves into memory (the lower
+    /// rank reports that move under this technique, or its failure).
+    SharedMemory,
 }
 
 impl Technique {
-    /// Every technique this build knows, simplest first (the order plans use).
-    pub const ALL: [Technique; 6] = [
+    /// Every technique this build knows: the broker's, simplest first (the order
+    /// plans use), then shared memory, which no plan names.
+    pub const ALL: [Technique; 7] = [
         Technique::Direct,
         Technique::PortRange,
         Technique::Reversed,
         Technique::Traversed,
         Technique::Punched,
         Technique::Relayed,
+        Technique::SharedMemory,
     ];
 
     /// The name used in plans, metrics and the HTTP API.
@@ -259,6 +266,7 @@ impl Technique {
             Technique::Traversed => "traversed",
             Technique::Punched => "punched",
             Technique::Relayed => "relayed",
+            Technique::SharedMemory => "shared-memory",
         }
     }
 }

@@ -97,6 +97,32 @@ fn job(
     }
 }
 
+/// Three clusters of 8 slots, a and c 3 ms apart, b 30 ms from both; a job of two
+/// connected groups of 8: the best mapping puts them on a and c.
+fn near_pair() -> (ResourceTopology, JobProfile) {
+    let t = topo(
+        &[
+            ("a", 2, 4, 0.1, 1000.0),
+            ("b", 2, 4, 0.1, 1000.0),
+            ("c", 2, 4, 0.1, 1000.0),
+        ],
+        &[
+            ("a", "b", 30.0, 1000.0),
+            ("a", "c", 3.0, 1000.0),
+            ("b", "c", 30.0, 1000.0),
+        ],
+    );
+    let p = job(
+        vec![net("any", None, None)],
+        vec![],
+        vec![
+            group("m", 8, None, Some("any"), &[("w", "any")]),
+            group("w", 8, None, Some("any"), &[]),
+        ],
+    );
+    (t, p)
+}
+
 fn mem_min(id: &str, min: f64) -> ComputingTemplate {
     ComputingTemplate {
         id: id.into(),
@@ -227,26 +253,7 @@ fn full_search_succeeds_where_greedy_fails() {
 
 #[test]
 fn cost_prefers_low_latency_between_connected_groups() {
-    let t = topo(
-        &[
-            ("a", 2, 4, 0.1, 1000.0),
-            ("b", 2, 4, 0.1, 1000.0),
-            ("c", 2, 4, 0.1, 1000.0),
-        ],
-        &[
-            ("a", "b", 30.0, 1000.0),
-            ("a", "c", 3.0, 1000.0),
-            ("b", "c", 30.0, 1000.0),
-        ],
-    );
-    let p = job(
-        vec![net("any", None, None)],
-        vec![],
-        vec![
-            group("m", 8, None, Some("any"), &[("w", "any")]),
-            group("w", 8, None, Some("any"), &[]),
-        ],
-    );
+    let (t, p) = near_pair();
     let m = run(&p, &t, Strategy::Spread).unwrap();
     let mut cl: Vec<&str> = clusters_of(&m).into_iter().flatten().collect();
     cl.sort_unstable();
@@ -505,26 +512,7 @@ fn bad_inputs_are_rejected() {
 
 #[test]
 fn budget_returns_the_best_mapping_found_so_far() {
-    let t = topo(
-        &[
-            ("a", 2, 4, 0.1, 1000.0),
-            ("b", 2, 4, 0.1, 1000.0),
-            ("c", 2, 4, 0.1, 1000.0),
-        ],
-        &[
-            ("a", "b", 30.0, 1000.0),
-            ("a", "c", 3.0, 1000.0),
-            ("b", "c", 30.0, 1000.0),
-        ],
-    );
-    let p = job(
-        vec![net("any", None, None)],
-        vec![],
-        vec![
-            group("m", 8, None, Some("any"), &[("w", "any")]),
-            group("w", 8, None, Some("any"), &[]),
-        ],
-    );
+    let (t, p) = near_pair();
     let limits = Limits { max_placements: 2 };
     let m = schedule_with_limits(&p, &t, &FreeSlots::all(&t), Strategy::Spread, limits).unwrap();
     assert!(!m.exhaustive);

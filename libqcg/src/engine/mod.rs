@@ -1195,6 +1195,7 @@ impl Engine {
             }
             Err(e) => {
                 tracing::debug!(rank = peer, error = %e, "no shared-memory segment; the link stays on TCP");
+                self.report_memory(peer, false);
             }
         }
     }
@@ -1275,19 +1276,24 @@ impl Engine {
                         Ok(mut link) => {
                             link.single_copy = shm.mode == ShmMode::SingleCopy;
                             self.attach_shm(core, peer, link);
+                            self.report_memory(peer, true);
                         }
                         // It moved to the shared memory already: without it we cannot
                         // hear it.
-                        Err(e) => core.fail_peer(
-                            peer,
-                            &format!("cannot open its end of our shared-memory link: {e}"),
-                        ),
+                        Err(e) => {
+                            self.report_memory(peer, false);
+                            core.fail_peer(
+                                peer,
+                                &format!("cannot open its end of our shared-memory link: {e}"),
+                            )
+                        }
                     }
                 }
                 SHM_DECLINE => {
                     if let Some(shm) = &self.shm {
                         lock(&shm.pending).remove(&peer);
                     }
+                    self.report_memory(peer, false);
                     tracing::debug!(
                         rank = peer,
                         why = %String::from_utf8_lossy(&f.payload),
@@ -1297,6 +1303,13 @@ impl Engine {
                 other => core.fail_peer(peer, &format!("protocol error: shell frame {other}")),
             }
         }
+    }
+
+    /// Reports our offer of shared memory to `peer` to the grid (the offering,
+    /// lower rank reports, as a dialer does): the link moved there (`ok`) or the
+    /// offer failed and the link stays on TCP.
+    fn report_memory(&self, peer: u32, ok: bool) {
+        lock(&self.dial).report(peer, qcg_wire::Technique::SharedMemory, ok, None, false);
     }
 
     /// Puts a shared-memory link into the core; its pidfd (if the kernel gave one)

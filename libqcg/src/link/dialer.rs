@@ -186,9 +186,12 @@ pub(crate) struct Dialer {
 /// How long opening an attempt may take before it counts as failed.
 fn open_time(t: Technique) -> Duration {
     match t {
-        Technique::Direct | Technique::PortRange | Technique::Punched | Technique::Traversed => {
-            CONNECT_TIMEOUT
-        }
+        // No plan names shared memory (a TCP link moves there, see the engine).
+        Technique::Direct
+        | Technique::PortRange
+        | Technique::Punched
+        | Technique::Traversed
+        | Technique::SharedMemory => CONNECT_TIMEOUT,
         // The peer connects back and handshakes: the whole link.
         Technique::Reversed => CONNECT_TIMEOUT + HANDSHAKE_TIMEOUT,
         // The proxy's connect, then the wait for the peer's pairing.

@@ -212,6 +212,31 @@ impl Shell {
         self.cfg.is_some()
     }
 
+    /// Sends the grid the outcome of one attempt at a link to `peer` (through the
+    /// reporter's queue; nothing when the process has no helper): made (`ok`), its
+    /// handshake's round trip, whether it moved the link off the relay. The
+    /// engine reports its shared-memory moves here too.
+    pub(crate) fn report(
+        &self,
+        peer: u32,
+        technique: Technique,
+        ok: bool,
+        rtt: Option<Duration>,
+        upgrade: bool,
+    ) {
+        let Some(cfg) = &self.cfg else { return };
+        if let Some(tx) = &cfg.reports {
+            let _ = tx.send(Request::Report {
+                from: ProcName::new(&cfg.job, cfg.rank),
+                target: ProcName::new(&cfg.job, peer),
+                technique,
+                ok,
+                rtt_us: rtt.map(micros),
+                upgrade,
+            });
+        }
+    }
+
     /// Ends everything under way and dials no more (the process is leaving).
     pub(crate) fn stop(&mut self, reg: &Registry) {
         for mut c in self.conns.drain() {
@@ -539,16 +564,7 @@ impl Shell {
                     }
                     (false, _) => tracing::debug!(dest = peer, %technique, "attempt failed"),
                 }
-                if let Some(tx) = &cfg.reports {
-                    let _ = tx.send(Request::Report {
-                        from: me,
-                        target: ProcName::new(&cfg.job, peer),
-                        technique,
-                        ok,
-                        rtt_us: rtt.map(micros),
-                        upgrade,
-                    });
-                }
+                self.report(peer, technique, ok, rtt, upgrade);
             }
             Action::Made {
                 peer, technique, ..
