@@ -210,7 +210,7 @@ impl Comm {
             .name("qcg-notices".into())
             .spawn(move || crate::link::notice_loop(weak, notices));
         let size = inner.env.size;
-        let topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
+        let mut topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
         // Ranks that share our node (our path in the topology, when it names one):
         // more of them than cores, and a waiting rank yields its core as it polls.
         let me = inner.env.rank as usize;
@@ -220,6 +220,14 @@ impl Comm {
                 .count();
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             inner.engine.set_crowded(local > cores);
+            // Every rank here: they all see these cores and price the node alike (a
+            // job over several machines keeps its costs, which every rank shares).
+            if local > cores
+                && local == topology.size()
+                && std::env::var(crate::topo::ENV_COSTS).is_err()
+            {
+                topology = crate::topo::crowded(topology, local, cores);
+            }
         }
         let view = Arc::new(View {
             context: 0,

@@ -7,7 +7,8 @@
 //! across that level has a link of its own (sites joined pairwise) rather than sharing
 //! one uplink. Without it the QCG-OMPI paper's Grid'5000 figures are used between
 //! sites and between nodes of a site (scaled guesses for deeper topologies), and our
-//! own shared-memory links' inside a node ([`NODE_COST`]).
+//! own shared-memory links' inside a node ([`node_cost`]), or [`crowded_node_cost`] when
+//! every rank of the job shares one node with fewer cores than ranks.
 
 use qcg_coll::{LinkCost, Topology};
 
@@ -30,6 +31,32 @@ pub fn encode(paths: &[Vec<String>]) -> String {
 /// QCG-OMPI paper's Open MPI of 2009 had 20 µs and 0.5 GB/s.
 pub fn node_cost() -> LinkCost {
     LinkCost::from_bandwidth(0.6e-6, 64e9)
+}
+
+/// The latency of a hop between ranks of a node that has more ranks than cores (16
+/// on 2 here): the receiver first has to get a core from the ranks around it, which
+/// costs far more than the copy. Measured with 16 ranks on 2 cores (allreduce and
+/// bcast, 8 B to 4 KiB, `QCG_COLL_ALGO` forced, interleaved runs): a binomial tree's
+/// four hops took 1.5-2.5× the root's 15 direct messages, and a binomial broadcast's
+/// mean over ranks was 1.3-1.5 hops of 100-150 µs each.
+pub const CROWDED_HOP: f64 = 100e-6;
+
+/// Between two of `local` ranks sharing `cores` cores: [`CROWDED_HOP`], and the
+/// bandwidth of [`node_cost`] shared, since every byte is a copy that some core makes
+/// and the ranks copy at once (without the share, a chain of flits looked dearer than
+/// a one-flit tree at 1 MiB, and measured 1.7× cheaper).
+pub fn crowded_node_cost(local: usize, cores: usize) -> LinkCost {
+    let share = cores.max(1) as f64 / local.max(1) as f64;
+    LinkCost::from_bandwidth(CROWDED_HOP, 64e9 * share.min(1.0))
+}
+
+/// `topo` with its node level priced as a crowded node's ([`crowded_node_cost`]).
+pub fn crowded(topo: Topology, local: usize, cores: usize) -> Topology {
+    let mut costs = topo.costs().to_vec();
+    if let Some(node) = costs.last_mut() {
+        *node = crowded_node_cost(local, cores);
+    }
+    topo.clone().with_costs(costs).unwrap_or(topo)
 }
 
 /// Default level costs for a topology of `depth` levels (`depth + 1` costs).
@@ -105,6 +132,19 @@ pub fn flat(size: u32) -> Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crowded_node_prices_only_its_node_level_and_shares_the_cores() {
+        let paths = vec![vec!["a".to_string(), "n1".to_string()]; 16];
+        let t = parse(&encode(&paths), 16, None).unwrap();
+        let c = crowded(t.clone(), 16, 2);
+        assert_eq!(&c.costs()[..2], &t.costs()[..2]);
+        let node = c.costs()[2];
+        assert_eq!(node.alpha, CROWDED_HOP);
+        assert!((node.beta / node_cost().beta - 8.0).abs() < 1e-9);
+        // More cores than ranks: the bandwidth is not raised above a core's.
+        assert_eq!(crowded_node_cost(2, 8).beta, node_cost().beta);
+    }
 
     #[test]
     fn round_trip_and_checks() {
