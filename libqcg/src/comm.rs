@@ -336,6 +336,11 @@ impl Comm {
         // that goes at once): the link checked, the send posted and taken.
         let posted = {
             let mut core = self.inner.engine.core();
+            if core.send_now(dest, tag, context, data).is_some() {
+                drop(core);
+                self.count_sent(dest, data.len());
+                return Ok(());
+            }
             if dest == self.inner.env.rank || core.has_link(dest) || core.lost(dest).is_some() {
                 // SAFETY: `data` outlives the request: it is taken here, or `finish`
                 // does not return before the engine has completed it (a failed peer

@@ -62,6 +62,10 @@ impl<P: Copy + PartialEq, U> Queues<P, U> {
     /// A message arrived: the oldest posted receive that accepts it, removed from
     /// the posted queue, or `None` (then the caller files it with [`Queues::file`]).
     pub fn arrive(&mut self, e: &Envelope) -> Option<(Pattern, P)> {
+        // Most often the oldest takes it (a receive posted for the next message).
+        if self.posted.front()?.0.accepts(e) {
+            return self.posted.pop_front();
+        }
         let i = self.posted.iter().position(|(p, _)| p.accepts(e))?;
         self.posted.remove(i)
     }
@@ -83,6 +87,9 @@ impl<P: Copy + PartialEq, U> Queues<P, U> {
 
     /// Takes the oldest unexpected message `pattern` accepts, without posting.
     pub fn take(&mut self, pattern: &Pattern) -> Option<(Envelope, U)> {
+        if pattern.accepts(&self.unexpected.front()?.0) {
+            return self.unexpected.pop_front();
+        }
         let i = self
             .unexpected
             .iter()

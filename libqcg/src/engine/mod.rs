@@ -22,7 +22,7 @@ pub mod rawbuf;
 pub mod shm;
 pub mod wire;
 
-use self::core::{ConnId, Core, Limits, LinkIo, ShellFrame, Via};
+use self::core::{ConnId, Core, Limits, LinkIo, Peek, ShellFrame, Via};
 use crate::handshake::{Acceptor, HandshakeError, Linked, Step};
 use crate::seal::{Keys, Sealed};
 use mio::net::{TcpListener, TcpStream};
@@ -30,7 +30,7 @@ use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -110,6 +110,7 @@ impl LinkIo for Link {
         matches!(self, Link::Shm(_))
     }
 
+    #[inline]
     fn ready(&self) -> (bool, bool) {
         match self {
             Link::Tcp(_) | Link::Sealed(_) => (false, false),
@@ -142,6 +143,19 @@ impl LinkIo for Link {
         match self {
             Link::Sealed(s) => s.read_in_place(dst),
             other => other.read(dst),
+        }
+    }
+
+    fn peek_frame(&self) -> Peek {
+        match self {
+            Link::Shm(s) => s.peek_frame(),
+            _ => Peek::Other,
+        }
+    }
+
+    fn take_frame(&mut self, skip: usize, dst: &mut [u8]) {
+        if let Link::Shm(s) = self {
+            s.take_frame(skip, dst);
         }
     }
 
@@ -264,9 +278,9 @@ const LINGER: Duration = Duration::from_secs(10);
 /// Bytes moved that count as bulk data flowing: each such amount restarts a waiting
 /// caller's spin (see `wait`).
 const BULK: u64 = 64 * 1024;
-/// The background thread leaves the loop to callers that used it this recently.
-const CALLER_GRACE: Duration = Duration::from_millis(5);
-
+/// How long the background thread sleeps while callers drive the loop; it takes the
+/// loop only after such an interval in which no caller waited.
+const CALLER_GRACE: Duration = Duration::from_millis(20);
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -317,10 +331,6 @@ struct Loop {
     /// Failed accepts (out of descriptors) since the last log line.
     accept_failed: Dropped,
     next_tick: Instant,
-    /// Spinning turns since the last that asked epoll.
-    skipped: u32,
-    /// How many may pass before one asks epoll (`SKIP_POLL`, or `SKIP_POLL_MEMORY`).
-    skip_limit: u32,
     /// Readiness of the last turn, per token: readable, read side closed (or
     /// failed), writable.
     ready: Vec<(Token, bool, bool, bool)>,
@@ -338,6 +348,8 @@ pub trait Progress: Send + Sync {
 pub struct Engine {
     /// Work advanced after every turn of the loop (locked before `core`).
     progress: Mutex<Vec<Arc<dyn Progress>>>,
+    /// Its length, read without the lock by spinning turns.
+    progress_len: AtomicUsize,
     id: Identity,
     /// What the broker's plans said about sealing links, by peer.
     plan_seal: crate::link::shell::PlanSeals,
@@ -346,6 +358,11 @@ pub struct Engine {
     shm: Option<Shm>,
     /// Some link is in shared memory: spinning turns poll it and skip epoll.
     in_memory: AtomicBool,
+    /// Spinning turns since the last that asked epoll (whoever turned: a counter
+    /// kept across waits, read and written without the loop's lock).
+    skipped: AtomicU32,
+    /// How many may pass before one asks epoll (`SKIP_POLL`, or `SKIP_POLL_MEMORY`).
+    skip_limit: AtomicU32,
     /// More ranks share this node than it has cores: a waiting caller yields its
     /// core between polls and keeps its whole spin (see `wait`).
     crowded: AtomicBool,
@@ -356,8 +373,6 @@ pub struct Engine {
     active: AtomicUsize,
     /// The background thread is (about to be) inside the loop.
     bg_in_loop: AtomicBool,
-    /// When a caller last left a wait (µs since `epoch`).
-    last_call: AtomicU64,
     epoch: Instant,
     closed: AtomicBool,
     /// The longest a waiting caller polls before sleeping.
@@ -437,6 +452,7 @@ impl Engine {
         };
         let engine = Arc::new(Engine {
             progress: Mutex::new(Vec::new()),
+            progress_len: AtomicUsize::new(0),
             core: Mutex::new(Core::new(id.rank, id.size, limits, Instant::now())),
             id,
             plan_seal: Default::default(),
@@ -449,18 +465,17 @@ impl Engine {
                 dropped: Dropped::default(),
                 accept_failed: Dropped::default(),
                 next_tick: Instant::now() + TICK,
-                skipped: 0,
-                skip_limit: SKIP_POLL,
                 ready: Vec::new(),
             }),
             shm,
             in_memory: AtomicBool::new(false),
+            skipped: AtomicU32::new(0),
+            skip_limit: AtomicU32::new(SKIP_POLL),
             crowded: AtomicBool::new(false),
             registry,
             waker,
             active: AtomicUsize::new(0),
             bg_in_loop: AtomicBool::new(false),
-            last_call: AtomicU64::new(0),
             epoch: Instant::now(),
             closed: AtomicBool::new(false),
             spin,
@@ -658,7 +673,6 @@ impl Engine {
         if self.bg_in_loop.load(Ordering::SeqCst) {
             let _ = self.waker.wake();
         }
-        let start = Instant::now();
         let crowded = self.crowded.load(Ordering::Relaxed);
         let mut spin = Duration::from_micros(self.spin_now.load(Ordering::Relaxed));
         if crowded {
@@ -670,20 +684,57 @@ impl Engine {
         // buffer's worth of bytes.
         let mut slept = false;
         // The clock is read every few spinning turns only: a turn over shared memory
-        // takes a fraction of a microsecond, and a clock read can cost as much.
-        let mut now = start;
-        let mut spin_until = start + spin;
+        // takes a fraction of a microsecond, and a clock read can cost as much. A wait
+        // that ends within its first few turns (the answer to a ping-pong's message,
+        // say) never reads it: its spin counts from the first reading. A crowded node,
+        // a wait with a deadline and one that does not spin read it at once.
+        let mut clocked = crowded || deadline.is_some() || spin.is_zero();
+        let mut now = if clocked { Instant::now() } else { self.epoch };
+        let mut spin_until = now + spin;
         let mut turns = 0u32;
         let r = loop {
             turns = turns.wrapping_add(1);
-            if turns % CLOCK_EVERY == 0 || now >= spin_until {
+            if turns % CLOCK_EVERY == 0 || (clocked && now >= spin_until) {
                 now = Instant::now();
+                if !clocked {
+                    clocked = true;
+                    spin_until = now + spin;
+                }
             }
             if deadline.is_some_and(|d| now >= d) {
                 break None;
             }
-            let spinning = now < spin_until;
-            if spinning {
+            let spinning = !clocked || now < spin_until;
+            if spinning && !crowded {
+                if self.memory_turn() {
+                    // A spinning turn over shared memory: the links polled and the
+                    // answer looked for under one lock of the state machine, no
+                    // system call and no lock of the loop.
+                    let (r, any, m) = {
+                        let mut core = self.core();
+                        let any = self.poll_memory(&mut core);
+                        (check(&mut core), any, core.moved())
+                    };
+                    if any && self.progress_len.load(Ordering::Relaxed) > 0 {
+                        self.advance_progress();
+                    }
+                    if r.is_some() {
+                        break r;
+                    }
+                    if m - moved >= BULK {
+                        moved = m;
+                        clocked = true;
+                        now = Instant::now();
+                        spin_until = now + spin;
+                    }
+                    continue;
+                }
+                // A full turn (epoll included) every `skip_limit` turns.
+                match self.lp.try_lock() {
+                    Ok(mut lp) => self.turn(&mut lp, Duration::ZERO),
+                    Err(_) => std::hint::spin_loop(),
+                }
+            } else if spinning {
                 // Poll without sleeping and without yielding: on a loaded machine a
                 // yield can cost a whole round of the run queue (milliseconds).
                 match self.lp.try_lock() {
@@ -715,7 +766,9 @@ impl Engine {
             let m = core.moved();
             if m - moved >= BULK {
                 moved = m;
-                spin_until = Instant::now() + spin;
+                clocked = true;
+                now = Instant::now();
+                spin_until = now + spin;
             }
         };
         // Adaptive spinning: polling pays when answers come within the spin (a thread
@@ -727,6 +780,8 @@ impl Engine {
         // every turn so that the peer it waits for runs, then sleeps: there, ranks
         // that poll long only take turns from those that have work.
         let max = self.spin.as_micros() as u64;
+        // Also what tells the background thread that callers drive the loop (see
+        // `background`): no clock is read here.
         let waits = self.waits.fetch_add(1, Ordering::Relaxed);
         let next = if waits % 256 == 255 || crowded {
             max
@@ -735,11 +790,9 @@ impl Engine {
         } else {
             spin.as_micros() as u64 / 2
         };
-        self.spin_now.store(next, Ordering::Relaxed);
-        // A fresh reading: `now` may be from before a sleep, and a stale one makes
-        // the background thread take the loop from a caller that is still busy.
-        self.last_call
-            .store(self.epoch.elapsed().as_micros() as u64, Ordering::Relaxed);
+        if next != spin.as_micros() as u64 {
+            self.spin_now.store(next, Ordering::Relaxed);
+        }
         self.active.fetch_sub(1, Ordering::SeqCst);
         r
     }
@@ -747,7 +800,11 @@ impl Engine {
     /// Adds work the loop advances after every turn until it says it is finished.
     /// The caller must not hold the state machine's lock.
     pub fn add_progress(&self, p: Arc<dyn Progress>) {
-        lock(&self.progress).push(p);
+        {
+            let mut list = lock(&self.progress);
+            list.push(p);
+            self.progress_len.store(list.len(), Ordering::Relaxed);
+        }
         // Whoever is in the loop now sees it after its current turn.
         if self.bg_in_loop.load(Ordering::SeqCst) {
             let _ = self.waker.wake();
@@ -762,6 +819,7 @@ impl Engine {
         }
         let mut core = self.core();
         list.retain(|p| !p.advance(&mut core));
+        self.progress_len.store(list.len(), Ordering::Relaxed);
     }
 
     /// Wakes whoever waits in the loop now (something outside the loop changed,
@@ -777,18 +835,28 @@ impl Engine {
         }
     }
 
-    /// One turn of the loop: waits up to `timeout` for readiness, handles it.
-    fn turn(&self, lp: &mut Loop, timeout: Duration) {
-        if timeout.is_zero()
-            && lp.skipped < lp.skip_limit
+    /// Whether a spinning turn may poll the shared-memory links only (no system
+    /// call): epoll is asked once every `skip_limit` turns, and at once when link
+    /// set-up has work. Counts the turn.
+    fn memory_turn(&self) -> bool {
+        let k = self.skipped.load(Ordering::Relaxed);
+        if k < self.skip_limit.load(Ordering::Relaxed)
             && self.in_memory.load(Ordering::Relaxed)
             && !self.dial_work.load(Ordering::Relaxed)
         {
+            self.skipped.store(k + 1, Ordering::Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// One turn of the loop: waits up to `timeout` for readiness, handles it.
+    fn turn(&self, lp: &mut Loop, timeout: Duration) {
+        if timeout.is_zero() && self.memory_turn() {
             // A spinning turn: the shared-memory links only, no system call, and
             // epoll once every few turns (the full turn below).
-            lp.skipped += 1;
             let any = self.poll_memory(&mut self.core());
-            if any {
+            if any && self.progress_len.load(Ordering::Relaxed) > 0 {
                 self.advance_progress();
             }
             return;
@@ -807,7 +875,7 @@ impl Engine {
         }
         // Not on a crowded node: there every spinning turn yields its core (a system
         // call already), and asking epoll every few turns costs little beside it.
-        lp.skip_limit = if dialing.is_none()
+        let skip_limit = if dialing.is_none()
             && lp.accepting.is_empty()
             && !self.crowded.load(Ordering::Relaxed)
             && self.core().all_polled()
@@ -816,6 +884,7 @@ impl Engine {
         } else {
             SKIP_POLL
         };
+        self.skip_limit.store(skip_limit, Ordering::Relaxed);
         if self.dial_work.load(Ordering::SeqCst) {
             timeout = Duration::ZERO;
         }
@@ -829,7 +898,7 @@ impl Engine {
                 timeout = Duration::ZERO;
             }
         }
-        lp.skipped = 0;
+        self.skipped.store(0, Ordering::Relaxed);
         let Loop { poll, events, .. } = lp;
         if let Err(e) = poll.poll(events, Some(timeout)) {
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -1204,8 +1273,8 @@ impl Engine {
     /// link had something.
     fn poll_memory(&self, core: &mut Core<Link>) -> bool {
         let any = core.poll_links();
-        let frames = core.take_shell();
-        if !frames.is_empty() {
+        if core.has_shell() {
+            let frames = core.take_shell();
             self.on_shell(core, frames);
         }
         any
@@ -1428,19 +1497,19 @@ fn keepalive_fd(s: &TcpStream) {
 }
 
 fn background(engine: std::sync::Weak<Engine>) {
+    // Waits callers had finished at the last look: one that moved since means they
+    // drive the loop (counted rather than timed, so that a wait reads no clock).
+    let mut seen = u64::MAX;
     loop {
         let Some(e) = engine.upgrade() else { return };
         if e.closed.load(Ordering::SeqCst) {
             return;
         }
-        let since = e
-            .epoch
-            .elapsed()
-            .as_micros()
-            .saturating_sub(u128::from(e.last_call.load(Ordering::Relaxed)));
-        if e.active.load(Ordering::SeqCst) > 0 || since < CALLER_GRACE.as_micros() {
+        let waits = e.waits.load(Ordering::Relaxed);
+        if e.active.load(Ordering::SeqCst) > 0 || waits != seen {
+            seen = waits;
             drop(e);
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(CALLER_GRACE);
             continue;
         }
         e.bg_in_loop.store(true, Ordering::SeqCst);

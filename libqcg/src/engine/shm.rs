@@ -35,14 +35,19 @@
 //! # Records (fast boxes)
 //! A ring carries records, each at the start of a cache line: a word (`u64`: the
 //! record's number in its high half, its length in the low), then its bytes, up to
-//! the next line. The writer copies the bytes, zeroes the word of the record after
-//! it, then publishes the record with one release store of its word; the reader
-//! polls the word where the next record starts and takes the record when it carries
-//! the number expected. So a small message (the word, the frame's 24-byte header and
-//! the payload: 33 bytes for 1 B, one line up to 32 B of payload) crosses in one
-//! cache line, the word that says it is there included, as in Open MPI's fast boxes
-//! (`btl/sm`'s `fbox`), and the reader's one miss brings it whole (the rings of
-//! version 1 kept the head in a line of its own: two misses per message).
+//! the next line. The writer copies the bytes, makes sure the word of the record
+//! after it is zero (the words of the lines ahead are zeroed in batches after a
+//! record is published, off the way of the next small one; a long record zeroes
+//! its next word itself), then publishes the record with one release store of its
+//! word; the reader polls the word where the next record starts and takes the
+//! record when it carries the number expected. So a small message (the word, the
+//! frame's 24-byte header and the payload: 33 bytes for 1 B, one line up to 32 B of
+//! payload) crosses in one cache line, the word that says it is there included, as
+//! in Open MPI's fast boxes (`btl/sm`'s `fbox`), and the reader's one miss brings it
+//! whole (the rings of version 1 kept the head in a line of its own: two misses per
+//! message). The receiving engine matches a small message from the record's header
+//! in place and copies its payload straight into the posted buffer (`peek_frame`,
+//! `take_frame`), as ob1 does from a fast box.
 //! A word left by an earlier lap never passes: it was zeroed, or it is the word of
 //! an older record, whose number differs. Records are at most a quarter of a ring
 //! (a longer write is cut, as a socket cuts it); their bytes may wrap at the ring's
@@ -64,6 +69,8 @@
 //! closes the link naming it.
 #![allow(unsafe_code)]
 
+use super::core::Peek;
+use super::wire::HEADER;
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -87,6 +94,9 @@ pub const MAX_RECORD: usize = RING / 4 - WORD;
 /// A read goes on to the next record only once it has this many bytes: bulk data
 /// is read in large pieces, a small message alone.
 const BATCH: usize = 4096;
+/// Bytes of ring ahead of the writer's head whose line-start words it keeps zeroed
+/// (topped up by halves, after a record is published; see `zero_ahead`).
+const AHEAD: u64 = 4096;
 /// Bytes of an offer on the wire.
 pub const OFFER_LEN: usize = 104;
 /// Bytes of an acceptance on the wire.
@@ -516,6 +526,9 @@ pub struct ShmLink {
     /// counted from it and read again only when it seems short (the line stays in
     /// the peer's cache).
     seen_tail: u64,
+    /// The words of the lines from `head` up to here are zero (a fresh segment is
+    /// zero throughout).
+    zeroed: u64,
     /// The peer's doorbell.
     bell: Bell,
     /// Readable once the peer's process has exited (`None`: see `pidfd_open`).
@@ -541,6 +554,7 @@ impl ShmLink {
             left: 0,
             at: 0,
             seen_tail: 0,
+            zeroed: RING as u64,
             bell,
             pidfd,
             pid,
@@ -605,6 +619,7 @@ impl ShmLink {
 
     /// The length of the next record of the ring we read, if it is there: one load
     /// of the line that also holds (the start of) its data.
+    #[inline]
     fn next_record(&self) -> io::Result<Option<usize>> {
         let w = self.word(1 - self.side, self.tail).load(Ordering::Acquire);
         if (w >> 32) as u32 != self.seq_in {
@@ -648,7 +663,108 @@ impl ShmLink {
         Ok((RING - used as usize, tail))
     }
 
+    /// Zeroes the words of the lines ahead of `head`, as far as the reader has
+    /// freed them, once fewer than half of `AHEAD`'s are: done after a record is
+    /// published, so that the next one's word is zero already and its store (a miss
+    /// on a line the ring last used a lap ago) is not on the way of the record it
+    /// follows, as it would be with stores leaving in order. The reader's consumed
+    /// position is read again when what we saw last frees too little.
+    fn zero_ahead(&mut self) {
+        if self.zeroed >= self.head + AHEAD / 2 {
+            return;
+        }
+        if self.seen_tail + (RING as u64) < self.head + AHEAD {
+            // A corrupt position is reported by the next write (`room_for`).
+            if let Ok((_, tail)) = self.room_now() {
+                self.seen_tail = tail;
+            }
+        }
+        let limit = (self.seen_tail + RING as u64).min(self.head + AHEAD);
+        let mut p = self.zeroed.max(self.head);
+        while p < limit {
+            self.word(self.side, p).store(0, Ordering::Relaxed);
+            p += LINE as u64;
+        }
+        self.zeroed = self.zeroed.max(p);
+    }
+
+    /// The next record, looked at in place (see `LinkIo::peek_frame`): a frame
+    /// header's bytes and the record's length when a whole record is there, not
+    /// started, at least a header long and not wrapping at the ring's end.
+    pub fn peek_frame(&self) -> Peek {
+        if self.left != 0 {
+            return Peek::Other;
+        }
+        let len = match self.next_record() {
+            Ok(Some(len)) => len,
+            Ok(None) if !self.peer_gone && !self.closed() => return Peek::Nothing,
+            // The end, or a corrupt header: the usual read says which.
+            _ => return Peek::Other,
+        };
+        let at = (self.tail as usize + WORD) & (RING - 1);
+        if len < HEADER || at + len > RING {
+            return Peek::Other;
+        }
+        let mut head = [0u8; HEADER];
+        // SAFETY: the first HEADER bytes of a record the peer published (its word
+        // read with acquire in `next_record`), inside the ring (checked above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.data(1 - self.side).add(at),
+                head.as_mut_ptr(),
+                HEADER,
+            );
+        }
+        Peek::Frame { head, len }
+    }
+
+    /// Copies bytes `skip..skip + dst.len()` of the record `peek_frame` described
+    /// into `dst` (cut to the record), and frees the record.
+    pub fn take_frame(&mut self, skip: usize, dst: &mut [u8]) {
+        let Ok(Some(len)) = self.next_record() else {
+            return;
+        };
+        let at = (self.tail as usize + WORD) & (RING - 1);
+        let n = dst.len().min(len.saturating_sub(skip));
+        if at + len <= RING && n > 0 {
+            // SAFETY: `n` bytes inside a published record that does not wrap
+            // (checked above), into our own buffer.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.data(1 - self.side).add(at + skip),
+                    dst.as_mut_ptr(),
+                    n,
+                );
+            }
+        }
+        self.seq_in = self.seq_in.wrapping_add(1);
+        self.tail = (self.tail + (WORD + len) as u64 + LINE as u64 - 1) & !(LINE as u64 - 1);
+        self.consumed();
+    }
+
+    /// The peer shut its side.
+    fn closed(&self) -> bool {
+        self.map.u32_at(self.in_ctl() + 256).load(Ordering::Acquire) != 0
+    }
+
+    /// Publishes how far we read (whole records): the room goes back to the
+    /// writer, which is rung if it sleeps. Without the fence of `wake_peer` (one per
+    /// message on this path); its cost: a writer that found the ring full and fell
+    /// asleep in the instant of our store may sleep until its loop's time-out (10 ms
+    /// for a waiting caller, 250 ms for the background thread) instead of being
+    /// rung.
+    fn consumed(&self) {
+        self.map
+            .u64_at(self.in_ctl() + 128)
+            .store(self.tail, Ordering::Release);
+        let s = self.peer_sleeping();
+        if s.load(Ordering::Relaxed) != 0 && s.swap(0, Ordering::SeqCst) != 0 {
+            self.bell.ring();
+        }
+    }
+
     /// Whether a read would find something (bytes, the end, or an error).
+    #[inline]
     pub fn readable(&self) -> bool {
         self.left > 0
             || !matches!(self.next_record(), Ok(None))
@@ -657,6 +773,7 @@ impl ShmLink {
     }
 
     /// Whether a write would find room.
+    #[inline]
     pub fn writable(&self) -> bool {
         self.head.wrapping_sub(self.seen_tail) < RING as u64
             || !matches!(self.room_now(), Ok((0, _)))
@@ -765,18 +882,7 @@ impl Read for ShmLink {
             }
         }
         if consumed {
-            self.map
-                .u64_at(self.in_ctl() + 128)
-                .store(self.tail, Ordering::Release);
-            // Room made: a writer asleep waiting for it is rung, without the fence
-            // of `wake_peer` (one per message on this path). Its cost: a writer that
-            // found the ring full and fell asleep in the instant of our store may
-            // sleep until its loop's time-out (10 ms for a waiting caller, 250 ms for
-            // the background thread) instead of being rung.
-            let s = self.peer_sleeping();
-            if s.load(Ordering::Relaxed) != 0 && s.swap(0, Ordering::SeqCst) != 0 {
-                self.bell.ring();
-            }
+            self.consumed();
         }
         if n > 0 {
             return Ok(n);
@@ -831,21 +937,25 @@ impl Write for ShmLink {
         }
         let ring = self.side;
         let size = record_size(take);
-        if room > size {
+        let next = self.head + size as u64;
+        if room > size && next >= self.zeroed {
             // The next record's word, ours to write (the reader has not reached it:
-            // there is room beyond this record).
-            self.word(ring, self.head + size as u64)
-                .store(0, Ordering::Relaxed);
+            // there is room beyond this record), not zeroed ahead yet (a long
+            // record): zeroed now, before this record is published.
+            self.word(ring, next).store(0, Ordering::Relaxed);
         }
-        // Else the ring is full after this record, and the next word is that of a
-        // record of the last lap, whose number is not the one expected next.
+        // Else it was zeroed ahead, or the ring is full after this record and the
+        // next word is that of a record of the last lap, whose number is not the one
+        // expected next.
         self.word(ring, self.head).store(
             (u64::from(self.seq_out) << 32) | take as u64,
             Ordering::Release,
         );
-        self.head += size as u64;
+        self.head = next;
         self.seq_out = self.seq_out.wrapping_add(1);
         self.wake_peer();
+        // After the fence of `wake_peer`, which would wait for these stores' misses.
+        self.zero_ahead();
         Ok(take)
     }
 
@@ -1081,6 +1191,39 @@ mod tests {
         let e = (0..8).find_map(|_| a.write(&block).err()).expect("corrupt");
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
         assert!(e.to_string().contains("corrupt ring header"), "{e}");
+    }
+
+    #[test]
+    fn a_whole_record_is_looked_at_in_place_and_taken_into_a_buffer() {
+        let (mut a, mut b) = pair();
+        assert_eq!(b.peek_frame(), Peek::Nothing);
+        let head = [9u8; HEADER];
+        let n = a
+            .write_vectored(&[IoSlice::new(&head), IoSlice::new(b"payload")])
+            .expect("write");
+        assert_eq!(n, HEADER + 7);
+        // A record shorter than a header.
+        a.write_all(b"tail").expect("write");
+        match b.peek_frame() {
+            Peek::Frame { head: h, len } => {
+                assert_eq!(h, head);
+                assert_eq!(len, HEADER + 7);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut got = [0u8; 7];
+        b.take_frame(HEADER, &mut got);
+        assert_eq!(&got, b"payload");
+        // The usual read takes what is not a frame.
+        assert_eq!(b.peek_frame(), Peek::Other);
+        let mut four = [0u8; 8];
+        assert_eq!(b.read(&mut four).expect("read"), 4);
+        assert_eq!(&four[..4], b"tail");
+        assert_eq!(b.peek_frame(), Peek::Nothing);
+        // The end, too.
+        a.shutdown_write();
+        assert_eq!(b.peek_frame(), Peek::Other);
+        assert_eq!(b.read(&mut four).expect("end"), 0);
     }
 
     #[test]

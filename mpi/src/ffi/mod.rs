@@ -239,13 +239,14 @@ fn buffer_null(t: &TypeInfo, n: usize) -> MpiError {
 /// Checks the buffer of `n` elements of `t` at `buf`: `MPI_IN_PLACE` is refused,
 /// and NULL is `MPI_BOTTOM`, fine only when the type's displacements are
 /// absolute addresses (built with `MPI_Get_address`), never in the first page.
-fn check_buf(buf: *const c_void, n: usize, t: &TypeInfo) -> Result<(), MpiError> {
+/// Returns the span (`TypeInfo::span`).
+fn check_buf(buf: *const c_void, n: usize, t: &TypeInfo) -> Result<(isize, usize), MpiError> {
     t.check_count(n)?;
     let (first, len) = t.span(n);
     if len > 0 && (buf == IN_PLACE || (buf.is_null() && first < 4096)) {
         return Err(buffer_null(t, n));
     }
-    Ok(())
+    Ok((first, len))
 }
 
 /// Copies the data of `n` elements of `t` at `buf` out, packed.
@@ -288,8 +289,7 @@ pub(crate) unsafe fn in_bytes<'a>(
     n: usize,
     t: &TypeInfo,
 ) -> Result<Cow<'a, [u8]>, MpiError> {
-    check_buf(buf, n, t)?;
-    let (first, len) = t.span(n);
+    let (first, len) = check_buf(buf, n, t)?;
     if len == 0 {
         return Ok(Cow::Borrowed(&[]));
     }

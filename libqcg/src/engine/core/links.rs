@@ -56,6 +56,8 @@ impl<C: LinkIo> Core<C> {
             moved_out: false,
             hup: false,
             shell_hold: false,
+            heard: now,
+            handled: 0,
         });
         if polled {
             self.polled.push(id);
@@ -111,7 +113,12 @@ impl<C: LinkIo> Core<C> {
             let (r, w) = conn.io.ready();
             if r {
                 any = true;
-                self.pump(c);
+                // One small message per turn, handed on at once: looking for the
+                // next record would cost a miss first (the writer zeroed its word
+                // last), on the path of this one's answer (see `ShmLink::read`).
+                if self.take_small(c) == Some(false) {
+                    self.pump(c);
+                }
             }
             if w && self.conns.get(c).is_some_and(|x| !x.out.is_empty()) {
                 any = true;
@@ -160,6 +167,11 @@ impl<C: LinkIo> Core<C> {
                 req: None,
             },
         );
+    }
+
+    /// Whether shell frames were read since the last [`Core::take_shell`].
+    pub fn has_shell(&self) -> bool {
+        !self.shell.is_empty()
     }
 
     /// Shell frames read since the last call.
@@ -221,11 +233,18 @@ impl<C: LinkIo> Core<C> {
         }
     }
 
-    /// One more ordered frame from `peer` handled: lets go a link waiting for it.
-    pub(super) fn handled_one(&mut self, peer: u32) {
-        let n = self.recv_seq.entry(peer).or_default();
-        *n += 1;
-        let n = *n;
+    /// One more ordered frame from `peer` handled on connection `c`: lets go a
+    /// link waiting for it.
+    pub(super) fn handled_one(&mut self, c: ConnId, peer: u32) {
+        // Counted on the connection (no map on a message's way); summed per peer
+        // only when a link waits at its gate.
+        if let Some(conn) = self.conns.get_mut(c) {
+            conn.handled += 1;
+        }
+        if self.gated.is_empty() {
+            return;
+        }
+        let n = self.recv_count(peer);
         let ready: Vec<ConnId> = self
             .gated
             .iter()
@@ -243,6 +262,18 @@ impl<C: LinkIo> Core<C> {
             }
             self.pump(g);
         }
+    }
+
+    /// Ordered frames (`Eager`, `Rts`) from `peer` handled so far, on every link
+    /// it had.
+    pub(super) fn recv_count(&self, peer: u32) -> u64 {
+        let live: u64 = self.links.get(&peer).map_or(0, |v| {
+            v.iter()
+                .filter_map(|&c| self.conns.get(c))
+                .map(|c| c.handled)
+                .sum()
+        });
+        self.recv_seq.get(&peer).copied().unwrap_or(0) + live
     }
 
     /// The peer of a connection.
@@ -344,6 +375,7 @@ impl<C: LinkIo> Core<C> {
             if let Some(v) = self.links.get_mut(&conn.peer) {
                 v.retain(|&x| x != c);
             }
+            *self.recv_seq.entry(conn.peer).or_default() += conn.handled;
         }
         self.polled.retain(|&s| s != c);
         self.stalled.retain(|&s| s != c);
@@ -455,6 +487,10 @@ impl<C: LinkIo> Core<C> {
             .iter()
             .filter_map(|&c| self.conn_peer(c))
             .collect();
+        for (_, conn) in &self.conns {
+            let t = self.heard.entry(conn.peer).or_insert(conn.heard);
+            *t = (*t).max(conn.heard);
+        }
         let silent: Vec<(u32, Duration)> = self
             .heard
             .iter()

@@ -107,6 +107,32 @@ pub trait LinkIo: Read + Write {
     fn read_direct(&mut self, dst: &mut [u8]) -> io::Result<usize> {
         self.read(dst)
     }
+    /// For a polled link that carries records (shared memory): what the next one
+    /// is, looked at in place. A small message is one record; the core matches it
+    /// from there and copies its payload straight into the receive buffer
+    /// ([`LinkIo::take_frame`]), as Open MPI's ob1 does from a fast box.
+    fn peek_frame(&self) -> Peek {
+        Peek::Other
+    }
+    /// Copies bytes `skip..skip + dst.len()` of the record [`LinkIo::peek_frame`]
+    /// gave into `dst`, and frees the record.
+    fn take_frame(&mut self, _skip: usize, _dst: &mut [u8]) {}
+}
+
+/// What a polled link's next record is ([`LinkIo::peek_frame`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peek {
+    /// Nothing to read.
+    Nothing,
+    /// Something the usual reading handles (part of a stream, the end, an error).
+    Other,
+    /// A record whose first bytes are a frame header, whole in one place.
+    Frame {
+        /// The header's bytes.
+        head: [u8; HEADER],
+        /// The record's length (the header included).
+        len: usize,
+    },
 }
 
 /// What carries a link, worst first: a peer's messages go on its best link.
@@ -337,6 +363,11 @@ struct Conn<C> {
     /// A shell frame was read here and the shell has not handled it yet: nothing
     /// more is read (what follows, such as the end of the link, may depend on it).
     shell_hold: bool,
+    /// When we last read something here (folded into the peer's `heard` at each
+    /// tick: a read costs no map update).
+    heard: Instant,
+    /// Ordered frames handled from here (see `Core::recv_count`).
+    handled: u64,
 }
 
 enum UnexBody {
@@ -383,7 +414,8 @@ pub struct Core<C> {
     conns: Slab<Conn<C>>,
     /// Connections per peer; the first carries what we send.
     links: HashMap<u32, Vec<ConnId>>,
-    /// When we last heard from each peer.
+    /// When we last heard from each peer (as of the last tick, or its link's
+    /// making; see `Conn::heard`).
     heard: HashMap<u32, Instant>,
     lost: HashMap<u32, String>,
     reqs: Slab<Req>,
@@ -395,6 +427,7 @@ pub struct Core<C> {
     /// Ordered frames (`Eager`, `Rts`) sent to / handled from each peer: a link a
     /// peer moved to waits until the count reaches its `Resume`.
     sent_seq: HashMap<u32, u64>,
+    /// (Those handled on connections since closed: see `Core::recv_count`.)
     recv_seq: HashMap<u32, u64>,
     /// Connections waiting at their gate.
     gated: Vec<ConnId>,
@@ -509,26 +542,27 @@ impl<C: LinkIo> Core<C> {
         }
     }
 
+    /// Completes a matched receive whose message is in its buffer (as
+    /// [`Core::complete`], with one look-up: it is on every small message's way).
     fn complete_recv(&mut self, id: ReqId) {
         let Some(req) = self.reqs.get_mut(id) else {
             return;
         };
-        let state = std::mem::replace(&mut req.state, ReqState::Done(Ok(Outcome::Sent)));
-        let out = match state {
-            ReqState::Recv {
-                buf,
-                matched: Some(st),
-                ..
-            } => {
-                let data = buf.into_data();
-                Outcome::Received(st, data)
-            }
-            other => {
-                req.state = other;
-                return;
-            }
+        let ReqState::Recv {
+            buf,
+            matched: Some(st),
+        } = &mut req.state
+        else {
+            return;
         };
-        self.complete(id, Ok(out));
+        let st = *st;
+        let data = std::mem::replace(buf, RecvBuf::Alloc(Vec::new())).into_data();
+        self.completions += 1;
+        if req.detached {
+            self.reqs.remove(id);
+        } else {
+            req.state = ReqState::Done(Ok(Outcome::Received(st, data)));
+        }
     }
 
     /// Whether a request has completed.

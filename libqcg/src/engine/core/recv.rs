@@ -242,6 +242,67 @@ impl<C: LinkIo> Core<C> {
         self.pump(c);
     }
 
+    /// The short way of a small message on a link that carries records (see
+    /// [`LinkIo::peek_frame`]): when the next record is a whole eager message and
+    /// a posted receive takes it, the receive is matched from the record's header
+    /// and its payload copied straight into its buffer, with nothing staged.
+    /// `Some(true)`: one was taken; `Some(false)`: the usual reading must handle
+    /// what is there ([`Core::pump`]); `None`: nothing is there.
+    pub(super) fn take_small(&mut self, c: ConnId) -> Option<bool> {
+        let conn = self.conns.get_mut(c)?;
+        if self.draining
+            || conn.shell_hold
+            || conn.gate.is_some()
+            || !matches!(conn.rx, Rx::Header)
+            || conn.start != conn.end
+        {
+            return Some(false);
+        }
+        let (head, rec) = match conn.io.peek_frame() {
+            Peek::Nothing => return None,
+            Peek::Other => return Some(false),
+            Peek::Frame { head, len } => (head, len),
+        };
+        let peer = conn.peer;
+        // What does not decode, or is not one whole eager message, goes the usual
+        // way (which names a protocol error).
+        let Ok(h) = Header::decode(&head) else {
+            return Some(false);
+        };
+        if h.kind != Kind::Eager || h.len != (rec - HEADER) as u64 {
+            return Some(false);
+        }
+        let env = Envelope {
+            source: peer,
+            tag: h.tag,
+            context: h.context,
+            len: h.len,
+        };
+        let rid = loop {
+            // No receive takes it: the usual way files it as unexpected.
+            let Some((_, rid)) = self.queues.arrive(&env) else {
+                return Some(false);
+            };
+            if !self.too_small(rid, &env) {
+                break rid;
+            }
+        };
+        self.matched(rid, &env);
+        let now = self.now;
+        let Core { conns, reqs, .. } = self;
+        let conn = conns.get_mut(c)?;
+        let dst: &mut [u8] = match reqs.get_mut(rid).map(|r| &mut r.state) {
+            Some(ReqState::Recv { buf, .. }) => &mut buf.slice()[..h.len as usize],
+            _ => &mut [],
+        };
+        conn.io.take_frame(HEADER, dst);
+        conn.heard = now;
+        self.acct.moved += rec as u64;
+        self.complete_recv(rid);
+        self.handled_one(c, peer);
+        Some(true)
+    }
+
     /// Reads connection `c` until it would block or is paused.
     pub(super) fn pump(&mut self, c: ConnId) {
         if self.draining {
@@ -313,9 +374,15 @@ impl<C: LinkIo> Core<C> {
                     return;
                 }
                 Ok((n, want)) => {
-                    self.heard.insert(peer, self.now);
                     self.acct.moved += n as u64;
-                    let hup = self.conns.get(c).is_some_and(|x| x.hup);
+                    let now = self.now;
+                    let hup = match self.conns.get_mut(c) {
+                        Some(x) => {
+                            x.heard = now;
+                            x.hup
+                        }
+                        None => false,
+                    };
                     if n < want && !hup {
                         // Drained for now (a short read on a stream socket); handle
                         // what came and wait for the next readiness. Not when the
@@ -437,19 +504,26 @@ impl<C: LinkIo> Core<C> {
                     let h = Header::decode(&b).map_err(|e| format!("protocol error: {e}"))?;
                     if h.kind.ordered() {
                         if let Some(want) = conn.gate {
-                            if self.recv_seq.get(&peer).copied().unwrap_or(0) < want {
+                            if self.recv_count(peer) < want {
                                 // Messages sent before the move are still on their way.
-                                conn.rx = Rx::Gated;
+                                if let Some(conn) = self.conns.get_mut(c) {
+                                    conn.rx = Rx::Gated;
+                                }
                                 self.gated.push(c);
                                 return Ok(());
                             }
-                            conn.gate = None;
+                            if let Some(conn) = self.conns.get_mut(c) {
+                                conn.gate = None;
+                            }
                         }
                     }
+                    let Some(conn) = self.conns.get_mut(c) else {
+                        return Ok(());
+                    };
                     conn.start += HEADER;
                     self.on_header(c, peer, h)?;
                     if h.kind.ordered() {
-                        self.handled_one(peer);
+                        self.handled_one(c, peer);
                     } else if h.kind == Kind::Moved {
                         self.retire_if_done(c);
                     }

@@ -9,6 +9,53 @@ impl<C: LinkIo> Core<C> {
         self.post_send_mode(dest, tag, context, buf, false, 0)
     }
 
+    /// A blocking send's short way: an eager message to a peer whose link has
+    /// nothing queued is written at once, with no request made. `None` when it
+    /// does not apply (ourselves, a message above the eager limit, a link with a
+    /// queue, a lost peer, a link that takes nothing now): then post it
+    /// ([`Core::post_send`]). What the link does not take at once (a socket or ring
+    /// with less room than the message) is copied and queued: the send is done
+    /// either way, as an eager send is once the engine holds its bytes.
+    pub fn send_now(&mut self, dest: u32, tag: u32, context: u32, data: &[u8]) -> Option<()> {
+        if dest == self.me || data.len() > self.limits.eager {
+            return None;
+        }
+        let c = *self.links.get(&dest)?.first()?;
+        let conn = self.conns.get_mut(c)?;
+        if !conn.out.is_empty() || conn.io.pending() {
+            return None;
+        }
+        let mut h = Header::new(Kind::Eager);
+        h.tag = tag;
+        h.context = context;
+        h.len = data.len() as u64;
+        let head = h.encode();
+        let n = match conn
+            .io
+            .write_vectored(&[IoSlice::new(&head), IoSlice::new(data)])
+        {
+            Ok(n) if n > 0 => n,
+            // Full, or failing: the usual way queues it, or fails the peer naming why.
+            _ => return None,
+        };
+        conn.last_tx = self.now;
+        self.acct.moved += n as u64;
+        *self.sent_seq.entry(dest).or_default() += 1;
+        let whole = HEADER + data.len();
+        if n < whole {
+            conn.out.push_back(Out {
+                head,
+                body: Some(SendBuf::Owned(data.to_vec())),
+                off: n,
+                req: None,
+            });
+        } else if !conn.io.pending() {
+            return Some(());
+        }
+        self.flush(c);
+        Some(())
+    }
+
     /// Posts a send that goes at once up to `allowance` bytes above the eager limit
     /// (a collective's flit, sized by its model to the limit, carries the call's
     /// signature at its head).

@@ -708,3 +708,38 @@ fn a_protocol_error_on_one_of_two_links_closes_that_link_only() {
     assert_eq!((st.source, st.tag, d), (0, 4, vec![5; 20]));
     assert!(a.conn_ids().contains(&p));
 }
+
+/// A blocking send's short way (`send_now`) writes what the link takes at once and
+/// queues the rest; sends that follow keep their order behind it, whichever way
+/// they go, and it steps aside where it does not apply.
+#[test]
+fn sends_written_at_once_keep_their_order_with_queued_ones() {
+    let (mut a, mut b, _) = pair(limits(100, 1 << 20), 40);
+    // To ourselves, and above the eager limit: the usual way.
+    assert!(a.send_now(0, 1, 0, b"me").is_none());
+    assert!(a.send_now(1, 1, 0, &[7u8; 101]).is_none());
+    // A header (24 bytes) and 30 bytes: 40 go now, 14 are queued.
+    let first: Vec<u8> = (0..30).collect();
+    assert_eq!(a.send_now(1, 1, 0, &first), Some(()));
+    // Something is queued: the next one goes the usual way, behind it.
+    assert!(a.send_now(1, 2, 0, b"second").is_none());
+    let second = a.post_send(1, 2, 0, SendBuf::Owned(b"second".to_vec()));
+    settle(&mut a, &mut b);
+    assert!(matches!(a.take(second), Some(Ok(Outcome::Sent))));
+    // The queue is empty again: written at once, whole.
+    assert_eq!(a.send_now(1, 3, 0, b"third"), Some(()));
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        settle(&mut a, &mut b);
+        let (st, data) = received(b.take(r));
+        got.push((st.tag, data));
+    }
+    assert_eq!(
+        got,
+        vec![(1, first), (2, b"second".to_vec()), (3, b"third".to_vec())]
+    );
+    // A lost peer: the usual way, which fails the send naming it.
+    a.fail_peer(1, "gone");
+    assert!(a.send_now(1, 4, 0, b"late").is_none());
+}
