@@ -1220,37 +1220,7 @@ mod tests {
     #[test]
     fn a_job_on_a_node_away_past_the_grace_fails_in_virtual_time() {
         let t0 = Instant::now();
-        let mut core = Core::default();
-        core.handle(
-            Input::Frontal {
-                cluster: None,
-                req: Request::RegisterCluster(cluster("c0", Policy::Open)),
-            },
-            t0,
-        );
-        core.handle(
-            Input::FrontalUp {
-                cluster: "c0".into(),
-            },
-            t0,
-        );
-        let q = LinkQuality {
-            latency_ms: 0.1,
-            bandwidth_mbps: 1000.0,
-        };
-        let nodes = |n: usize| Request::ClusterNodes {
-            nodes: (0..n)
-                .map(|_| qcg_proto::NodeSpec {
-                    name: "c0-n0".into(),
-                    slots: 2,
-                    cpu_speed_mhz: 2000.0,
-                    memory_mib: 4096.0,
-                    submitters: None,
-                })
-                .collect(),
-            internal: q,
-        };
-        core.handle(frontal("c0", nodes(1)), t0);
+        let mut core = one_node(t0);
         let (answer, out) = core.handle(
             Input::Submit {
                 id: "j".into(),
@@ -1279,7 +1249,14 @@ mod tests {
         let state = |core: &Core| core.book.jobs.get("j").unwrap().state.clone();
         assert_eq!(state(&core), crate::jobs::JobState::Running);
         // Its helper goes away: the frontal reports the node no more.
-        core.handle(frontal("c0", nodes(0)), t0);
+        let none = Request::ClusterNodes {
+            nodes: Vec::new(),
+            internal: LinkQuality {
+                latency_ms: 0.1,
+                bandwidth_mbps: 1000.0,
+            },
+        };
+        core.handle(frontal("c0", none), t0);
         core.handle(Input::Tick, t0);
         let grace = core.lost_node_grace;
         let (_, out) = core.handle(Input::Tick, t0 + grace - Duration::from_millis(1));

@@ -15,7 +15,7 @@ use qcg_grid::services::{
     forged_child, shown, test_child_args, Cluster, Node, OtherUser, ServiceGrid, NOBODY,
 };
 
-use qcg_proto::{AccessPoint, ProcName, Request, Response};
+use qcg_proto::{Request, Response};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -48,24 +48,6 @@ fn as_nobody(reqs: &[(PathBuf, Request)]) -> Vec<String> {
         .ask(reqs, &test_child_args("hijack_child"))
         .unwrap();
     answers.iter().map(shown).collect()
-}
-
-fn register(job: &str, rank: u32, cluster: &str, node: &str, port: u16) -> Request {
-    Request::Register(AccessPoint {
-        process: ProcName::new(job, rank),
-        cluster: cluster.into(),
-        node: node.into(),
-        private_addr: "127.0.0.1".parse().unwrap(),
-        public_addr: None,
-        port,
-    })
-}
-
-fn lookup(job: &str, from: u32, target: u32) -> Request {
-    Request::Lookup {
-        from: ProcName::new(job, from),
-        target: ProcName::new(job, target),
-    }
 }
 
 struct Grid {

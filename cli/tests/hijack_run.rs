@@ -18,7 +18,7 @@ use qcg_grid::services::{
     forged_child, shown, test_child_args, tls_fields, Cluster, Node, OtherUser, ServiceGrid, NOBODY,
 };
 
-use qcg_proto::{AccessPoint, ProcName, Request, Response};
+use qcg_proto::{ProcName, Request, Response};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -61,24 +61,6 @@ fn as_user(user: OtherUser, reqs: &[(PathBuf, Request)]) -> Vec<String> {
         .ask(reqs, &test_child_args("hijack_run_child"))
         .unwrap();
     answers.iter().map(shown).collect()
-}
-
-fn register(job: &str, rank: u32, cluster: &str, node: &str, port: u16) -> Request {
-    Request::Register(AccessPoint {
-        process: ProcName::new(job, rank),
-        cluster: cluster.into(),
-        node: node.into(),
-        private_addr: "127.0.0.1".parse().unwrap(),
-        public_addr: None,
-        port,
-    })
-}
-
-fn lookup(job: &str, from: u32, target: u32) -> Request {
-    Request::Lookup {
-        from: ProcName::new(job, from),
-        target: ProcName::new(job, target),
-    }
 }
 
 /// `orsay` (nodes orsay-1 and orsay-2) and `rennes` (node rennes-1), all open; every

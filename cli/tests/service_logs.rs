@@ -13,7 +13,7 @@ mod common;
 use common::*;
 
 use qcg_grid::services::{accounts_here, tls_fields, Cluster, Node, ServiceError, ServiceGrid};
-use qcg_proto::{AccessPoint, ErrorKind, ProcName, Request, Response};
+use qcg_proto::{ErrorKind, Response};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -69,17 +69,6 @@ fn said_nothing_else_at_start(g: &ServiceGrid, service: &str, ready: &str) {
         "{service} logged more than its one start-up line at info:\n{}",
         info.join("\n")
     );
-}
-
-fn register(rank: u32, node: &str) -> Request {
-    Request::Register(AccessPoint {
-        process: ProcName::new("spans-job", rank),
-        cluster: "alpha".into(),
-        node: node.into(),
-        private_addr: [127, 0, 0, 1].into(),
-        public_addr: None,
-        port: 9,
-    })
 }
 
 #[test]
@@ -185,9 +174,9 @@ fn a_requests_log_lines_name_its_peer_its_kind_and_its_job() {
 
     // A registration the grid takes, and one the helper refuses (it names
     // another node than the helper's).
-    let ok = ask(&socket, &register(0, "a1")).unwrap();
+    let ok = ask(&socket, &register("spans-job", 0, "alpha", "a1", 9)).unwrap();
     assert_eq!(ok, Response::Ok);
-    let refused = ask(&socket, &register(1, "b9")).unwrap();
+    let refused = ask(&socket, &register("spans-job", 1, "alpha", "b9", 9)).unwrap();
     assert!(
         matches!(&refused, Response::Error(e) if e.kind == ErrorKind::Forbidden),
         "{refused:?}"

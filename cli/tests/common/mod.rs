@@ -149,3 +149,23 @@ pub fn ask(socket: &Path, req: &qcg_proto::Request) -> std::io::Result<qcg_proto
         buf.extend_from_slice(&chunk[..n]);
     }
 }
+
+/// A process's registration (port `port` on 127.0.0.1), as a helper receives it.
+pub fn register(job: &str, rank: u32, cluster: &str, node: &str, port: u16) -> qcg_proto::Request {
+    qcg_proto::Request::Register(qcg_proto::AccessPoint {
+        process: qcg_proto::ProcName::new(job, rank),
+        cluster: cluster.into(),
+        node: node.into(),
+        private_addr: "127.0.0.1".parse().unwrap(),
+        public_addr: None,
+        port,
+    })
+}
+
+/// Rank `from`'s lookup of rank `target` of `job`.
+pub fn lookup(job: &str, from: u32, target: u32) -> qcg_proto::Request {
+    qcg_proto::Request::Lookup {
+        from: qcg_proto::ProcName::new(job, from),
+        target: qcg_proto::ProcName::new(job, target),
+    }
+}
