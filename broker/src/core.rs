@@ -881,6 +881,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::tests::cluster;
     use qcg_proto::{AccessPoint, LocalUser, Notice, Policy, ProcName, Technique};
 
     /// The first process of `job` the registry holds, if any.
@@ -890,15 +891,6 @@ mod tests {
             .into_iter()
             .map(|a| a.process)
             .find(|p| p.job == job)
-    }
-
-    fn cluster(name: &str, policy: Policy) -> ClusterConfig {
-        ClusterConfig {
-            name: name.into(),
-            policy,
-            nat: qcg_proto::Nat::None,
-            public_address: None,
-        }
     }
 
     fn ap(job: &str, rank: u32, cluster: &str) -> AccessPoint {

@@ -1230,11 +1230,12 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use qcg_proto::Policy;
 
-    fn cluster(name: &str, policy: Policy) -> ClusterConfig {
+    /// A cluster of `policy`, no NAT, no public address.
+    pub(crate) fn cluster(name: &str, policy: Policy) -> ClusterConfig {
         ClusterConfig {
             name: name.into(),
             policy,
