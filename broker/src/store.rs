@@ -487,20 +487,7 @@ impl Store {
         &self,
         wanted: impl Fn(&JobRecord) -> bool,
     ) -> Result<Vec<JobRecord>, StoreError> {
-        let tx = self.db.begin_read().map_err(|e| self.err(e))?;
-        let t = tx.open_table(JOBS).map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        for entry in t.iter().map_err(|e| self.err(e))? {
-            let (_, v) = entry.map_err(|e| self.err(e))?;
-            let Ok(mut r) = serde_json::from_slice::<JobRecord>(v.value()) else {
-                continue;
-            };
-            if r.state.is_terminal() && wanted(&r) {
-                r.profile = String::new();
-                out.push(r);
-            }
-        }
-        Ok(out)
+        self.finished_page(None, usize::MAX, wanted)
     }
 
     /// At most `limit` stored records of finished jobs that `wanted` keeps (without
