@@ -47,6 +47,9 @@ pub const EAGER_LIMIT: &str = "QCG_EAGER_LIMIT";
 pub const UNEXPECTED_LIMIT: &str = "QCG_UNEXPECTED_LIMIT";
 /// Seconds of silence after which a peer is lost (default 30).
 pub const LIVENESS: &str = "QCG_LIVENESS";
+/// `0` leaves glibc's malloc as it comes; otherwise (the default) `MPI_Init` keeps
+/// freed memory of up to 64 MiB in the process rather than handing it back at once.
+pub const KEEP_MEMORY: &str = "QCG_KEEP_MEMORY";
 /// The longest a waiting call polls before it sleeps, in µs (default 1000).
 pub const SPIN_US: &str = "QCG_SPIN_US";
 /// Links between ranks of one node: shared memory, large messages copied once

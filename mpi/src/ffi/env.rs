@@ -34,6 +34,7 @@ fn init(level: c_int) -> Result<c_int, MpiError> {
             crate::agree::EAGER_LIMIT.to_string(),
         );
     }
+    keep_memory();
     let world = qcg::init()?;
     let size = world.size();
     let mut st = State::new(world, provided)?;
@@ -47,6 +48,25 @@ fn init(level: c_int) -> Result<c_int, MpiError> {
         return Err(MpiError::new(Class::Intern, "atexit failed"));
     }
     Ok(provided)
+}
+
+/// Asks glibc's malloc to keep freed memory (up to 64 MiB at the top of the heap,
+/// blocks up to 32 MiB taken from the heap rather than mapped alone), unless
+/// `QCG_KEEP_MEMORY=0`. Collectives on large messages allocate and free buffers of
+/// the message's size at every call; with glibc's defaults each free above a few
+/// MiB went back to the kernel and the next call faulted every page in again,
+/// zeroed: page faults and zeroing were a third of the CPU of 16 ranks' 1 MiB
+/// allreduce, which took half the time with memory kept. MVAPICH2 and Open MPI
+/// (when it keeps memory registered) turn the same two knobs.
+fn keep_memory() {
+    if std::env::var(qcg::env::vars::KEEP_MEMORY).is_ok_and(|v| v == "0") {
+        return;
+    }
+    // SAFETY: mallopt only sets glibc's malloc parameters.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
 }
 
 #[no_mangle]
