@@ -161,23 +161,27 @@ impl Layout {
     }
 
     /// This rank's packed data (`n` elements) in chunks, each with its trailer.
+    /// Written once, not zeroed first: a chunk's bytes are its elements, zeros for
+    /// the last chunk's missing ones, then the trailer.
     pub fn pack(&self, data: &[u8], me: u32, sig: Sig) -> Vec<u8> {
-        let mut out = vec![0u8; self.chunks() * self.chunk()];
+        let mut out = Vec::with_capacity(self.chunks() * self.chunk());
         let seen = Seen {
             sig,
             rank: me,
             ranks: 1,
         };
-        for (i, c) in out.chunks_exact_mut(self.chunk()).enumerate() {
+        for i in 0..self.chunks() {
             let first = i * self.per;
             let k = self.per.min(self.n - first);
-            c[..k * self.elem].copy_from_slice(&data[first * self.elem..(first + k) * self.elem]);
+            out.extend_from_slice(&data[first * self.elem..(first + k) * self.elem]);
+            let at = out.len() + (self.per - k) * self.elem;
+            out.resize(at + TRAILER, 0);
             Trailer {
                 lo: seen,
                 hi: seen,
                 count: k as u32,
             }
-            .write(&mut c[self.per * self.elem..]);
+            .write(&mut out[at..]);
         }
         out
     }
@@ -217,6 +221,23 @@ impl Layout {
             }
         }
         (data, first)
+    }
+
+    /// [`Layout::unpack`] into `dst` (as many bytes as both hold): the elements
+    /// copied once, where the caller wants them.
+    pub fn unpack_into(&self, out: &[u8], dst: &mut [u8]) -> Option<Trailer> {
+        let mut first = None;
+        let mut at = 0;
+        for (i, c) in out.chunks_exact(self.chunk()).enumerate() {
+            let k = self.per.min(self.n - i * self.per) * self.elem;
+            let k = k.min(dst.len().saturating_sub(at));
+            dst[at..at + k].copy_from_slice(&c[..k]);
+            at += k;
+            if i == 0 {
+                first = Some(Trailer::read(&c[self.per * self.elem..]));
+            }
+        }
+        first
     }
 }
 

@@ -10,7 +10,7 @@
 use super::inter;
 use crate::agree;
 use crate::error::{Class, MpiError};
-use crate::ffi::{call, in_bytes, ints, put, write_packed, IN_PLACE};
+use crate::ffi::{call, in_bytes, ints, out_span, put, write_packed, IN_PLACE};
 use crate::state::{self, count, root, OpKind, COMM_WORLD};
 use crate::types::{self, TypeInfo};
 use libc::{c_int, c_void};
@@ -220,6 +220,61 @@ pub(super) fn checked_reduction(
     f: &Combine,
     commute: bool,
 ) -> Result<Option<Vec<u8>>, MpiError> {
+    let Some((out, layout)) = reduce_chunks(c, root, data, t, op, f, commute)? else {
+        return Ok(None);
+    };
+    let (result, trailer) = layout.unpack(&out);
+    check_trailer(name, trailer)?;
+    Ok(Some(result))
+}
+
+/// [`checked_reduction`] with the result written into the caller's `recvbuf` of
+/// `n` elements of `t` (where this rank gets one): elements of a contiguous type
+/// are copied from the chunks straight there. `data` is dropped first (it may
+/// borrow `recvbuf`, for `MPI_IN_PLACE`).
+///
+/// # Safety
+/// `recvbuf` holds `n` elements of `t` where this rank gets the result.
+pub(super) unsafe fn reduce_into(
+    c: &Ctx,
+    name: &str,
+    root: Option<u32>,
+    data: Cow<'_, [u8]>,
+    t: &TypeInfo,
+    op: c_int,
+    f: &Combine,
+    commute: bool,
+    recvbuf: *mut c_void,
+    n: usize,
+) -> Result<(), MpiError> {
+    let reduced = reduce_chunks(c, root, &data, t, op, f, commute)?;
+    drop(data);
+    let Some((out, layout)) = reduced else {
+        return Ok(());
+    };
+    if t.is_contiguous() {
+        // SAFETY: passed on from the caller.
+        let dst = unsafe { out_span(recvbuf, n, t)? };
+        check_trailer(name, layout.unpack_into(&out, dst))
+    } else {
+        let (result, trailer) = layout.unpack(&out);
+        check_trailer(name, trailer)?;
+        // SAFETY: passed on from the caller.
+        unsafe { write_packed(recvbuf, n, t, &result) }
+    }
+}
+
+/// The reduction of `data` in chunks with their trailers, and their layout (at
+/// `root` only, or everywhere).
+fn reduce_chunks(
+    c: &Ctx,
+    root: Option<u32>,
+    data: &[u8],
+    t: &TypeInfo,
+    op: c_int,
+    f: &Combine,
+    commute: bool,
+) -> Result<Option<(Vec<u8>, agree::Layout)>, MpiError> {
     let opsig = match state::with(|s| s.op(op))? {
         OpKind::Predefined(_) => op as u32,
         OpKind::User { .. } => agree::USER_OP,
@@ -242,8 +297,11 @@ pub(super) fn checked_reduction(
                 .allreduce_bytes(&input, layout.chunk(), commute, &g)?,
         ),
     };
-    let Some(out) = out else { return Ok(None) };
-    let (result, trailer) = layout.unpack(&out);
+    Ok(out.map(|o| (o, layout)))
+}
+
+/// Whether the ranks agreed on the call, as the result's first trailer says.
+fn check_trailer(name: &str, trailer: Option<agree::Trailer>) -> Result<(), MpiError> {
     if let Some(t) = trailer {
         agree::verdict(name, &t, &|h| {
             types::Op::from_handle(h as c_int).map_or_else(
@@ -252,7 +310,7 @@ pub(super) fn checked_reduction(
             )
         })?;
     }
-    Ok(Some(result))
+    Ok(())
 }
 
 fn combine_all(f: &Combine, size: usize, acc: &mut [u8], other: &[u8]) {
@@ -359,11 +417,7 @@ pub unsafe extern "C" fn PMPI_Reduce(
             } else {
                 in_bytes(sendbuf, n, &t)?
             };
-            if let Some(out) =
-                checked_reduction(&c, "MPI_Reduce", Some(r), &data, &t, op, &f, commute)?
-            {
-                write_packed(recvbuf, n, &t, &out)?;
-            }
+            reduce_into(&c, "MPI_Reduce", Some(r), data, &t, op, &f, commute, recvbuf, n)?;
         }
         Ok(())
     })
@@ -393,9 +447,7 @@ pub unsafe extern "C" fn PMPI_Allreduce(
         // SAFETY: the caller's buffers of `n` elements.
         unsafe {
             let data = reduce_input(sendbuf, recvbuf, n, &t)?;
-            let out = checked_reduction(&c, "MPI_Allreduce", None, &data, &t, op, &f, commute)?
-                .unwrap_or_default();
-            write_packed(recvbuf, n, &t, &out)?;
+            reduce_into(&c, "MPI_Allreduce", None, data, &t, op, &f, commute, recvbuf, n)?;
         }
         Ok(())
     })
