@@ -898,13 +898,29 @@ impl Rounds<'_> {
                         .get(*buf)
                         .and_then(|d| d.get(range.clone()))
                         .ok_or_else(|| self.err("a send outside its buffer".into()))?;
+                    let tag = (seq << SEQ_SHIFT) | tag;
+                    // Written from the schedule's buffer into a link that has
+                    // nothing queued (shared memory's ring, or the socket); else
+                    // copied behind the signature and posted.
+                    let now = self.comm.inner.engine.core().send_now_parts(
+                        g,
+                        tag,
+                        self.ctx,
+                        &self.header,
+                        body,
+                        HEADER,
+                    );
+                    if now.is_some() {
+                        self.comm.count_sent(g, HEADER + body.len());
+                        continue;
+                    }
                     let mut data = Vec::with_capacity(HEADER + body.len());
                     data.extend_from_slice(&self.header);
                     data.extend_from_slice(body);
                     self.comm.count_sent(g, data.len());
                     let id = self.comm.inner.engine.core().post_send_allowing(
                         g,
-                        (seq << SEQ_SHIFT) | tag,
+                        tag,
                         self.ctx,
                         SendBuf::Owned(data),
                         HEADER,

@@ -417,7 +417,18 @@ pub unsafe extern "C" fn PMPI_Reduce(
             } else {
                 in_bytes(sendbuf, n, &t)?
             };
-            reduce_into(&c, "MPI_Reduce", Some(r), data, &t, op, &f, commute, recvbuf, n)?;
+            reduce_into(
+                &c,
+                "MPI_Reduce",
+                Some(r),
+                data,
+                &t,
+                op,
+                &f,
+                commute,
+                recvbuf,
+                n,
+            )?;
         }
         Ok(())
     })
@@ -447,7 +458,18 @@ pub unsafe extern "C" fn PMPI_Allreduce(
         // SAFETY: the caller's buffers of `n` elements.
         unsafe {
             let data = reduce_input(sendbuf, recvbuf, n, &t)?;
-            reduce_into(&c, "MPI_Allreduce", None, data, &t, op, &f, commute, recvbuf, n)?;
+            reduce_into(
+                &c,
+                "MPI_Allreduce",
+                None,
+                data,
+                &t,
+                op,
+                &f,
+                commute,
+                recvbuf,
+                n,
+            )?;
         }
         Ok(())
     })

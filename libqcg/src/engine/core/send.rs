@@ -17,7 +17,24 @@ impl<C: LinkIo> Core<C> {
     /// with less room than the message) is copied and queued: the send is done
     /// either way, as an eager send is once the engine holds its bytes.
     pub fn send_now(&mut self, dest: u32, tag: u32, context: u32, data: &[u8]) -> Option<()> {
-        if dest == self.me || data.len() > self.limits.eager {
+        self.send_now_parts(dest, tag, context, &[], data, 0)
+    }
+
+    /// [`Core::send_now`] of the message `prefix` then `body`, written from where
+    /// they lie (a collective's signature and its flit, in the schedule's buffer),
+    /// up to `allowance` bytes above the eager limit as [`Core::post_send_allowing`].
+    /// What the link does not take at once is copied and queued.
+    pub fn send_now_parts(
+        &mut self,
+        dest: u32,
+        tag: u32,
+        context: u32,
+        prefix: &[u8],
+        body: &[u8],
+        allowance: usize,
+    ) -> Option<()> {
+        let len = prefix.len() + body.len();
+        if dest == self.me || len > self.limits.eager + allowance {
             return None;
         }
         let c = *self.links.get(&dest)?.first()?;
@@ -28,12 +45,13 @@ impl<C: LinkIo> Core<C> {
         let mut h = Header::new(Kind::Eager);
         h.tag = tag;
         h.context = context;
-        h.len = data.len() as u64;
+        h.len = len as u64;
         let head = h.encode();
-        let n = match conn
-            .io
-            .write_vectored(&[IoSlice::new(&head), IoSlice::new(data)])
-        {
+        let n = match conn.io.write_vectored(&[
+            IoSlice::new(&head),
+            IoSlice::new(prefix),
+            IoSlice::new(body),
+        ]) {
             Ok(n) if n > 0 => n,
             // Full, or failing: the usual way queues it, or fails the peer naming why.
             _ => return None,
@@ -41,12 +59,25 @@ impl<C: LinkIo> Core<C> {
         conn.last_tx = self.now;
         self.acct.moved += n as u64;
         *self.sent_seq.entry(dest).or_default() += 1;
-        let whole = HEADER + data.len();
+        let whole = HEADER + len;
         if n < whole {
+            // The rest, from the first byte the link did not take (the frame's own
+            // header is resent from `off` as usual).
+            let data = if n <= HEADER {
+                [prefix, body].concat()
+            } else {
+                let k = n - HEADER;
+                if k < prefix.len() {
+                    [&prefix[k..], body].concat()
+                } else {
+                    body[k - prefix.len()..].to_vec()
+                }
+            };
+            let off = if n <= HEADER { n } else { HEADER };
             conn.out.push_back(Out {
                 head,
-                body: Some(SendBuf::Owned(data.to_vec())),
-                off: n,
+                body: Some(SendBuf::Owned(data)),
+                off,
                 req: None,
             });
         } else if !conn.io.pending() {

@@ -743,3 +743,26 @@ fn sends_written_at_once_keep_their_order_with_queued_ones() {
     a.fail_peer(1, "gone");
     assert!(a.send_now(1, 4, 0, b"late").is_none());
 }
+
+/// `send_now_parts` (a collective's signature, then its flit where it lies) sends
+/// the two parts as one message wherever the link cuts them: inside the frame's
+/// header, inside the prefix, inside the body, or not at all; the allowance lets a
+/// message pass the eager limit by that much only.
+#[test]
+fn a_message_sent_from_two_parts_arrives_whole_wherever_the_link_cuts_it() {
+    let prefix: Vec<u8> = (100..124).collect();
+    let body: Vec<u8> = (0..60).collect();
+    let whole = [prefix.as_slice(), body.as_slice()].concat();
+    for cap in [1, 10, 24, 30, 47, 48, 49, 60, 100, 108, 200] {
+        let (mut a, mut b, _) = pair(limits(70, 1 << 20), cap);
+        assert!(a.send_now_parts(1, 5, 0, &prefix, &body, 0).is_none());
+        assert!(a
+            .send_now_parts(1, 5, 0, &prefix, &body[..70 - 24 + 1], 0)
+            .is_none());
+        assert_eq!(a.send_now_parts(1, 5, 0, &prefix, &body, 14), Some(()));
+        let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        settle(&mut a, &mut b);
+        let (st, data) = received(b.take(r));
+        assert_eq!((st.tag, &data), (5, &whole), "link of {cap} bytes");
+    }
+}
