@@ -80,6 +80,9 @@ pub struct NodeArgs {
     /// Leave out the collectives.
     #[arg(long)]
     pub skip_coll: bool,
+    /// Leave out the two ranks' latency and bandwidth (the collectives only).
+    #[arg(long)]
+    pub skip_p2p: bool,
     /// Leave out Open MPI (qcg's figures only; no mpicc needed).
     #[arg(long)]
     pub no_mpi: bool,
@@ -346,6 +349,10 @@ pub fn run(a: &NodeArgs) -> anyhow::Result<()> {
         "--iters, --trials and --window must be at least 1"
     );
     anyhow::ensure!(
+        !(a.skip_coll && a.skip_p2p),
+        "--skip-coll with --skip-p2p measures nothing"
+    );
+    anyhow::ensure!(
         a.skip_coll || (a.coll_ranks >= 2 && a.coll_max >= 8 && a.coll_iters >= 1),
         "--coll-ranks must be at least 2, --coll-max at least 8 and --coll-iters at least 1 (or pass --skip-coll)"
     );
@@ -403,20 +410,22 @@ pub fn run(a: &NodeArgs) -> anyhow::Result<()> {
     let tcp = ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"];
     for round in 1..=a.rounds.max(1) {
         let r = format!("round {round} of {}", a.rounds.max(1));
-        eprintln!("# {r}: two ranks, qcg (busy-polling)");
-        let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, None)?;
-        expect_figures(parse_into(&t, QCG, &mut f), "qcg run -n 2 osu_p2p", &t)?;
-        if let Some(p2p_ompi) = &p2p_ompi {
-            eprintln!("# {r}: two ranks, Open MPI defaults (shared memory)");
-            let t = mpirun(2, cores, &[], p2p_ompi, &p2p_args, &dir.join("sm.out"))?;
-            expect_figures(parse_into(&t, OMPI_SM, &mut f), "mpirun osu_p2p", &t)?;
-            eprintln!("# {r}: two ranks, Open MPI over TCP");
-            let t = mpirun(2, cores, &tcp, p2p_ompi, &p2p_args, &dir.join("tcp.out"))?;
-            expect_figures(parse_into(&t, OMPI_TCP, &mut f), "mpirun (tcp) osu_p2p", &t)?;
+        if !a.skip_p2p {
+            eprintln!("# {r}: two ranks, qcg (busy-polling)");
+            let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, None)?;
+            expect_figures(parse_into(&t, QCG, &mut f), "qcg run -n 2 osu_p2p", &t)?;
+            if let Some(p2p_ompi) = &p2p_ompi {
+                eprintln!("# {r}: two ranks, Open MPI defaults (shared memory)");
+                let t = mpirun(2, cores, &[], p2p_ompi, &p2p_args, &dir.join("sm.out"))?;
+                expect_figures(parse_into(&t, OMPI_SM, &mut f), "mpirun osu_p2p", &t)?;
+                eprintln!("# {r}: two ranks, Open MPI over TCP");
+                let t = mpirun(2, cores, &tcp, p2p_ompi, &p2p_args, &dir.join("tcp.out"))?;
+                expect_figures(parse_into(&t, OMPI_TCP, &mut f), "mpirun (tcp) osu_p2p", &t)?;
+            }
+            eprintln!("# {r}: two ranks, qcg sleeping (QCG_SPIN_US=0)");
+            let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, Some("0"))?;
+            expect_figures(parse_into(&t, QCG_SLEEPING, &mut f), "qcg run osu_p2p", &t)?;
         }
-        eprintln!("# {r}: two ranks, qcg sleeping (QCG_SPIN_US=0)");
-        let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, Some("0"))?;
-        expect_figures(parse_into(&t, QCG_SLEEPING, &mut f), "qcg run osu_p2p", &t)?;
         let Some((coll_qcg, coll_ompi)) = &coll else {
             continue;
         };
