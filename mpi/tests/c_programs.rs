@@ -269,6 +269,34 @@ fn errors_are_returned_under_errors_return() -> Result<()> {
     Ok(())
 }
 
+/// Under `MPI_ERRORS_RETURN` the program gets only the class; what was wrong goes to
+/// the log at debug level, naming the call, the rank and the cause.
+#[test]
+fn a_returned_error_is_logged_at_debug_with_its_cause() -> Result<()> {
+    let exe = build(Path::new(MPICC), "errors", "qcg-log")?;
+    let o = Command::new(qcg()?)
+        .env_remove("LD_LIBRARY_PATH")
+        .env("QCG_LOG", "qcgmpi=debug")
+        .args(["run", "-n", "2", "--timeout", "120", "--"])
+        .arg(&exe)
+        .output()?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(
+        o.status.success(),
+        "errors under qcg ({}):\n{err}",
+        o.status
+    );
+    let said = err
+        .lines()
+        .filter(|l| l.contains(r#"call="MPI_Recv""#) && l.contains("MPI_ERR_RANK: rank 5"))
+        .count();
+    ensure!(
+        said == 2,
+        "each rank's MPI_Recv from rank 5 logged once:\n{err}"
+    );
+    Ok(())
+}
+
 fn failed_run(mode: &str) -> Result<String> {
     static EXE: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
     let exe = EXE

@@ -129,6 +129,11 @@ fn fail(name: &str, comm: c_int, e: MpiError) -> c_int {
     let handler = state::lock()
         .as_ref()
         .map_or(state::ERRORS_ARE_FATAL, |s| s.errhandler(comm));
+    if handler != state::ERRORS_ARE_FATAL {
+        // The program gets only the class: what was wrong (which rank, which link)
+        // is said here, for `QCG_LOG=qcgmpi=debug` to show.
+        tracing::debug!(call = name, on = %rank_text(), class = e.class as c_int, error = %e, "an MPI call failed; the program's error handler takes it");
+    }
     if handler == ERRORS_RETURN {
         return e.class as c_int;
     }
