@@ -1,4 +1,7 @@
 //! `qcg`: the user's command line.
+// The commands' doc comments are their --help texts, which name JobProfile elements
+// as `<workingDirectory>`: rustdoc would read those as HTML tags.
+#![allow(rustdoc::invalid_html_tags)]
 
 use clap::{Args, Parser, Subcommand};
 use qcg_cli::{mpiargs, submit};

@@ -2,7 +2,7 @@
 //! allgather, alltoall, barrier, and `split`.
 //!
 //! Every call shape gets this rank's schedule from [`qcg_coll::schedule_for`] once (the
-//! communicator keeps it) and runs it on the engine in rounds (see [`Rounds`]): sends
+//! communicator keeps it) and runs it on the engine in rounds (see `Rounds`): sends
 //! never wait (to several peers at once), receives are posted early and match on
 //! (source, tag) inside a context of their own, so collective traffic never meets user
 //! messages. The

@@ -48,7 +48,7 @@ pub use mailbox::Message;
 pub use request::{test_all, wait_all, wait_any, Completer, Completion, Request, Status};
 
 /// Joins the job this process was started for, from its environment (see
-/// [`env`]). Also installs a logger on stderr (level from `QCG_LOG`, default `warn`)
+/// [`mod@env`]). Also installs a logger on stderr (level from `QCG_LOG`, default `warn`)
 /// unless the program installed its own, so that dropped strangers and broken links
 /// are reported.
 pub fn init() -> Result<Comm> {

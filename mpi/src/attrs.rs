@@ -3,7 +3,7 @@
 //!
 //! Pure bookkeeping: the callbacks are C functions, and calling them is `ffi`'s
 //! business (always with the state unlocked, since a callback may call MPI). So the
-//! operations here return what is to be called ([`Copy`], [`Delete`]) instead of
+//! operations here return what is to be called ([`struct@Copy`], [`Delete`]) instead of
 //! calling it.
 
 use crate::error::{Class, MpiError};

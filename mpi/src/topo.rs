@@ -94,7 +94,7 @@ fn err(class: Class, msg: impl Into<String>) -> MpiError {
 /// non-increasing order; positive entries are kept. Fails with `MPI_ERR_DIMS` when
 /// an entry is negative or the positive entries do not divide `nnodes`.
 ///
-/// The split is Open MPI's (see [`balanced`]), so that a program gets the same
+/// The split is Open MPI's (see `balanced`), so that a program gets the same
 /// grid under both.
 pub fn dims_create(nnodes: i32, dims: &[i32]) -> Result<Vec<i32>, MpiError> {
     if nnodes < 0 {

@@ -1,7 +1,7 @@
 //! What qcg processes and services say to one another: the control-plane messages
 //! ([`msg`]), the length-prefixed, versioned frames that carry them ([`frame`]), the
 //! resource types they share with the scheduler ([`topo`]), and the job environment
-//! every launcher sets and libqcg reads ([`env`], with the rank groups' encoding in
+//! every launcher sets and libqcg reads ([`mod@env`], with the rank groups' encoding in
 //! [`groups`]).
 //!
 //! Pure data and codecs: no runtime, no TLS, no XML. libqcg, which every user

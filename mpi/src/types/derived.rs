@@ -1,6 +1,6 @@
 //! Derived datatypes (MPI 3.1 §4.1): each constructor checks its arguments and
 //! records them as an [`Envelope`]; [`placements`] turns an envelope into the old
-//! types' elements and where they go, and [`derive`] compiles those into runs,
+//! types' elements and where they go, and [`derive()`] compiles those into runs,
 //! bounds and extents. The same placements give the reference type map
 //! ([`TypeInfo::type_map`]) that the runs are tested against.
 //!
