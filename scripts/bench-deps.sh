@@ -2,6 +2,7 @@
 # Reference tools the benchmarks run beside qcg: NPtcp (Debian netpipe-tcp) for netpipe,
 # Open MPI with mpicc (openmpi-bin, libopenmpi-dev) for coll --lab. Run as root.
 set -euo pipefail
+. "$(dirname "$0")/apt.sh"
 missing=()
 command -v NPtcp >/dev/null || missing+=(netpipe-tcp)
 command -v mpirun >/dev/null || missing+=(openmpi-bin)
@@ -11,7 +12,6 @@ if [ ${#missing[@]} -gt 0 ]; then
         echo "bench-deps.sh: missing ${missing[*]}: run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
         exit 1
     fi
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt_install "${missing[@]}"
 fi
 command -v NPtcp mpirun mpicc

@@ -2,6 +2,7 @@
 # Installs what qcg-lab and its tests need, as root: ip and tc (iproute2), nft (nftables),
 # kill (procps), and the TUN device. Does nothing when all is there; safe to run again.
 set -euo pipefail
+. "$(dirname "$0")/apt.sh"
 export PATH="$PATH:/usr/sbin:/sbin"
 missing=()
 command -v ip >/dev/null || missing+=(iproute2)
@@ -14,8 +15,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         exit 1
     fi
     echo "lab-deps.sh: installing ${missing[*]}" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt_install "${missing[@]}"
 fi
 if [ ! -e /dev/net/tun ]; then
     modprobe tun 2>/dev/null || true

@@ -21,24 +21,37 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// promtool on PATH, installed by the project's script if missing; panics (never
-/// skips) when it cannot be had.
+/// promtool on PATH, installed by the project's script if missing (once, whichever
+/// test asks first; the others wait for it); panics (never skips) when it cannot be
+/// had.
 fn promtool() -> &'static str {
+    static FOUND: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     let have = || {
         Command::new("promtool")
             .arg("--version")
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    if !have() {
+    let found = FOUND.get_or_init(|| {
+        if have() {
+            return Ok(());
+        }
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/metrics-deps.sh");
-        let o = Command::new("bash").arg(&script).output().unwrap();
-        assert!(
-            o.status.success() && have(),
+        let o = Command::new("bash")
+            .arg(&script)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if o.status.success() && have() {
+            return Ok(());
+        }
+        Err(format!(
             "promtool is needed to check the metrics and {} could not install it:\n{}",
             script.display(),
             String::from_utf8_lossy(&o.stderr)
-        );
+        ))
+    });
+    if let Err(e) = found {
+        panic!("{e}");
     }
     "promtool"
 }
