@@ -48,6 +48,22 @@ impl Write for Pipe {
         q.extend(&data[..n]);
         Ok(n)
     }
+    /// Gathers across the slices up to the room left, as a socket or a ring does
+    /// (the default would write the first slice only).
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let mut q = self.tx.borrow_mut();
+        let room = self.cap - q.len();
+        if room == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let mut n = 0;
+        for b in bufs {
+            let k = b.len().min(room - n);
+            q.extend(&b[..k]);
+            n += k;
+        }
+        Ok(n)
+    }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
