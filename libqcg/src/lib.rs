@@ -54,11 +54,14 @@ pub use request::{test_all, wait_all, wait_any, Completer, Completion, Request, 
 pub fn init() -> Result<Comm> {
     let filter = tracing_subscriber::EnvFilter::try_from_env(qcg_wire::env::LOG)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    // Colours only for a terminal: under `qcg run` stderr is a pipe to the launcher,
-    // and escape codes would land in job logs and between a field and its value.
+    // Colours only for a terminal (and not under `NO_COLOR`): under `qcg run` stderr
+    // is a pipe to the launcher, and escape codes would land in job logs and between
+    // a field and its value.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(colour)
         .with_writer(std::io::stderr)
         .try_init();
     Comm::connect(JobEnv::from_env()?)

@@ -223,21 +223,23 @@ impl Layout {
         (data, first)
     }
 
-    /// [`Layout::unpack`] into `dst` (as many bytes as both hold): the elements
-    /// copied once, where the caller wants them.
-    pub fn unpack_into(&self, out: &[u8], dst: &mut [u8]) -> Option<Trailer> {
-        let mut first = None;
+    /// The merged trailer of `out` (its first chunk's), as [`Layout::unpack`] gives it.
+    pub fn trailer(&self, out: &[u8]) -> Option<Trailer> {
+        out.chunks_exact(self.chunk())
+            .next()
+            .map(|c| Trailer::read(&c[self.per * self.elem..]))
+    }
+
+    /// [`Layout::unpack`]'s elements into `dst` (as many bytes as both hold): copied
+    /// once, where the caller wants them.
+    pub fn unpack_into(&self, out: &[u8], dst: &mut [u8]) {
         let mut at = 0;
         for (i, c) in out.chunks_exact(self.chunk()).enumerate() {
             let k = self.per.min(self.n - i * self.per) * self.elem;
             let k = k.min(dst.len().saturating_sub(at));
             dst[at..at + k].copy_from_slice(&c[..k]);
             at += k;
-            if i == 0 {
-                first = Some(Trailer::read(&c[self.per * self.elem..]));
-            }
         }
-        first
     }
 }
 

@@ -253,9 +253,12 @@ pub(super) unsafe fn reduce_into(
         return Ok(());
     };
     if t.is_contiguous() {
+        // The ranks agreed before the caller's buffer is touched.
+        check_trailer(name, layout.trailer(&out))?;
         // SAFETY: passed on from the caller.
         let dst = unsafe { out_span(recvbuf, n, t)? };
-        check_trailer(name, layout.unpack_into(&out, dst))
+        layout.unpack_into(&out, dst);
+        Ok(())
     } else {
         let (result, trailer) = layout.unpack(&out);
         check_trailer(name, trailer)?;

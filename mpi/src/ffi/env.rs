@@ -57,9 +57,21 @@ fn init(level: c_int) -> Result<c_int, MpiError> {
 /// MiB went back to the kernel and the next call faulted every page in again,
 /// zeroed: page faults and zeroing were a third of the CPU of 16 ranks' 1 MiB
 /// allreduce, which took half the time with memory kept. MVAPICH2 and Open MPI
-/// (when it keeps memory registered) turn the same two knobs.
+/// (when it keeps memory registered) turn the same two knobs. A program run with
+/// glibc's own settings for them (`MALLOC_MMAP_THRESHOLD_`, `MALLOC_TRIM_THRESHOLD_`,
+/// `GLIBC_TUNABLES`) keeps those.
 fn keep_memory() {
     if std::env::var(qcg::env::vars::KEEP_MEMORY).is_ok_and(|v| v == "0") {
+        return;
+    }
+    let set_by_user = [
+        "MALLOC_MMAP_THRESHOLD_",
+        "MALLOC_TRIM_THRESHOLD_",
+        "GLIBC_TUNABLES",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some());
+    if set_by_user {
         return;
     }
     // SAFETY: mallopt only sets glibc's malloc parameters.
