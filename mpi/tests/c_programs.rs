@@ -76,10 +76,13 @@ fn build(cc: &Path, name: &str, tag: &str) -> Result<PathBuf> {
 fn run_qcg(exe: &Path, args: &[&str]) -> Result<Output> {
     // `cargo test` puts target/debug on LD_LIBRARY_PATH, which would win over the
     // program's rpath (target/debug/deps, where `cargo test` rebuilds the library).
-    // A short collective timeout: the mismatch test waits that long.
+    // A short collective timeout: the mismatch test waits that long. Errors a
+    // program's handler takes are logged with their cause, for a failure's report
+    // (a flake once failed MPI_Finalize's barrier with only a class to show).
     Ok(Command::new(qcg()?)
         .env_remove("LD_LIBRARY_PATH")
         .env("QCG_COLL_TIMEOUT", "5")
+        .env("QCG_LOG", "warn,qcgmpi=debug")
         .args([
             "run",
             "-n",
