@@ -82,8 +82,9 @@ enum Cmd {
         nodes_per_cluster: usize,
         /// Level costs given to the ranks' topology (QCG_TOPOLOGY_COSTS:
         /// LATENCY_US:MBITS per level, top first, and :mesh after a pair for sites
-        /// joined pairwise), so `auto` plans for the network the lab would emulate [default: 10000:100,100:1000,5:10000, or with
-        /// --lab read from the topology file].
+        /// joined pairwise), so `auto` plans for the network the lab would emulate
+        /// [default: 10000:100,100:1000,5:10000, or with --lab read from the topology
+        /// file].
         #[arg(long)]
         costs: Option<String>,
         /// Run in a lab built from this topology (as root), one rank per node, and

@@ -276,26 +276,24 @@ fn errors_are_returned_under_errors_return() -> Result<()> {
 /// the log at debug level, naming the call, the rank and the cause.
 #[test]
 fn a_returned_error_is_logged_at_debug_with_its_cause() -> Result<()> {
+    // run_qcg logs at debug; errors.c receives from rank np + 3.
     let exe = build(Path::new(MPICC), "errors", "qcg-log")?;
-    let o = Command::new(qcg()?)
-        .env_remove("LD_LIBRARY_PATH")
-        .env("QCG_LOG", "qcgmpi=debug")
-        .args(["run", "-n", "2", "--timeout", "120", "--"])
-        .arg(&exe)
-        .output()?;
+    let o = run_qcg(&exe, &[])?;
     let err = String::from_utf8_lossy(&o.stderr);
     ensure!(
         o.status.success(),
         "errors under qcg ({}):\n{err}",
         o.status
     );
+    let cause = format!("MPI_ERR_RANK: rank {}", RANKS + 3);
     let said = err
         .lines()
-        .filter(|l| l.contains(r#"call="MPI_Recv""#) && l.contains("MPI_ERR_RANK: rank 5"))
+        .filter(|l| l.contains(r#"call="MPI_Recv""#) && l.contains(&cause))
         .count();
     ensure!(
-        said == 2,
-        "each rank's MPI_Recv from rank 5 logged once:\n{err}"
+        said == RANKS,
+        "each rank's MPI_Recv from rank {} logged once:\n{err}",
+        RANKS + 3
     );
     Ok(())
 }
