@@ -214,12 +214,19 @@ impl Comm {
         // Ranks that share our node (our path in the topology, when it names one):
         // more of them than cores, and a waiting rank yields its core as it polls.
         let me = inner.env.rank as usize;
+        let bind = bind_from_env()?;
         if topology.depth() > 0 && me < topology.size() {
             let local = (0..topology.size())
                 .filter(|&r| topology.path(r) == topology.path(me))
                 .count();
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             inner.engine.set_crowded(local > cores);
+            if local > cores && bind {
+                let index = (0..me)
+                    .filter(|&r| topology.path(r) == topology.path(me))
+                    .count();
+                crate::affinity::pin(index, local);
+            }
             // Every rank here: they all see these cores and price the node alike (a
             // job over several machines keeps its costs, which every rank shares).
             if local > cores
@@ -683,6 +690,21 @@ fn parse_cc(v: &str) -> std::result::Result<Option<String>, String> {
         ));
     }
     Ok(Some(v.to_string()))
+}
+
+/// `QCG_BIND`: whether a crowded node's ranks pin themselves to cores.
+fn bind_from_env() -> Result<bool> {
+    match std::env::var(qcg_wire::env::BIND) {
+        Err(_) => Ok(true),
+        Ok(v) => match v.trim() {
+            "" | "auto" => Ok(true),
+            "none" => Ok(false),
+            other => Err(Error::Env {
+                var: qcg_wire::env::BIND,
+                message: format!("`{other}` is neither `auto` nor `none`"),
+            }),
+        },
+    }
 }
 
 fn spin_from_env() -> Result<Duration> {

@@ -24,6 +24,7 @@
 //! }
 //! ```
 
+pub mod affinity;
 pub mod callsig;
 pub mod coll;
 pub mod comm;

@@ -934,3 +934,98 @@ fn disjoint_creates_idup_without_waiting_and_freed_keyvals_in_use() -> Result<()
     );
     Ok(())
 }
+
+/// Runs bind.c with `n` ranks on one node, under `taskset` to `cores`, with
+/// `QCG_BIND` set to `bind` (unset for `None`).
+fn bind_run(cores: &[usize], n: usize, bind: Option<&str>) -> Result<Output> {
+    static EXE: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+    let exe = EXE
+        .get_or_init(|| build(Path::new(MPICC), "bind", "qcg").map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)?;
+    let list: Vec<String> = cores.iter().map(usize::to_string).collect();
+    let mut c = Command::new("taskset");
+    c.env_remove("LD_LIBRARY_PATH")
+        .env_remove("QCG_BIND")
+        .args(["-c", &list.join(",")])
+        .arg(qcg()?)
+        .args(["run", "-n", &n.to_string(), "--timeout", "120", "--"])
+        .arg(&exe);
+    if let Some(b) = bind {
+        c.env("QCG_BIND", b);
+    }
+    c.output().context("running taskset (util-linux)")
+}
+
+/// The first (up to) two cores this test may run on.
+fn two_cores() -> Result<Vec<usize>> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .context("no Cpus_allowed_list in /proc/self/status")?;
+    let mut cores = Vec::new();
+    for part in line.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cores.extend(a.parse::<usize>()?..=b.parse::<usize>()?);
+    }
+    cores.truncate(2);
+    Ok(cores)
+}
+
+#[test]
+fn ranks_of_a_crowded_node_are_pinned_to_cores_in_blocks() -> Result<()> {
+    let cores = two_cores()?;
+    let k = cores.len();
+    let n = 2 * k;
+    let o = bind_run(&cores, n, None)?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(o.status.success(), "bind.c ({}):\n{err}", o.status);
+    let got = lines(&o.stdout);
+    let want: Vec<String> = (0..n)
+        .map(|r| format!("rank {r} cores 1 first {}", cores[r * k / n]))
+        .collect();
+    ensure!(
+        got == want,
+        "{n} ranks on cores {cores:?}: {got:?}, expected {want:?}\n{err}"
+    );
+
+    // Turned off: every rank keeps all the cores it was given.
+    let o = bind_run(&cores, n, Some("none"))?;
+    let err = String::from_utf8_lossy(&o.stderr);
+    ensure!(
+        o.status.success(),
+        "bind.c, QCG_BIND=none ({}):\n{err}",
+        o.status
+    );
+    let got = lines(&o.stdout);
+    let want: Vec<String> = (0..n)
+        .map(|r| format!("rank {r} cores {k} first {}", cores[0]))
+        .collect();
+    ensure!(got == want, "QCG_BIND=none: {got:?}, expected {want:?}");
+
+    // A core per rank: left alone.
+    let o = bind_run(&cores, k, None)?;
+    let got = lines(&o.stdout);
+    let want: Vec<String> = (0..k)
+        .map(|r| format!("rank {r} cores {k} first {}", cores[0]))
+        .collect();
+    ensure!(
+        got == want,
+        "{k} ranks on {k} cores: {got:?}, expected {want:?}"
+    );
+
+    // A wrong value fails the job naming the variable.
+    let o = bind_run(&cores, n, Some("sideways"))?;
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    ensure!(!o.status.success(), "QCG_BIND=sideways ran:\n{all}");
+    ensure!(
+        all.contains("QCG_BIND") && all.contains("sideways"),
+        "the error names QCG_BIND and the value:\n{all}"
+    );
+    Ok(())
+}

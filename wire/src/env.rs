@@ -50,6 +50,9 @@ pub const LIVENESS: &str = "QCG_LIVENESS";
 /// `0` leaves glibc's malloc as it comes; otherwise (the default) `MPI_Init` keeps
 /// freed memory of up to 64 MiB in the process rather than handing it back at once.
 pub const KEEP_MEMORY: &str = "QCG_KEEP_MEMORY";
+/// Whether a rank pins itself to its share of its node's cores: `auto` (the default:
+/// only when the job puts more ranks on the node than it has cores) or `none`.
+pub const BIND: &str = "QCG_BIND";
 /// The longest a waiting call polls before it sleeps, in µs (default 1000).
 pub const SPIN_US: &str = "QCG_SPIN_US";
 /// Links between ranks of one node: shared memory, large messages copied once
