@@ -16,21 +16,65 @@ use crate::step::{Buf, Order, RankSchedule, Step};
 pub type Combine<'a> = &'a dyn Fn(&mut [u8], &[u8], Order);
 
 /// One rank's buffers: the input (borrowed or owned), the output and the temps,
-/// zero-filled as the schedule's sizes say.
-#[derive(Clone, Debug)]
+/// zero-filled as the schedule's sizes say (or the output lent by the caller).
+#[derive(Debug)]
 pub struct Buffers<'a> {
     input: Cow<'a, [u8]>,
     /// `Output`, then the temps.
-    rest: Vec<Vec<u8>>,
+    rest: Vec<Slot<'a>>,
+}
+
+/// A writable buffer: ours, or the caller's.
+#[derive(Debug)]
+enum Slot<'a> {
+    Owned(Vec<u8>),
+    Lent(&'a mut [u8]),
+}
+
+impl std::ops::Deref for Slot<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Slot::Owned(v) => v,
+            Slot::Lent(s) => s,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Slot<'_> {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        match self {
+            Slot::Owned(v) => v,
+            Slot::Lent(s) => s,
+        }
+    }
 }
 
 impl<'a> Buffers<'a> {
     /// The buffers of `rs` around `input` (which should have `rs.input_len` bytes).
     pub fn new(rs: &RankSchedule, input: Cow<'a, [u8]>) -> Self {
         let mut rest = Vec::with_capacity(1 + rs.temps.len());
-        rest.push(vec![0u8; rs.output_len]);
-        rest.extend(rs.temps.iter().map(|&n| vec![0u8; n]));
+        rest.push(Slot::Owned(vec![0u8; rs.output_len]));
+        rest.extend(rs.temps.iter().map(|&n| Slot::Owned(vec![0u8; n])));
         Buffers { input, rest }
+    }
+
+    /// The same with the caller's `output` as the schedule's output, written in place
+    /// and *not* zero-filled first: only for a schedule that writes every byte of its
+    /// output before it reads it (a broadcast's receivers). `None` if `output` is not
+    /// `rs.output_len` bytes long.
+    pub fn lending_output(
+        rs: &RankSchedule,
+        input: Cow<'a, [u8]>,
+        output: &'a mut [u8],
+    ) -> Option<Self> {
+        if output.len() != rs.output_len {
+            return None;
+        }
+        let mut rest = Vec::with_capacity(1 + rs.temps.len());
+        rest.push(Slot::Lent(output));
+        rest.extend(rs.temps.iter().map(|&n| Slot::Owned(vec![0u8; n])));
+        Some(Buffers { input, rest })
     }
 
     /// The bytes of `b` (`None` for a temp the schedule does not have).
@@ -65,9 +109,12 @@ impl<'a> Buffers<'a> {
         Ok(())
     }
 
-    /// The output, once the schedule is done.
+    /// The output, once the schedule is done (empty when the caller lent it).
     pub fn into_output(mut self) -> Vec<u8> {
-        std::mem::take(&mut self.rest[0])
+        match std::mem::replace(&mut self.rest[0], Slot::Owned(Vec::new())) {
+            Slot::Owned(v) => v,
+            Slot::Lent(_) => Vec::new(),
+        }
     }
 }
 
@@ -218,9 +265,82 @@ pub fn rounds(rs: &RankSchedule) -> Vec<Range<usize>> {
     out
 }
 
+/// For every step, whether it is a receive of at least `min` bytes that may land
+/// straight in its buffer at any time from the start of the schedule to its
+/// completion: no step before it touches its bytes (a send from them, a local step,
+/// another receive), and no other receive writes any of them. A later step that
+/// reads or writes them waits for the receive first, as every executor does. An
+/// executor that posts every receive at the start (libqcg's) may then write such a
+/// message into place as it comes instead of into a buffer of its own.
+pub fn direct_receives(rs: &RankSchedule, min: usize) -> Vec<bool> {
+    let steps = &rs.steps;
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let Step::Recv { buf, range, .. } = step else {
+                return false;
+            };
+            if range.len() < min.max(1) || *buf == Buf::Input {
+                return false;
+            }
+            steps.iter().enumerate().all(|(j, other)| {
+                j == i
+                    || !touches(other).iter().any(|&(b, r, written)| {
+                        b == *buf
+                            && overlaps(r, range)
+                            && (j < i || written && matches!(other, Step::Recv { .. }))
+                    })
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_receive_lands_in_place_only_where_nothing_else_touches_its_bytes_first() {
+        let recv = |buf, range| Step::Recv {
+            from: 1,
+            tag: 0,
+            buf,
+            range,
+        };
+        let send = |buf, range| Step::Send {
+            to: 2,
+            tag: 0,
+            buf,
+            range,
+        };
+        let s = rs(vec![
+            // 0: nothing before it, no other receive into 0..2 of Output.
+            recv(Buf::Output, 0..2),
+            // 1: a send from Temp 0..2 comes first, so its bytes are still needed.
+            send(Buf::Temp(0), 0..2),
+            recv(Buf::Temp(0), 1..3),
+            // 3: later steps touch its bytes (they wait for it): still in place.
+            recv(Buf::Output, 2..4),
+            send(Buf::Output, 2..4),
+            Step::Copy {
+                dst: Buf::Output,
+                dst_range: 2..3,
+                src: Buf::Output,
+                src_range: 0..1,
+            },
+            // 6 and 7: two receives into the same bytes land in step order.
+            recv(Buf::Temp(0), 3..4),
+            recv(Buf::Temp(0), 3..4),
+        ]);
+        let d = direct_receives(&s, 1);
+        assert_eq!(
+            d,
+            vec![true, false, false, true, false, false, false, false]
+        );
+        // Smaller than the minimum: through the engine's own buffer.
+        assert_eq!(direct_receives(&s, 3), vec![false; 8]);
+    }
 
     fn rs(steps: Vec<Step>) -> RankSchedule {
         RankSchedule {

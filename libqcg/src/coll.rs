@@ -21,8 +21,9 @@
 
 use crate::callsig::{op_name, CallSig, HEADER};
 use crate::comm::{Comm, View};
-use crate::engine::core::{Outcome, RecvBuf, SendBuf};
+use crate::engine::core::{Outcome, RecvBuf, SendBuf, Split};
 use crate::engine::matching::Pattern;
+use crate::engine::rawbuf::RawBuf;
 use crate::error::{Error, Result};
 use qcg_coll::exec::Buffers;
 use qcg_coll::{Algorithm, Buf, Collective, Op, Order, RankSchedule, Step};
@@ -79,7 +80,30 @@ pub(crate) type Schedules =
 pub(crate) struct Planned {
     pub(crate) sched: RankSchedule,
     pub(crate) sig: CallSig,
+    /// Per step: a receive the blocking executor lands straight in its buffer
+    /// ([`qcg_coll::exec::direct_receives`]); made on first use.
+    direct: std::sync::OnceLock<Vec<bool>>,
 }
+
+impl Planned {
+    pub(crate) fn new(sched: RankSchedule, sig: CallSig) -> Planned {
+        Planned {
+            sched,
+            sig,
+            direct: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn direct(&self) -> &[bool] {
+        self.direct
+            .get_or_init(|| qcg_coll::exec::direct_receives(&self.sched, DIRECT_MIN))
+    }
+}
+
+/// The smallest receive of a blocking collective that lands straight in the
+/// schedule's buffer (when a link reads the sender's memory, the message is then
+/// copied once) rather than in a buffer of the engine's and then copied.
+const DIRECT_MIN: usize = 16 * 1024;
 
 /// Most schedules a communicator keeps before starting afresh.
 const MAX_SCHEDULES: usize = 1024;
@@ -274,12 +298,7 @@ impl Comm {
         let (algo, flits) = self.choose_now(coll, o)?;
         let me = self.rank() as usize;
         let sched = qcg_coll::schedule_for(me, coll, self.topology(), algo, flits)
-            .map(|sched| {
-                Arc::new(Planned {
-                    sched,
-                    sig: CallSig::new(coll, algo, flits),
-                })
-            })
+            .map(|sched| Arc::new(Planned::new(sched, CallSig::new(coll, algo, flits))))
             .map_err(|e| Error::Collective {
                 op: op_name(coll.op),
                 message: e.to_string(),
@@ -334,7 +353,20 @@ impl Comm {
         input: &[u8],
         combine: Option<Combine>,
     ) -> Result<Vec<u8>> {
-        self.run_collective(coll, input, combine).map_err(|e| {
+        self.collective_into(coll, input, combine, None)
+    }
+
+    /// [`Comm::collective`], the result written straight into `output` when given
+    /// (see [`Buffers::lending_output`] for when that is allowed); then the returned
+    /// vector is empty.
+    fn collective_into(
+        &self,
+        coll: Collective,
+        input: &[u8],
+        combine: Option<Combine>,
+        output: Option<&mut [u8]>,
+    ) -> Result<Vec<u8>> {
+        self.run_collective(coll, input, combine, output).map_err(|e| {
             // What this call leaves unreceived is no sign of a later disagreement.
             self.view()
                 .coll_failed
@@ -368,6 +400,7 @@ impl Comm {
         coll: Collective,
         input: &[u8],
         combine: Option<Combine>,
+        output: Option<&mut [u8]>,
     ) -> Result<Vec<u8>> {
         let name = op_name(coll.op);
         let err = |message: String| Error::Collective { op: name, message };
@@ -394,7 +427,16 @@ impl Comm {
         }
         let ctx = view.context | COLL_CONTEXT;
         let timeout = self.coll_options().timeout;
-        let mut b = Buffers::new(sched, std::borrow::Cow::Borrowed(input));
+        let input = std::borrow::Cow::Borrowed(input);
+        let mut b = match output {
+            Some(out) => Buffers::lending_output(sched, input, out).ok_or_else(|| {
+                err(format!(
+                    "a result buffer of another length than the schedule's ({} bytes)",
+                    sched.output_len
+                ))
+            })?,
+            None => Buffers::new(sched, input),
+        };
         let mut run = Rounds {
             comm: self,
             ctx,
@@ -408,7 +450,7 @@ impl Comm {
             header: planned.sig.encode(),
             check_stale: !view.coll_failed.load(std::sync::atomic::Ordering::Relaxed),
         };
-        let r = run.execute(&sched.steps, &mut b, seq, combine);
+        let r = run.execute(&sched.steps, planned.direct(), &mut b, seq, combine);
         // Whatever is still pending (after a failure) is detached: an unmatched
         // receive is cancelled, a send finishes on its own.
         let mut core = self.inner.engine.core();
@@ -431,9 +473,14 @@ impl Comm {
     pub fn bcast(&self, root: u32, buf: &mut [u8]) -> Result<()> {
         self.check_root(root)?;
         let coll = Collective::new(Op::Bcast, root as usize, buf.len());
-        let input: &[u8] = if self.rank() == root { buf } else { &[] };
-        let out = self.collective(coll, input, None)?;
-        buf.copy_from_slice(&out);
+        if self.rank() == root {
+            // The result is the root's own bytes.
+            self.collective(coll, buf, None)?;
+        } else {
+            // Every byte of a receiver's output arrives before anything reads it:
+            // it lands in the caller's buffer.
+            self.collective_into(coll, &[], None, Some(buf))?;
+        }
         Ok(())
     }
 
@@ -859,6 +906,7 @@ impl Rounds<'_> {
     fn execute(
         &mut self,
         steps: &[Step],
+        direct: &[bool],
         b: &mut Buffers<'_>,
         seq: u32,
         combine: Option<Combine>,
@@ -868,14 +916,34 @@ impl Rounds<'_> {
         self.leftovers(false)?;
         {
             let mut core = self.comm.inner.engine.core();
-            for step in steps {
-                if let Step::Recv { from, tag, .. } = step {
+            for (i, step) in steps.iter().enumerate() {
+                if let Step::Recv {
+                    from,
+                    tag,
+                    buf,
+                    range,
+                } = step
+                {
                     let pattern = Pattern {
                         context: self.ctx,
                         source: Some(view.global(*from as u32)),
                         tag: Some((seq << SEQ_SHIFT) | tag),
                     };
-                    let id = core.post_recv(pattern, RecvBuf::Alloc(Vec::new()));
+                    let into = match b.get_mut(*buf).and_then(|d| d.get_mut(range.clone())) {
+                        Some(dst) if direct.get(i) == Some(&true) => {
+                            // SAFETY: nothing touches these bytes until this receive
+                            // completes (`direct_receives`: no earlier step and no
+                            // other receive does; later steps settle it first), and
+                            // the buffers outlive it: a failed call detaches its
+                            // receives first, and a detached one no longer writes
+                            // into what it was lent (`Core::detach`).
+                            #[allow(unsafe_code)]
+                            let body = unsafe { RawBuf::from_mut(dst) };
+                            RecvBuf::Split(Split::new(HEADER, body))
+                        }
+                        _ => RecvBuf::Alloc(Vec::new()),
+                    };
+                    let id = core.post_recv(pattern, into);
                     self.early.push_back(id);
                 }
             }
@@ -1120,7 +1188,7 @@ impl Rounds<'_> {
             let Some(p) = self.recvs.pop_front() else {
                 return Ok(());
             };
-            let data = match self.await_request(p.id, p.from) {
+            let (len, data) = match self.await_request(p.id, p.from) {
                 Ok(Some(d)) => d,
                 Ok(None) => {
                     return Err(self.err(format!("receiving from rank {}: cancelled", p.from)))
@@ -1136,6 +1204,10 @@ impl Rounds<'_> {
                 }
             };
             self.check_header(p.from as u32, &data)?;
+            if data.len() == HEADER && len == HEADER + p.range.len() {
+                // Landed in place (a split receive's body).
+                continue;
+            }
             let body = &data[HEADER..];
             if body.len() != p.range.len() {
                 return Err(self.err(format!(
@@ -1153,7 +1225,9 @@ impl Rounds<'_> {
 
     /// Waits for request `id` (with rank `peer` of the communicator), giving up when
     /// a rank's abort message arrives or nothing happens for the collective timeout.
-    fn await_request(&mut self, id: usize, peer: usize) -> Result<Option<Vec<u8>>> {
+    /// A received message comes with its length (all of it may not be in the
+    /// bytes: see [`RecvBuf::Split`]).
+    fn await_request(&mut self, id: usize, peer: usize) -> Result<Option<(usize, Vec<u8>)>> {
         enum Woke {
             Done(Result<Outcome>),
             Abort,
@@ -1198,7 +1272,7 @@ impl Rounds<'_> {
         );
         match woke {
             Some(Woke::Done(r)) => match r? {
-                Outcome::Received(_, data) => Ok(data),
+                Outcome::Received(st, data) => Ok(data.map(|d| (st.len, d))),
                 _ => Ok(None),
             },
             Some(Woke::Stray(from, tag)) => {

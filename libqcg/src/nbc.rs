@@ -423,10 +423,10 @@ impl Comm {
         input: Vec<u8>,
         combine: Option<SharedCombine>,
     ) -> Result<Request> {
-        let planned = Arc::new(Planned {
+        let planned = Arc::new(Planned::new(
             sched,
-            sig: CallSig::new(&sig, Algorithm::FlatLinear, 1),
-        });
+            CallSig::new(&sig, Algorithm::FlatLinear, 1),
+        ));
         self.start_planned(planned, input, combine)
     }
 

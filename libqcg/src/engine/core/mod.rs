@@ -210,6 +210,56 @@ pub enum RecvBuf {
     Owned(Vec<u8>),
     /// The caller's buffer, lent.
     Raw(RawBuf),
+    /// A message in two parts: its first bytes into a small buffer of ours, the rest
+    /// into the caller's lent buffer (a collective's signature, then its data).
+    Split(Split),
+}
+
+/// The buffers of a [`RecvBuf::Split`].
+#[derive(Debug)]
+pub struct Split {
+    head: Vec<u8>,
+    body: Option<RawBuf>,
+    /// The message's length once matched.
+    len: usize,
+    /// Where a message that does not go straight into both parts lands whole.
+    whole: Vec<u8>,
+}
+
+impl Split {
+    /// A message of `head` bytes then `body.len()` bytes: the head kept here, the
+    /// rest written into `body`.
+    pub fn new(head: usize, body: RawBuf) -> Split {
+        Split {
+            head: vec![0; head],
+            body: Some(body),
+            len: 0,
+            whole: Vec::new(),
+        }
+    }
+
+    /// The two parts to write a message of `len` bytes into, when it fits them
+    /// exactly and the caller still lends its buffer.
+    fn parts(&mut self, len: usize) -> Option<(&mut [u8], &mut [u8])> {
+        let body = self.body.as_mut()?;
+        (self.whole.is_empty() && len == self.head.len() + body.len())
+            .then(|| (&mut self.head[..], body.as_mut_slice()))
+    }
+
+    /// Whether the message goes straight into the two parts.
+    fn fits(&self) -> bool {
+        self.whole.is_empty()
+            && self
+                .body
+                .as_ref()
+                .is_some_and(|b| self.len == self.head.len() + b.len())
+    }
+
+    /// The caller no longer lends its buffer (a detached request): what still
+    /// arrives lands whole, here.
+    fn disown(&mut self) {
+        self.body = None;
+    }
 }
 
 impl RecvBuf {
@@ -218,19 +268,60 @@ impl RecvBuf {
             RecvBuf::Alloc(_) => None,
             RecvBuf::Owned(v) => Some(v.len()),
             RecvBuf::Raw(r) => Some(r.len()),
+            // Any length: one that does not fit the two parts lands whole, for its
+            // owner to say what is wrong with it.
+            RecvBuf::Split(_) => None,
         }
     }
 
     fn prepare(&mut self, len: usize) {
-        if let RecvBuf::Alloc(v) = self {
-            *v = vec![0u8; len];
+        match self {
+            RecvBuf::Alloc(v) => *v = vec![0u8; len],
+            RecvBuf::Split(s) => s.len = len,
+            _ => {}
         }
     }
 
+    /// The whole message's bytes, to write into. A split buffer then lands the
+    /// message whole in a buffer of its own (its owner moves it into place).
     fn slice(&mut self) -> &mut [u8] {
         match self {
             RecvBuf::Alloc(v) | RecvBuf::Owned(v) => v,
             RecvBuf::Raw(r) => r.as_mut_slice(),
+            RecvBuf::Split(s) => {
+                if s.whole.len() != s.len {
+                    s.whole = vec![0u8; s.len];
+                }
+                &mut s.whole
+            }
+        }
+    }
+
+    /// Where the message's bytes `at..end` go, or the first of them that lie
+    /// together (a split buffer's head and body are apart): the caller writes what
+    /// it gets and asks again for the rest.
+    fn window(&mut self, at: usize, end: usize) -> &mut [u8] {
+        if !matches!(self, RecvBuf::Split(s) if s.fits()) {
+            return &mut self.slice()[at..end];
+        }
+        match self {
+            RecvBuf::Split(s) => {
+                let h = s.head.len();
+                match s.body.as_mut() {
+                    Some(body) if at >= h => &mut body.as_mut_slice()[at - h..end - h],
+                    _ => &mut s.head[at..end.min(h)],
+                }
+            }
+            other => &mut other.slice()[at..end],
+        }
+    }
+
+    /// The two parts of a split buffer to write a message of `len` bytes straight
+    /// into, if it is one and they fit.
+    fn parts(&mut self, len: usize) -> Option<(&mut [u8], &mut [u8])> {
+        match self {
+            RecvBuf::Split(s) => s.parts(len),
+            _ => None,
         }
     }
 
@@ -238,14 +329,34 @@ impl RecvBuf {
     fn fill(&mut self, data: Vec<u8>) {
         match self {
             RecvBuf::Alloc(v) => *v = data,
+            RecvBuf::Split(s) => match s.parts(data.len()) {
+                Some((head, body)) => {
+                    let (h, b) = data.split_at(head.len());
+                    head.copy_from_slice(h);
+                    body.copy_from_slice(b);
+                }
+                None => s.whole = data,
+            },
             other => other.slice()[..data.len()].copy_from_slice(&data),
         }
     }
 
+    /// A detached request stops writing into memory its owner lent.
+    fn disown(&mut self) {
+        if let RecvBuf::Split(s) = self {
+            s.disown();
+        }
+    }
+
+    /// The received bytes the engine holds: for a split buffer, the whole message
+    /// when it landed whole, else only its head (the rest is in the caller's buffer;
+    /// the status's length tells which).
     fn into_data(self) -> Option<Vec<u8>> {
         match self {
             RecvBuf::Alloc(v) | RecvBuf::Owned(v) => Some(v),
             RecvBuf::Raw(_) => None,
+            RecvBuf::Split(s) if s.whole.is_empty() && s.len > 0 => Some(s.head),
+            RecvBuf::Split(s) => Some(s.whole),
         }
     }
 }
@@ -593,6 +704,9 @@ impl<C: LinkIo> Core<C> {
         }
         if let Some(r) = self.reqs.get_mut(id) {
             r.detached = true;
+            if let ReqState::Recv { buf, .. } = &mut r.state {
+                buf.disown();
+            }
         }
     }
 

@@ -143,8 +143,16 @@ impl<C: LinkIo> Core<C> {
             let Core { conns, reqs, .. } = self;
             let copied = match (conns.get_mut(c), reqs.get_mut(rid).map(|r| &mut r.state)) {
                 (Some(conn), Some(ReqState::Recv { buf, .. })) if conn.io.reads_peer() => {
-                    let dst = &mut buf.slice()[..len as usize];
-                    conn.io.read_peer(addr, dst)
+                    match buf.parts(len as usize) {
+                        Some((head, body)) => conn
+                            .io
+                            .read_peer(addr, head)
+                            .and_then(|()| conn.io.read_peer(addr + head.len() as u64, body)),
+                        None => {
+                            let dst = &mut buf.slice()[..len as usize];
+                            conn.io.read_peer(addr, dst)
+                        }
+                    }
                 }
                 _ => Err(io::ErrorKind::Unsupported.into()),
             };
@@ -323,7 +331,7 @@ impl<C: LinkIo> Core<C> {
                 Rx::Payload { to, len, have } if conn.start == conn.end && len - have >= DIRECT => {
                     let dst: &mut [u8] = match to {
                         Sink::Req(rid) => match self.reqs.get_mut(rid).map(|r| &mut r.state) {
-                            Some(ReqState::Recv { buf, .. }) => &mut buf.slice()[have..len],
+                            Some(ReqState::Recv { buf, .. }) => buf.window(have, len),
                             _ => return,
                         },
                         Sink::Unex(key) => match self.unexp.get_mut(key).map(|u| &mut u.body) {
@@ -538,10 +546,10 @@ impl<C: LinkIo> Core<C> {
                         return Ok(());
                     }
                     let n = avail.min(len - have);
-                    let src = &conn.stage[conn.start..conn.start + n];
                     let dst: &mut [u8] = match to {
                         Sink::Req(rid) => match self.reqs.get_mut(rid).map(|r| &mut r.state) {
-                            Some(ReqState::Recv { buf, .. }) => &mut buf.slice()[have..have + n],
+                            // Perhaps fewer than n bytes: the loop brings the rest.
+                            Some(ReqState::Recv { buf, .. }) => buf.window(have, have + n),
                             _ => return Err("a payload for a request that is gone".into()),
                         },
                         Sink::Unex(key) => match self.unexp.get_mut(key).map(|u| &mut u.body) {
@@ -553,7 +561,8 @@ impl<C: LinkIo> Core<C> {
                             None => return Err("a payload for a frame that is gone".into()),
                         },
                     };
-                    dst.copy_from_slice(src);
+                    let n = dst.len();
+                    dst.copy_from_slice(&conn.stage[conn.start..conn.start + n]);
                     conn.start += n;
                     conn.rx = Rx::Payload {
                         to,

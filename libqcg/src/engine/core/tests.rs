@@ -782,3 +782,93 @@ fn a_message_sent_from_two_parts_arrives_whole_wherever_the_link_cuts_it() {
         assert_eq!((st.tag, &data), (5, &whole), "link of {cap} bytes");
     }
 }
+
+/// A split receive lands a message's head in its own bytes and the rest straight in
+/// the caller's buffer: copied from the sender's memory, streamed through a link
+/// that cuts it anywhere (across the head's end too), or taken from the unexpected
+/// messages. A message of another length lands whole, and a detached receive no
+/// longer writes into what it was lent.
+#[test]
+fn a_split_receive_lands_its_body_in_the_lent_buffer_whatever_the_path() {
+    const HEAD: usize = 24;
+    let data: Vec<u8> = (0..HEAD + 50_000).map(|i| (i * 13 + 5) as u8).collect();
+    // (reads the peer's memory, eager limit, pipe capacity, posted before the send)
+    for (mem, eager, cap, early) in [
+        (Some(true), 16, 1 << 12, true),
+        (Some(true), 16, 1 << 12, false),
+        (None, 16, 61, true),
+        (None, 1 << 20, 1 << 12, true),
+        (None, 1 << 20, 97, true),
+        (None, 1 << 20, 1 << 12, false),
+    ] {
+        let case = format!("memory {mem:?}, eager {eager}, pipe {cap}, early {early}");
+        let now = Instant::now();
+        let (mut p0, mut p1, _) = pipe(cap);
+        p0.mem = mem;
+        p1.mem = mem;
+        let mut a = Core::new(0, 2, limits(eager, 1 << 20), now);
+        let mut b = Core::new(1, 2, limits(eager, 1 << 20), now);
+        a.add_conn(1, p0, now, false);
+        b.add_conn(0, p1, now, false);
+        let mut body = vec![0u8; data.len() - HEAD];
+        let post = |b: &mut Core<Pipe>, body: &mut [u8]| {
+            // SAFETY: `body` outlives the receive (taken below).
+            #[allow(unsafe_code)]
+            let raw = unsafe { RawBuf::from_mut(body) };
+            b.post_recv(any(), RecvBuf::Split(Split::new(HEAD, raw)))
+        };
+        let s = a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
+        let r = if early {
+            let r = post(&mut b, &mut body);
+            settle(&mut a, &mut b);
+            r
+        } else {
+            settle(&mut a, &mut b);
+            let r = post(&mut b, &mut body);
+            settle(&mut a, &mut b);
+            r
+        };
+        let (st, head) = received(b.take(r));
+        assert_eq!(st.len, data.len(), "{case}");
+        assert_eq!(head, data[..HEAD], "{case}: only the head comes back");
+        assert!(
+            body == data[HEAD..],
+            "{case}: the body is in the lent buffer"
+        );
+        assert!(a.take(s).is_some_and(|r| r.is_ok()), "{case}");
+    }
+
+    // Another length: whole, the lent buffer untouched.
+    let (mut a, mut b, _) = pair(limits(1 << 20, 1 << 20), 1 << 12);
+    let mut body = vec![0u8; 100];
+    #[allow(unsafe_code)]
+    let raw = unsafe { RawBuf::from_mut(&mut body) };
+    let r = b.post_recv(any(), RecvBuf::Split(Split::new(HEAD, raw)));
+    a.post_send(1, 1, 0, SendBuf::Owned(data[..HEAD + 99].to_vec()));
+    settle(&mut a, &mut b);
+    let (st, whole) = received(b.take(r));
+    assert_eq!((st.len, &whole[..]), (HEAD + 99, &data[..HEAD + 99]));
+    assert!(body.iter().all(|&x| x == 0));
+
+    // Detached after matching, halfway through: the rest lands elsewhere.
+    let (mut a, mut b, _) = pair(limits(1 << 20, 1 << 20), 1 << 12);
+    let mut body = vec![0u8; data.len() - HEAD];
+    #[allow(unsafe_code)]
+    let raw = unsafe { RawBuf::from_mut(&mut body) };
+    let r = b.post_recv(any(), RecvBuf::Split(Split::new(HEAD, raw)));
+    a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
+    for c in a.conn_ids() {
+        a.on_writable(c);
+    }
+    for c in b.conn_ids() {
+        b.on_readable(c);
+    }
+    let landed = body.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+    assert!(landed > 0 && landed < body.len(), "halfway: {landed} bytes");
+    b.detach(r);
+    settle(&mut a, &mut b);
+    assert!(
+        body[landed..].iter().all(|&x| x == 0),
+        "written after detach"
+    );
+}
