@@ -12,7 +12,8 @@
 //! node's i-th rank of n on core `i · cores / n`. A binomial tree's subtrees are runs of
 //! neighbouring ranks, so a block keeps a subtree on one core and lets the two halves
 //! of the tree run at once. Nodes with a core per rank are left alone (a rank may run
-//! threads of its own there).
+//! threads of its own there), and so are ranks whose cores times the node's ranks fit
+//! in the machine (a launcher gave each rank cores of its own).
 #![allow(unsafe_code)]
 
 /// The cores (indices into `cpus`, the cores the process may use) for the node's
@@ -52,6 +53,19 @@ pub fn pin(index: usize, local: usize) {
             return;
         }
     };
+    // A launcher that gave each rank cores of its own (Slurm's --cpus-per-task, say)
+    // has split the machine already: those ranks see few cores, but not the same.
+    // SAFETY: sysconf reads a number.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if online > 0 && cpus.len() * local <= online as usize {
+        tracing::debug!(
+            cores = cpus.len(),
+            local,
+            online,
+            "not pinned: this rank's cores times the node's ranks fit the machine (a launcher split it)"
+        );
+        return;
+    }
     let mine = share(index, local, &cpus);
     // SAFETY: as in `allowed`; CPU_SET takes indices below CPU_SETSIZE, as these are.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };

@@ -451,19 +451,10 @@ impl Comm {
             check_stale: !view.coll_failed.load(std::sync::atomic::Ordering::Relaxed),
         };
         let r = run.execute(&sched.steps, planned.direct(), &mut b, seq, combine);
-        // Whatever is still pending (after a failure) is detached: an unmatched
-        // receive is cancelled, a send finishes on its own.
-        let mut core = self.inner.engine.core();
-        for (id, _) in run.sends.drain(..) {
-            core.detach(id);
-        }
-        for p in run.recvs.drain(..) {
-            core.detach(p.id);
-        }
-        for id in run.early.drain(..) {
-            core.detach(id);
-        }
-        drop(core);
+        // Whatever is still pending (after a failure) is detached (`Rounds::drop`,
+        // which also runs if a combining function panics): receives may write
+        // into `b` or the caller's buffer until then. `run` goes before `b`.
+        drop(run);
         r?;
         Ok(b.into_output())
     }
@@ -879,6 +870,23 @@ struct Rounds<'a> {
     /// Whether a message of a recent earlier call still unreceived is an error
     /// (not after a call failed here, which leaves its messages behind).
     check_stale: bool,
+}
+
+impl Drop for Rounds<'_> {
+    /// Detaches what is still pending: an unmatched receive is cancelled, a matched
+    /// one stops writing into the buffers it was lent, a send finishes on its own.
+    fn drop(&mut self) {
+        let mut core = self.comm.inner.engine.core();
+        for (id, _) in self.sends.drain(..) {
+            core.detach(id);
+        }
+        for p in self.recvs.drain(..) {
+            core.detach(p.id);
+        }
+        for id in self.early.drain(..) {
+            core.detach(id);
+        }
+    }
 }
 
 /// How many calls back a message still unreceived is taken for one of an earlier

@@ -117,6 +117,8 @@ impl Comm {
     /// our listener (inside the cluster's port range when it has one) and registers
     /// our access point.
     pub fn connect(env: JobEnv) -> Result<Comm> {
+        // Settings first: a wrong one fails before anything is registered.
+        let bind = bind_from_env()?;
         let control = Control::connect(&env.helper)?;
         let (cluster, node, bind_addr) =
             match control.request_patiently(&Request::NodeInfo, JOIN_PATIENCE)? {
@@ -214,7 +216,6 @@ impl Comm {
         // Ranks that share our node (our path in the topology, when it names one):
         // more of them than cores, and a waiting rank yields its core as it polls.
         let me = inner.env.rank as usize;
-        let bind = bind_from_env()?;
         if topology.depth() > 0 && me < topology.size() {
             let local = (0..topology.size())
                 .filter(|&r| topology.path(r) == topology.path(me))

@@ -24,7 +24,7 @@
 //! }
 //! ```
 
-pub mod affinity;
+pub(crate) mod affinity;
 pub mod callsig;
 pub mod coll;
 pub mod comm;

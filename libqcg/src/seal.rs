@@ -800,7 +800,7 @@ fn set_ulp(fd: std::os::fd::RawFd, name: &[u8]) -> io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Both ends' keys from one exchange, as the handshake makes them.

@@ -977,7 +977,26 @@ fn two_cores() -> Result<Vec<usize>> {
 fn ranks_of_a_crowded_node_are_pinned_to_cores_in_blocks() -> Result<()> {
     let cores = two_cores()?;
     let k = cores.len();
-    let n = 2 * k;
+    ensure!(
+        k == 2,
+        "this test needs two cores to pin ranks to; it may use {cores:?}"
+    );
+    // More ranks than the machine has cores over the two each may use: else the
+    // ranks look split by a launcher already, and are left alone.
+    let online = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|l| {
+            l.trim()
+                .split(',')
+                .map(|p| {
+                    let (a, b) = p.split_once('-').unwrap_or((p, p));
+                    Some(b.parse::<usize>().ok()? - a.parse::<usize>().ok()? + 1)
+                })
+                .sum::<Option<usize>>()
+        })
+        .unwrap_or(online);
+    let n = (2 * k).max(online / k + 1);
     let o = bind_run(&cores, n, None)?;
     let err = String::from_utf8_lossy(&o.stderr);
     ensure!(o.status.success(), "bind.c ({}):\n{err}", o.status);

@@ -152,6 +152,10 @@ impl LinkIo for Link {
         }
     }
 
+    fn reads_in_place(&self) -> bool {
+        matches!(self, Link::Sealed(_))
+    }
+
     fn peek_frame(&self) -> Peek {
         match self {
             Link::Shm(s) => s.peek_frame(),

@@ -107,6 +107,13 @@ pub trait LinkIo: Read + Write {
     fn read_direct(&mut self, dst: &mut [u8]) -> io::Result<usize> {
         self.read(dst)
     }
+    /// Whether [`LinkIo::read_direct`] may leave part of a record in `dst` that the
+    /// next read must find at the same address (a sealed link opens its records in
+    /// place): a buffer that may be taken away midway (a split receive, see
+    /// [`Split`]) is then read through the link's own buffer instead.
+    fn reads_in_place(&self) -> bool {
+        false
+    }
     /// For a polled link that carries records (shared memory): what the next one
     /// is, looked at in place. A small message is one record; the core matches it
     /// from there and copies its payload straight into the receive buffer

@@ -328,7 +328,15 @@ impl<C: LinkIo> Core<C> {
             let r = match conn.rx {
                 _ if conn.shell_hold => return,
                 Rx::Stalled { .. } | Rx::Gated => return,
-                Rx::Payload { to, len, have } if conn.start == conn.end && len - have >= DIRECT => {
+                Rx::Payload { to, len, have }
+                    if conn.start == conn.end
+                        && len - have >= DIRECT
+                        && !(conn.io.reads_in_place()
+                            && matches!(to, Sink::Req(rid) if matches!(
+                                self.reqs.get(rid).map(|r| &r.state),
+                                Some(ReqState::Recv { buf: RecvBuf::Split(_), .. })
+                            ))) =>
+                {
                     let dst: &mut [u8] = match to {
                         Sink::Req(rid) => match self.reqs.get_mut(rid).map(|r| &mut r.state) {
                             Some(ReqState::Recv { buf, .. }) => buf.window(have, len),
