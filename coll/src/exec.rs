@@ -296,9 +296,97 @@ pub fn direct_receives(rs: &RankSchedule, min: usize) -> Vec<bool> {
         .collect()
 }
 
+/// Whether the steps write every byte of the output, each before any step reads it
+/// (a broadcast's receivers do): then the output may start with any bytes, such as
+/// those of a caller's buffer lent to it ([`Buffers::lending_output`]).
+pub fn fills_output(rs: &RankSchedule) -> bool {
+    // The bytes written so far, as sorted disjoint ranges.
+    let mut written: Vec<Range<usize>> = Vec::new();
+    let covered = |w: &[Range<usize>], r: &Range<usize>| {
+        r.is_empty() || w.iter().any(|x| x.start <= r.start && r.end <= x.end)
+    };
+    for step in &rs.steps {
+        let t = touches(step);
+        // A reduction reads its destination too.
+        let reads_dst = matches!(step, Step::Reduce { .. });
+        for &(b, r, w) in &t {
+            if b == Buf::Output && (!w || reads_dst) && !covered(&written, r) {
+                return false;
+            }
+        }
+        for &(b, r, w) in &t {
+            if b == Buf::Output && w && !r.is_empty() {
+                written.push(r.clone());
+                written.sort_by_key(|x| x.start);
+                let mut merged: Vec<Range<usize>> = Vec::with_capacity(written.len());
+                for x in written.drain(..) {
+                    match merged.last_mut() {
+                        Some(l) if x.start <= l.end => l.end = l.end.max(x.end),
+                        _ => merged.push(x),
+                    }
+                }
+                written = merged;
+            }
+        }
+    }
+    covered(&written, &(0..rs.output_len))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_output_is_filled_when_every_byte_is_written_before_it_is_read() {
+        let recv = |range| Step::Recv {
+            from: 1,
+            tag: 0,
+            buf: Buf::Output,
+            range,
+        };
+        let send = |range| Step::Send {
+            to: 2,
+            tag: 0,
+            buf: Buf::Output,
+            range,
+        };
+        // Two halves received, then sent on: filled.
+        assert!(fills_output(&rs(vec![
+            recv(0..2),
+            send(0..2),
+            recv(2..4),
+            send(0..4)
+        ])));
+        // A send of bytes not yet received, or a byte never written: not.
+        assert!(!fills_output(&rs(vec![recv(0..2), send(1..3), recv(2..4)])));
+        assert!(!fills_output(&rs(vec![recv(0..3)])));
+        // A reduction into the output reads it first.
+        let reduce = Step::Reduce {
+            dst: Buf::Output,
+            dst_range: 0..4,
+            src: Buf::Input,
+            src_range: 0..4,
+            order: Order::DstFirst,
+        };
+        assert!(!fills_output(&rs(vec![reduce.clone()])));
+        assert!(fills_output(&rs(vec![recv(0..4), reduce])));
+        // Every real broadcast receiver's schedule fills its output.
+        let topo = crate::Topology::uniform(2, 2, 3);
+        let mut checked = 0;
+        for alg in crate::Algorithm::ALL {
+            for flits in [1, 3, 8] {
+                let coll = crate::Collective::new(crate::Op::Bcast, 4, 1000);
+                let Ok(all) = crate::schedule(&coll, &topo, alg, flits) else {
+                    continue;
+                };
+                for r in all.iter().filter(|r| r.rank != 4) {
+                    assert!(fills_output(r), "{alg:?} {flits} flits, rank {}", r.rank);
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked >= 4 * 3 * 11, "{checked} schedules checked");
+    }
 
     #[test]
     fn a_receive_lands_in_place_only_where_nothing_else_touches_its_bytes_first() {

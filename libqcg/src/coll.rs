@@ -83,6 +83,9 @@ pub(crate) struct Planned {
     /// Per step: a receive the blocking executor lands straight in its buffer
     /// ([`qcg_coll::exec::direct_receives`]); made on first use.
     direct: std::sync::OnceLock<Vec<bool>>,
+    /// Whether the steps write every output byte before reading it
+    /// ([`qcg_coll::exec::fills_output`]); made on first use.
+    fills: std::sync::OnceLock<bool>,
 }
 
 impl Planned {
@@ -91,7 +94,14 @@ impl Planned {
             sched,
             sig,
             direct: std::sync::OnceLock::new(),
+            fills: std::sync::OnceLock::new(),
         }
+    }
+
+    fn fills_output(&self) -> bool {
+        *self
+            .fills
+            .get_or_init(|| qcg_coll::exec::fills_output(&self.sched))
     }
 
     fn direct(&self) -> &[bool] {
@@ -356,9 +366,9 @@ impl Comm {
         self.collective_into(coll, input, combine, None)
     }
 
-    /// [`Comm::collective`], the result written straight into `output` when given
-    /// (see [`Buffers::lending_output`] for when that is allowed); then the returned
-    /// vector is empty.
+    /// [`Comm::collective`], the result written into `output` when given (straight,
+    /// when the schedule writes every output byte before reading it: see
+    /// [`Buffers::lending_output`]); then the returned vector is empty.
     fn collective_into(
         &self,
         coll: Collective,
@@ -428,14 +438,21 @@ impl Comm {
         let ctx = view.context | COLL_CONTEXT;
         let timeout = self.coll_options().timeout;
         let input = std::borrow::Cow::Borrowed(input);
-        let mut b = match output {
-            Some(out) => Buffers::lending_output(sched, input, out).ok_or_else(|| {
-                err(format!(
-                    "a result buffer of another length than the schedule's ({} bytes)",
-                    sched.output_len
-                ))
-            })?,
-            None => Buffers::new(sched, input),
+        if output.as_ref().is_some_and(|o| o.len() != sched.output_len) {
+            return Err(err(format!(
+                "a result buffer of another length than the schedule's ({} bytes)",
+                sched.output_len
+            )));
+        }
+        let (mut b, mut copy_to) = match output {
+            Some(out) if planned.fills_output() => {
+                let b = Buffers::lending_output(sched, input, out);
+                (
+                    b.ok_or_else(|| err("a result buffer of another length".into()))?,
+                    None,
+                )
+            }
+            out => (Buffers::new(sched, input), out),
         };
         let mut run = Rounds {
             comm: self,
@@ -456,7 +473,13 @@ impl Comm {
         // into `b` or the caller's buffer until then. `run` goes before `b`.
         drop(run);
         r?;
-        Ok(b.into_output())
+        match copy_to.take() {
+            Some(out) => {
+                out.copy_from_slice(b.get(Buf::Output).unwrap_or_default());
+                Ok(Vec::new())
+            }
+            None => Ok(b.into_output()),
+        }
     }
 
     /// Broadcasts `buf` from `root` to every rank. Every rank passes a buffer of the
@@ -468,8 +491,8 @@ impl Comm {
             // The result is the root's own bytes.
             self.collective(coll, buf, None)?;
         } else {
-            // Every byte of a receiver's output arrives before anything reads it:
-            // it lands in the caller's buffer.
+            // A receiver's output arrives before anything reads it: it lands in
+            // the caller's buffer.
             self.collective_into(coll, &[], None, Some(buf))?;
         }
         Ok(())
