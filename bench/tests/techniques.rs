@@ -36,7 +36,21 @@ fn transfer_of(g: &LabGrid, job: &str, a: &str, b: &str, bytes: usize) -> (Outpu
             .spawn()
             .unwrap()
     };
-    let (r1, r0) = (spawn(1, b), spawn(0, a));
+    let (mut r1, mut r0) = (spawn(1, b), spawn(0, a));
+    // A rank whose peer failed before making their link waits for it for ever:
+    // both are stopped after a bound, so the test fails instead of hanging.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while std::time::Instant::now() < until
+        && !(r0.try_wait().is_ok_and(|s| s.is_some()) && r1.try_wait().is_ok_and(|s| s.is_some()))
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for r in [&mut r0, &mut r1] {
+        if r.try_wait().is_ok_and(|s| s.is_none()) {
+            eprintln!("{job}: a rank still running after 180 s; killed");
+            let _ = r.kill();
+        }
+    }
     (
         r0.wait_with_output().unwrap(),
         r1.wait_with_output().unwrap(),

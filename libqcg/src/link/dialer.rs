@@ -117,6 +117,15 @@ pub(crate) enum Event {
         sock: Sock,
         error: String,
     },
+    /// An attempt's rendezvous was refused because the peer's cluster does not
+    /// know it yet (it registered with the broker, and its cluster hears of it a
+    /// moment later): failed as [`Event::OpenFailed`], and if every attempt fails
+    /// so, the dial looks the peer up again, as a lookup of a peer not yet
+    /// registered does.
+    PeerUnknown {
+        sock: Sock,
+        error: String,
+    },
     Handshaken {
         sock: Sock,
         rtt: Option<Duration>,
@@ -168,6 +177,11 @@ struct Racing {
     failures: Vec<String>,
     /// A relayed link exists: the race goes on for an upgrade.
     relayed: bool,
+    /// When the dial started, and its lookup's pause (for a lookup again).
+    since: Instant,
+    pause: Duration,
+    /// An attempt failed because the peer's cluster did not know it yet.
+    unknown: bool,
 }
 
 /// The dials of one process.
@@ -299,7 +313,15 @@ impl Dialer {
         match ev {
             Event::Plan { peer, attempts } => {
                 if let Some(stage @ Stage::Lookup { .. }) = self.dials.get_mut(&peer) {
-                    let relayed = matches!(stage, Stage::Lookup { relayed: true, .. });
+                    let (relayed, since, pause) = match stage {
+                        Stage::Lookup {
+                            relayed,
+                            since,
+                            pause,
+                            ..
+                        } => (*relayed, *since, *pause),
+                        Stage::Race(_) => (false, now, LOOKUP_PAUSE),
+                    };
                     let race = Race::new(attempts.iter().map(|a| a.technique).collect());
                     let n = attempts.len();
                     *stage = Stage::Race(Racing {
@@ -314,6 +336,9 @@ impl Dialer {
                             .collect(),
                         failures: Vec::new(),
                         relayed,
+                        since,
+                        pause,
+                        unknown: false,
                     });
                 }
             }
@@ -350,6 +375,12 @@ impl Dialer {
             }
             Event::OpenFailed { sock, error } => {
                 if let Some((peer, i)) = self.find(sock, Step::Opening) {
+                    self.fail(peer, i, error);
+                }
+            }
+            Event::PeerUnknown { sock, error } => {
+                if let Some((peer, i)) = self.find(sock, Step::Opening) {
+                    self.racing(peer).unknown = true;
                     self.fail(peer, i, error);
                 }
             }
@@ -483,13 +514,27 @@ impl Dialer {
                 Some(Stage::Race(r)) => r,
                 _ => return,
             };
-            if !r.relayed {
-                let mut attempts = r.failures;
-                if attempts.is_empty() {
-                    attempts.push("the plan was empty".into());
-                }
-                self.out.push(Action::Failed { peer, attempts });
+            if r.relayed {
+                return;
             }
+            if r.unknown && now.duration_since(r.since) < LOOKUP_PATIENCE {
+                // Its cluster had not heard of the peer yet: ask again shortly.
+                self.dials.insert(
+                    peer,
+                    Stage::Lookup {
+                        since: r.since,
+                        again: Some(now + r.pause),
+                        pause: (r.pause * 2).min(LOOKUP_PAUSE_MAX),
+                        relayed: false,
+                    },
+                );
+                return;
+            }
+            let mut attempts = r.failures;
+            if attempts.is_empty() {
+                attempts.push("the plan was empty".into());
+            }
+            self.out.push(Action::Failed { peer, attempts });
         }
     }
 
@@ -716,6 +761,8 @@ mod tests {
         plan: Vec<(Technique, Net)>,
         /// Lookups answered "unknown process" before the plan comes.
         unknown: u32,
+        /// Attempts whose rendezvous the peer's cluster refuses, not knowing it yet.
+        unknown_there: u32,
         /// Sockets and the technique each was opened for.
         socks: HashMap<Sock, Technique>,
         closed: Vec<Sock>,
@@ -733,6 +780,7 @@ mod tests {
                 d: Dialer::new(),
                 plan: plan.to_vec(),
                 unknown: 0,
+                unknown_there: 0,
                 socks: HashMap::new(),
                 closed: Vec::new(),
                 links: Vec::new(),
@@ -820,6 +868,12 @@ mod tests {
                 Action::Open { sock, attempt, .. } => {
                     let t = attempt.technique;
                     self.sides[side].socks.insert(sock, t);
+                    if self.sides[side].unknown_there > 0 {
+                        self.sides[side].unknown_there -= 1;
+                        let error = "the grid refused rendezvous: UnknownProcess".to_string();
+                        self.at(1, side, Event::PeerUnknown { sock, error });
+                        return;
+                    }
                     let net = self.sides[side]
                         .plan
                         .iter()
@@ -1125,6 +1179,24 @@ mod tests {
         sim.dial(0);
         sim.run_for(600_000);
         assert_eq!(sim.sides[0].ended_on(), Some((Some(Direct), false)));
+        // Known to the broker but not yet to its cluster, which refuses the
+        // rendezvous: the dial looks it up again and makes the link (the lab once
+        // failed a reversed link so when the target started a moment late) ...
+        let plan = [(Reversed, Net::Opens(1)), (Relayed, Net::Opens(5))];
+        let mut sim = Sim::new(&plan, &[]);
+        sim.sides[0].unknown_there = 4;
+        sim.dial(0);
+        sim.run_for(600_000);
+        assert_eq!(sim.sides[0].failed, None);
+        assert_eq!(sim.sides[0].ended_on(), Some((Some(Reversed), false)));
+        // ... and gives up after the lookup's patience if the cluster never knows it.
+        let mut sim = Sim::new(&plan, &[]);
+        sim.sides[0].unknown_there = u32::MAX;
+        sim.dial(0);
+        sim.run_for(600_000);
+        let f = sim.sides[0].failed.clone().expect("the dial failed");
+        assert!(f.iter().all(|a| a.contains("UnknownProcess")), "{f:?}");
+        assert!(sim.elapsed() >= LOOKUP_PATIENCE, "{:?}", sim.elapsed());
     }
 
     /// The lab's technique pairs, each as the broker plans both directions: what

@@ -716,7 +716,17 @@ impl Shell {
                         } else {
                             "rendezvous"
                         };
-                        self.open_failed(k, refusal(what, &reply), reg, now)
+                        let error = refusal(what, &reply);
+                        match self.conns[k].owner {
+                            // Registered with the broker, not yet known to its
+                            // cluster: the dial tries again shortly.
+                            Owner::Dial(sock) if reply.kind == ErrorKind::UnknownProcess => {
+                                self.by_sock.remove(&sock);
+                                self.drop_conn(k, reg);
+                                self.dialer.handle(Event::PeerUnknown { sock, error }, now);
+                            }
+                            _ => self.open_failed(k, error, reg, now),
+                        }
                     }
                     // The target dials our listener; the acceptor makes the link.
                     (Technique::Reversed, _) => {}
