@@ -900,15 +900,9 @@ impl Drop for Rounds<'_> {
     /// one stops writing into the buffers it was lent, a send finishes on its own.
     fn drop(&mut self) {
         let mut core = self.comm.inner.engine.core();
-        for (id, _) in self.sends.drain(..) {
-            core.detach(id);
-        }
-        for p in self.recvs.drain(..) {
-            core.detach(p.id);
-        }
-        for id in self.early.drain(..) {
-            core.detach(id);
-        }
+        core.detach_each(self.sends.drain(..).map(|s| s.0));
+        core.detach_each(self.recvs.drain(..).map(|p| p.id));
+        core.detach_each(self.early.drain(..));
     }
 }
 

@@ -192,15 +192,9 @@ impl State {
     /// Whatever is pending is detached: an unmatched receive is cancelled, a send
     /// finishes on its own.
     fn detach_all(&mut self, core: &mut Core<Link>) {
-        for (id, _) in self.sends.drain(..) {
-            core.detach(id);
-        }
-        for p in self.recvs.drain(..) {
-            core.detach(p.id);
-        }
-        for id in self.early.drain(..) {
-            core.detach(id);
-        }
+        core.detach_each(self.sends.drain(..).map(|s| s.0));
+        core.detach_each(self.recvs.drain(..).map(|p| p.id));
+        core.detach_each(self.early.drain(..));
     }
 
     fn fail(&mut self, core: &mut Core<Link>, message: String) {

@@ -957,6 +957,16 @@ fn bind_run(cores: &[usize], n: usize, bind: Option<&str>) -> Result<Output> {
     c.output().context("running taskset (util-linux)")
 }
 
+/// The cores of a kernel CPU list (`0-3,6`).
+fn cpu_list(line: &str) -> Result<Vec<usize>> {
+    let mut cores = Vec::new();
+    for part in line.trim().split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cores.extend(a.parse::<usize>()?..=b.parse::<usize>()?);
+    }
+    Ok(cores)
+}
+
 /// The first (up to) two cores this test may run on.
 fn two_cores() -> Result<Vec<usize>> {
     let status = std::fs::read_to_string("/proc/self/status")?;
@@ -964,11 +974,7 @@ fn two_cores() -> Result<Vec<usize>> {
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
         .context("no Cpus_allowed_list in /proc/self/status")?;
-    let mut cores = Vec::new();
-    for part in line.trim().split(',') {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        cores.extend(a.parse::<usize>()?..=b.parse::<usize>()?);
-    }
+    let mut cores = cpu_list(line)?;
     cores.truncate(2);
     Ok(cores)
 }
@@ -983,19 +989,7 @@ fn ranks_of_a_crowded_node_are_pinned_to_cores_in_blocks() -> Result<()> {
     );
     // More ranks than the machine has cores over the two each may use: else the
     // ranks look split by a launcher already, and are left alone.
-    let online = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
-        .and_then(|l| {
-            l.trim()
-                .split(',')
-                .map(|p| {
-                    let (a, b) = p.split_once('-').unwrap_or((p, p));
-                    Some(b.parse::<usize>().ok()? - a.parse::<usize>().ok()? + 1)
-                })
-                .sum::<Option<usize>>()
-        })
-        .unwrap_or(online);
+    let online = cpu_list(&std::fs::read_to_string("/sys/devices/system/cpu/online")?)?.len();
     let n = (2 * k).max(online / k + 1);
     let o = bind_run(&cores, n, None)?;
     let err = String::from_utf8_lossy(&o.stderr);

@@ -248,18 +248,25 @@ impl Split {
     /// The two parts to write a message of `len` bytes into, when it fits them
     /// exactly and the caller still lends its buffer.
     fn parts(&mut self, len: usize) -> Option<(&mut [u8], &mut [u8])> {
+        if !self.fits_len(len) {
+            return None;
+        }
         let body = self.body.as_mut()?;
-        (self.whole.is_empty() && len == self.head.len() + body.len())
-            .then(|| (&mut self.head[..], body.as_mut_slice()))
+        Some((&mut self.head[..], body.as_mut_slice()))
     }
 
-    /// Whether the message goes straight into the two parts.
-    fn fits(&self) -> bool {
+    /// Whether a message of `len` bytes goes straight into the two parts.
+    fn fits_len(&self, len: usize) -> bool {
         self.whole.is_empty()
             && self
                 .body
                 .as_ref()
-                .is_some_and(|b| self.len == self.head.len() + b.len())
+                .is_some_and(|b| len == self.head.len() + b.len())
+    }
+
+    /// Whether the matched message goes straight into the two parts.
+    fn fits(&self) -> bool {
+        self.fits_len(self.len)
     }
 
     /// The caller no longer lends its buffer (a detached request): what still
@@ -714,6 +721,13 @@ impl<C: LinkIo> Core<C> {
             if let ReqState::Recv { buf, .. } = &mut r.state {
                 buf.disown();
             }
+        }
+    }
+
+    /// Detaches every request of `ids` (see [`Core::detach`]).
+    pub fn detach_each(&mut self, ids: impl IntoIterator<Item = ReqId>) {
+        for id in ids {
+            self.detach(id);
         }
     }
 

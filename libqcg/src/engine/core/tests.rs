@@ -118,8 +118,20 @@ fn pair(limits: Limits, cap: usize) -> (Core<Pipe>, Core<Pipe>, Buf) {
     (a, b, to0)
 }
 
+/// Moves bytes from `a` to `b` only, `rounds` times (a message partly across).
+fn forward<C: LinkIo>(a: &mut Core<C>, b: &mut Core<C>, rounds: usize) {
+    for _ in 0..rounds {
+        for c in a.conn_ids() {
+            a.on_writable(c);
+        }
+        for c in b.conn_ids() {
+            b.on_readable(c);
+        }
+    }
+}
+
 /// Moves bytes both ways for a while (enough for every test's bytes).
-fn settle(a: &mut Core<Pipe>, b: &mut Core<Pipe>) {
+fn settle<C: LinkIo>(a: &mut Core<C>, b: &mut Core<C>) {
     for _ in 0..2_000 {
         for c in a.conn_ids() {
             a.on_writable(c);
@@ -828,14 +840,7 @@ fn a_split_receive_lands_its_body_in_the_lent_buffer_whatever_the_path() {
             settle(&mut a, &mut b);
             r
         } else if midway {
-            for _ in 0..3 {
-                for c in a.conn_ids() {
-                    a.on_writable(c);
-                }
-                for c in b.conn_ids() {
-                    b.on_readable(c);
-                }
-            }
+            forward(&mut a, &mut b, 3);
             let r = post(&mut b, &mut body);
             assert!(!b.is_done(r), "{case}: still coming");
             settle(&mut a, &mut b);
@@ -875,12 +880,7 @@ fn a_split_receive_lands_its_body_in_the_lent_buffer_whatever_the_path() {
     let raw = unsafe { RawBuf::from_mut(&mut body) };
     let r = b.post_recv(any(), RecvBuf::Split(Split::new(HEAD, raw)));
     a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
-    for c in a.conn_ids() {
-        a.on_writable(c);
-    }
-    for c in b.conn_ids() {
-        b.on_readable(c);
-    }
+    forward(&mut a, &mut b, 1);
     let landed = body.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
     assert!(landed > 0 && landed < body.len(), "halfway: {landed} bytes");
     b.detach(r);
@@ -950,29 +950,13 @@ fn a_split_receive_detached_midway_on_a_sealed_link_keeps_the_link() {
     // Past the first record (64 KiB, read through the link's buffer with the frame's
     // header), into the second: where it is opened in place, part of it is in the
     // body by now.
-    for _ in 0..24 {
-        for c in a.conn_ids() {
-            a.on_writable(c);
-        }
-        for c in b.conn_ids() {
-            b.on_readable(c);
-        }
-    }
+    forward(&mut a, &mut b, 24);
     assert!(!b.is_done(r), "still arriving");
     b.detach(r);
     drop(body);
     let after = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
     a.post_send(1, 2, 0, SendBuf::Owned(data[..1000].to_vec()));
-    for _ in 0..2_000 {
-        for c in a.conn_ids() {
-            a.on_writable(c);
-            a.on_readable(c);
-        }
-        for c in b.conn_ids() {
-            b.on_writable(c);
-            b.on_readable(c);
-        }
-    }
+    settle(&mut a, &mut b);
     let (st, got) = received(b.take(after));
     assert_eq!((st.tag, &got[..]), (2, &data[..1000]));
 }
