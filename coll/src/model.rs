@@ -16,7 +16,7 @@
 
 use crate::schedule::{pieces, validate};
 use crate::step::{Algorithm, Collective, Op, ScheduleError};
-use crate::topology::{Topology, SEND_WINDOW};
+use crate::topology::{Topology, SEND_OVERHEAD, SEND_WINDOW};
 use crate::tree::{self, Tree};
 use std::collections::HashMap;
 
@@ -213,6 +213,10 @@ fn hierarchical_alltoall(topo: &Topology, n: usize, k: usize, s: usize) -> f64 {
 /// priced on one port each way even on a mesh: the exchange multiplies the bytes that
 /// cross the top level by about (sites − 1) / 2, and is only chosen where latency, not
 /// volume, decides (a mesh's aggregate capacity is seldom what its pairs promise).
+/// Inside a node (every rank its own representative), `shared` also keeps a sender
+/// busy for each message's whole latency: the messages of one rank are copies its
+/// core makes one after another, not bytes that overlap on a wire. On two ranks with
+/// a core each, the split halved the time of 64-128 KiB.
 fn exchange_time(
     topo: &Topology,
     forest: &Tree,
@@ -287,18 +291,28 @@ fn exchange_round(
     shared: bool,
     load: &mut Load,
 ) -> Vec<f64> {
-    let c0 = topo.costs()[0];
-    let out_port = |q: usize| if shared { 0 } else { topo.out_port(0, q, s) };
-    let in_port = |r: usize| if shared { 0 } else { topo.port(0, r) };
-    // Every representative sends to the others in site order, each on its port.
+    let level = crossed(topo, reps);
+    let c0 = topo.costs()[level];
+    let whole = shared && level == topo.depth();
+    let busy = if whole { c0.time(s) } else { c0.busy(s) };
+    let out_port = |q: usize| {
+        if shared {
+            0
+        } else {
+            topo.out_port(level, q, s)
+        }
+    };
+    let in_port = |r: usize| if shared { 0 } else { topo.port(level, r) };
+    // Every representative sends to the others starting with the next one, each on
+    // its port.
     let mut arrival: HashMap<(usize, usize), f64> = HashMap::new();
     for &r in reps {
         let mut free: HashMap<usize, f64> = HashMap::new();
-        for &q in reps.iter().filter(|&&q| q != r) {
+        for q in crate::schedule::after(reps, r) {
             let f = free.entry(out_port(q)).or_insert(start[r]);
             arrival.insert((r, q), *f + c0.time(s));
-            *f += c0.busy(s);
-            *load.out.entry((r, out_port(q))).or_default() += c0.busy(s);
+            *f += busy;
+            *load.out.entry((r, out_port(q))).or_default() += busy;
             *load.inn.entry((q, in_port(r))).or_default() += c0.beta * s as f64;
         }
     }
@@ -314,6 +328,15 @@ fn exchange_round(
         clock[q] = c;
     }
     clock
+}
+
+/// The level the representatives' messages cross: the top one between site
+/// representatives, the node's between the ranks of a one-node job.
+fn crossed(topo: &Topology, reps: &[usize]) -> usize {
+    match reps {
+        [a, b, ..] => topo.level(*a, *b),
+        _ => 0,
+    }
 }
 
 /// How site representatives combine their sites' partials.
@@ -340,7 +363,9 @@ struct SiteExchange {
 }
 
 /// The [`SiteExchange`] of a hierarchical `op`; `None` for another operation or
-/// algorithm, bad arguments, or a single site.
+/// algorithm, bad arguments, or a single site (except for an allreduce whose ranks all
+/// share one node: each rank is then its own representative, see
+/// [`tree::node_forest`]).
 fn site_exchange(
     op: Op,
     coll: &Collective,
@@ -354,7 +379,8 @@ fn site_exchange(
     let n = validate(coll, topo, alg, flits).ok()?;
     let cut = pieces(n, coll.elem_size, flits);
     let (k, s) = (cut.len(), cut.iter().map(|r| r.len()).max().unwrap_or(0));
-    let (forest, reps) = tree::site_forest(topo, 0, (s, k))?;
+    let (forest, reps) = tree::site_forest(topo, 0, (s, k))
+        .or_else(|| (op == Op::Allreduce).then(|| tree::node_forest(topo))?)?;
     Some(SiteExchange {
         n,
         k,
@@ -368,7 +394,9 @@ fn site_exchange(
 /// representatives (see [`exchange_time`]): when the topology has several sites, the
 /// result can be combined in rank order (a commutative operation, or sites that are
 /// contiguous rank ranges) and the model finds it faster than the reduce-then-bcast
-/// tree, pricing the exchange's top level as shared (see [`exchange_time`]). Returns the per-site forest and the representatives in site order.
+/// tree, pricing the exchange's top level as shared (see [`exchange_time`]); or when
+/// every rank shares one node, a split exchange between all of them (never the full
+/// one there). Returns the per-site forest and the representatives in site order.
 pub(crate) fn allreduce_exchange(
     coll: &Collective,
     topo: &Topology,
@@ -391,13 +419,24 @@ pub(crate) fn allreduce_exchange(
         .then(|| t.runs().iter().map(Vec::len).collect());
     let seg = |c: usize| segs.as_ref().map_or(1, |v| v[c]);
     let tree_time = up(topo, &t, |c| seg(c) * s).total(k) + down(topo, &t, |_| s).total(k);
-    let full = exchange_time(topo, &forest, &reps, (s, k), true, Exchange::Full);
+    // Inside a node, every rank sending its whole vector to every other is never
+    // worth it: the ranks share the node's cores and memory, which the model prices
+    // per rank. A split there needs a core per rank: where a message's latency is a
+    // wait for a core (above the per-message overhead: more ranks than cores), 16
+    // ranks on 2 cores measured 1-2× slower than the tree from 64 KiB to 512 KiB
+    // (4 ranks: 1.7× at 64 KiB), however the model priced its many messages.
+    let in_node = crossed(topo, &reps) == topo.depth();
+    let full =
+        (!in_node).then(|| exchange_time(topo, &forest, &reps, (s, k), true, Exchange::Full));
+    let own_cores = topo.costs()[topo.depth()].alpha <= SEND_OVERHEAD;
     // A split needs an element per representative in every block.
-    let split = (n / coll.elem_size.max(1) >= reps.len())
+    let split = (n / coll.elem_size.max(1) >= reps.len() && (own_cores || !in_node))
         .then(|| exchange_time(topo, &forest, &reps, (s, k), true, Exchange::Split));
-    let (kind, best) = match split {
-        Some(t) if t < full => (Exchange::Split, t),
-        _ => (Exchange::Full, full),
+    let (kind, best) = match (split, full) {
+        (Some(t), Some(f)) if t < f => (Exchange::Split, t),
+        (Some(t), None) => (Exchange::Split, t),
+        (_, Some(f)) => (Exchange::Full, f),
+        (None, None) => return None,
     };
     (best < tree_time).then_some((forest, reps, kind))
 }

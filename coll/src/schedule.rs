@@ -40,24 +40,34 @@ pub fn pieces(total: usize, elem: usize, k: usize) -> Vec<Range<usize>> {
         .collect()
 }
 
-/// Flit `i` (`piece` of `Output`) of every site representative's partial combined
+/// The representatives other than `r`, starting with the one after it (wrapping
+/// around): the order each sends to the others in, so that they do not all begin
+/// with the first.
+pub(crate) fn after(reps: &[usize], r: usize) -> impl Iterator<Item = usize> + Clone + '_ {
+    let me = reps.iter().position(|&q| q == r).unwrap_or(0);
+    let m = reps.len();
+    (1..m).map(move |d| reps[(me + d) % m])
+}
+
+/// Flit `i` (`piece` of `own`) of every site representative's partial combined
 /// into this representative's `Output`, in site order (`((p₀ ∘ p₁) ∘ p₂) ∘ …`, the
 /// same association everywhere): the others' flits arrive in `got` (slots of `mp`
-/// bytes, one per other representative), `acc` holds the running result.
+/// bytes, one per other representative), `acc` holds the running result, or
+/// `Output` itself when there is none (`own` must then be another buffer).
 fn combine_flit(
     b: &mut Builder,
     reps: &[usize],
     i: usize,
     piece: &Range<usize>,
     (got, mp): (Buf, usize),
-    acc: Buf,
+    (own, acc): (Buf, Option<Buf>),
 ) {
     let (r, plen) = (b.rs.rank, piece.len());
     let mut parts = Vec::with_capacity(reps.len());
     let mut j = 0;
     for &q in reps {
         if q == r {
-            parts.push((Buf::Output, piece.clone()));
+            parts.push((own, piece.clone()));
         } else {
             let slot = j * mp..j * mp + plen;
             b.recv(q, tag(PHASE_EXCHANGE, i), got, slot.clone());
@@ -65,12 +75,18 @@ fn combine_flit(
             j += 1;
         }
     }
+    let (dst, at) = match acc {
+        Some(acc) => (acc, 0..plen),
+        None => (Buf::Output, piece.clone()),
+    };
     let (first_buf, first_range) = parts[0].clone();
-    b.copy(acc, 0..plen, first_buf, first_range);
+    b.copy(dst, at.clone(), first_buf, first_range);
     for (buf, range) in &parts[1..] {
-        b.reduce(acc, 0..plen, *buf, range.clone(), Order::DstFirst);
+        b.reduce(dst, at.clone(), *buf, range.clone(), Order::DstFirst);
     }
-    b.copy(Buf::Output, piece.clone(), acc, 0..plen);
+    if acc.is_some() {
+        b.copy(Buf::Output, piece.clone(), dst, at);
+    }
 }
 
 /// The schedules of every rank (index = rank).
@@ -244,12 +260,22 @@ impl Plan {
             }
             Op::Allreduce | Op::Barrier => {
                 (b.rs.input_len, b.rs.output_len) = (n, n);
-                self.up_reduce(&mut b, t);
+                use crate::model::Exchange;
+                // A representative alone in its tree (every rank of a one-node job)
+                // splits its own input: nothing to reduce first.
+                let alone = t.parent[r].is_none() && t.children[r].is_empty();
+                let split_alone = alone && matches!(self.exchange, Some((_, Exchange::Split)));
+                if !split_alone {
+                    self.up_reduce(&mut b, t);
+                }
                 if let Some((reps, kind)) = &self.exchange {
                     if reps.contains(&r) {
                         match kind {
-                            crate::model::Exchange::Full => self.exchange_partials(&mut b, reps),
-                            crate::model::Exchange::Split => self.exchange_split(&mut b, reps),
+                            Exchange::Full => self.exchange_partials(&mut b, reps),
+                            Exchange::Split => {
+                                let own = if split_alone { Buf::Input } else { Buf::Output };
+                                self.exchange_split(&mut b, reps, own)
+                            }
                         }
                     }
                 }
@@ -393,12 +419,12 @@ impl Plan {
         // Every flit goes out before the first is awaited: one latency in all, not one
         // per flit.
         for (i, piece) in self.pieces.iter().enumerate() {
-            for &q in reps.iter().filter(|&&q| q != r) {
+            for q in after(reps, r) {
                 b.send(q, tag(PHASE_EXCHANGE, i), Buf::Output, piece.clone());
             }
         }
         for (i, piece) in self.pieces.iter().enumerate() {
-            combine_flit(b, reps, i, piece, (got, mp), acc);
+            combine_flit(b, reps, i, piece, (got, mp), (Buf::Output, Some(acc)));
         }
     }
 
@@ -427,7 +453,11 @@ impl Plan {
     /// block per representative; representative j receives block j of every partial,
     /// combines them in site order (`((p₀ ∘ p₁) ∘ p₂) ∘ …`, as the full exchange) and
     /// sends the result to every other. Each block travels in flits.
-    fn exchange_split(&self, b: &mut Builder, reps: &[usize]) {
+    ///
+    /// The partial is read from `own` (`Output`, or `Input` for a representative
+    /// alone in its tree); the result lands in `Output`. Each sends to the others
+    /// starting with the next one, so that they do not all begin with the first.
+    fn exchange_split(&self, b: &mut Builder, reps: &[usize], own: Buf) {
         let r = b.rs.rank;
         let e = self.coll.elem_size;
         let blocks = pieces(self.n, e, reps.len());
@@ -442,16 +472,23 @@ impl Plan {
         let mine = flits_of(me);
         let mp = mine.iter().map(|f| f.len()).max().unwrap_or(0);
         let got = b.temp((reps.len() - 1) * mp);
-        let acc = b.temp(mp);
+        // Combining straight into `Output` would overwrite the partial read there.
+        let acc = if own == Buf::Output {
+            Some(b.temp(mp))
+        } else {
+            None
+        };
+        let m = reps.len();
+        let others = (1..m).map(|d| ((me + d) % m, reps[(me + d) % m]));
         // Every block's flits go out before the first is awaited.
-        for (j, &q) in reps.iter().enumerate().filter(|&(_, &q)| q != r) {
+        for (j, q) in others.clone() {
             for (i, f) in flits_of(j).into_iter().enumerate() {
-                b.send(q, tag(PHASE_EXCHANGE, i), Buf::Output, f);
+                b.send(q, tag(PHASE_EXCHANGE, i), own, f);
             }
         }
         for (i, f) in mine.iter().enumerate() {
-            combine_flit(b, reps, i, f, (got, mp), acc);
-            for &q in reps.iter().filter(|&&q| q != r) {
+            combine_flit(b, reps, i, f, (got, mp), (own, acc));
+            for (_, q) in others.clone() {
                 b.send(q, tag(PHASE_SPREAD, i), Buf::Output, f.clone());
             }
         }

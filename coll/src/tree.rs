@@ -239,6 +239,19 @@ pub(crate) fn build(
     Tree::from_edges(p, root, &edges)
 }
 
+/// Every rank a tree of its own, when all ranks share one leaf group (one node): the
+/// ranks themselves are then the representatives an allreduce's split exchange runs
+/// between (a reduce-scatter and an allgather inside the node). Returns the forest and
+/// the ranks in order, or `None` for fewer than two ranks or ranks on several nodes.
+pub(crate) fn node_forest(topo: &Topology) -> Option<(Tree, Vec<usize>)> {
+    let p = topo.size();
+    if p < 2 || (1..p).any(|r| topo.level(0, r) < topo.depth()) {
+        return None;
+    }
+    let reps: Vec<usize> = (0..p).collect();
+    Some((Tree::forest(p, &reps, &[]), reps))
+}
+
 /// The hierarchical tree of [`build`] cut at the top level: one tree per site, rooted
 /// at the site's representative. Returns the forest and the representatives in site
 /// order (by smallest rank), or `None` when the topology has a single site.

@@ -268,3 +268,100 @@ fn split_exchange_allreduces_match_reference() {
         "the split exchange was chosen in {split} of 30 cases"
     );
 }
+
+/// A large allreduce between the ranks of one node with a core each (libqcg's
+/// shared-memory costs) splits the vector between all of them, each rank's input sent
+/// as it is: every rank sends a block to every other, combines its own block and
+/// hands it out, and the handed-out blocks land straight in the output (no step
+/// touched them before). Results are the sequential reference's for every
+/// reduction, commutative or not. Small vectors, and a crowded node (more ranks than
+/// cores: each message waits for a core), keep the tree.
+#[test]
+fn one_node_allreduces_split_between_all_ranks_and_match_reference() {
+    use qcg_coll::exec::{direct_receives, fills_output};
+    use qcg_coll::{Buf, LinkCost, Step, PHASE_SPREAD};
+    let node = LinkCost::from_bandwidth(0.6e-6, 64e9);
+    let crowded = LinkCost::from_bandwidth(100e-6, 8e9);
+    let splits = |topo: &Topology, coll: &Collective, flits: usize| {
+        let scheds = schedule(coll, topo, Algorithm::Hierarchical, flits).unwrap();
+        scheds
+            .iter()
+            .flat_map(|s| &s.steps)
+            .any(|st| matches!(st, Step::Send { tag, .. } if tag >> 16 == PHASE_SPREAD))
+    };
+    let mut rng = Rng(0x0DE5_1000);
+    for i in 0..24u64 {
+        let p = rng.range(2, 20);
+        let topo = Topology::uniform(1, 1, p)
+            .with_costs(vec![node; 3])
+            .unwrap();
+        let red = rng.range(0, REDS.len() - 1);
+        let elem = REDS[red].elem;
+        let elems = rng.range(300_000 / elem, 1_100_000 / elem);
+        let coll = Collective::new(Op::Allreduce, 0, elems * elem)
+            .elem_size(elem)
+            .commutative(REDS[red].commutative);
+        let choice =
+            qcg_coll::auto::choose_among(&coll, &topo, &[Algorithm::Hierarchical]).unwrap();
+        let case = Case {
+            seed: 0x0DE5_1000 + i,
+            topo,
+            coll,
+            alg: Algorithm::Hierarchical,
+            flits: choice.flits,
+            red,
+        };
+        assert!(check(&case), "case {i}: {p} ranks, {} bytes", coll.bytes);
+        let scheds = schedule(&case.coll, &case.topo, case.alg, case.flits).unwrap();
+        for s in &scheds {
+            let ctx = format!("case {i}: rank {} of {p}, {} flits", s.rank, case.flits);
+            let mut to = HashSet::new();
+            let mut spreads = 0;
+            for st in &s.steps {
+                if let Step::Send {
+                    to: q, tag, buf, ..
+                } = st
+                {
+                    to.insert(*q);
+                    if tag >> 16 == PHASE_SPREAD {
+                        spreads += 1;
+                        assert_eq!(*buf, Buf::Output, "{ctx}");
+                    } else {
+                        assert_eq!(*buf, Buf::Input, "{ctx}: the input goes out as it is");
+                    }
+                }
+            }
+            assert_eq!(to.len(), p - 1, "{ctx}: sends to every other rank");
+            assert!(
+                spreads >= p - 1,
+                "{ctx}: hands its block to every other rank"
+            );
+            let direct = direct_receives(s, 1);
+            for (st, d) in s.steps.iter().zip(&direct) {
+                if let Step::Recv {
+                    buf: Buf::Output, ..
+                } = st
+                {
+                    assert!(d, "{ctx}: a handed-out block lands in place");
+                }
+            }
+            assert!(fills_output(s), "{ctx}");
+        }
+        // Not on a crowded node (where the split measured up to 2× slower).
+        let topo = Topology::uniform(1, 1, p)
+            .with_costs(vec![crowded; 3])
+            .unwrap();
+        let choice =
+            qcg_coll::auto::choose_among(&coll, &topo, &[Algorithm::Hierarchical]).unwrap();
+        assert!(
+            !splits(&topo, &coll, choice.flits),
+            "case {i}: crowded, {p} ranks"
+        );
+    }
+    // A vector of fewer elements than ranks cannot be split.
+    let topo = Topology::uniform(1, 1, 8)
+        .with_costs(vec![node; 3])
+        .unwrap();
+    let coll = Collective::new(Op::Allreduce, 0, 7 * 8).elem_size(8);
+    assert!(!splits(&topo, &coll, 1), "a tree, not a split");
+}

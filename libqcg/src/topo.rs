@@ -146,6 +146,29 @@ mod tests {
         assert_eq!(crowded_node_cost(2, 8).beta, node_cost().beta);
     }
 
+    /// Whether a hierarchical allreduce of `bytes` u64s' bytes on `t` splits the vector
+    /// between the ranks (some rank hands its combined block out).
+    fn allreduce_splits(t: &Topology, bytes: usize) -> bool {
+        let coll = qcg_coll::Collective::new(qcg_coll::Op::Allreduce, 0, bytes).elem_size(8);
+        let algs = [qcg_coll::Algorithm::Hierarchical];
+        let k = qcg_coll::auto::choose_among(&coll, t, &algs).unwrap().flits;
+        let s = qcg_coll::schedule(&coll, t, algs[0], k).unwrap();
+        s.iter().flat_map(|r| &r.steps).any(|st| {
+            matches!(st, qcg_coll::Step::Send { tag, .. } if tag >> 16 == qcg_coll::PHASE_SPREAD)
+        })
+    }
+
+    #[test]
+    fn a_node_with_a_core_per_rank_splits_large_allreduces_and_a_crowded_one_does_not() {
+        for p in [2, 4, 16] {
+            let paths = vec![vec!["a".to_string(), "n1".to_string()]; p];
+            let t = parse(&encode(&paths), p as u32, None).unwrap();
+            assert!(allreduce_splits(&t, 1 << 20), "{p} ranks, 1 MiB");
+            let c = crowded(t, p, 2);
+            assert!(!allreduce_splits(&c, 1 << 20), "{p} ranks crowded, 1 MiB");
+        }
+    }
+
     #[test]
     fn round_trip_and_checks() {
         let paths = vec![

@@ -1042,3 +1042,36 @@ fn ranks_of_a_crowded_node_are_pinned_to_cores_in_blocks() -> Result<()> {
     );
     Ok(())
 }
+
+/// Large allreduces on the ranks of one node (bigreduce.c: a sum and a
+/// non-commutative user operation, each element checked): two ranks with a core each
+/// split the vector between them (the schedule's choice, `qcg::topo`'s tests), four
+/// on this machine's two cores keep the tree.
+#[test]
+fn large_allreduces_on_one_node_give_the_sequential_result() -> Result<()> {
+    let exe = build(Path::new(MPICC), "bigreduce", "qcg")?;
+    for n in [2, 4] {
+        let o = Command::new(qcg()?)
+            .env_remove("LD_LIBRARY_PATH")
+            .args(["run", "-n", &n.to_string(), "--timeout", "120", "--"])
+            .arg(&exe)
+            .output()?;
+        let out = String::from_utf8_lossy(&o.stdout);
+        let report = || {
+            format!(
+                "{n} ranks ({}):\n{out}\n{}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            )
+        };
+        ensure!(o.status.success(), "{}", report());
+        for r in 0..n {
+            ensure!(
+                out.contains(&format!("rank {r}: bigreduce: 10 checks, 0 failed")),
+                "{}",
+                report()
+            );
+        }
+    }
+    Ok(())
+}
