@@ -39,6 +39,9 @@ pub struct LinkCost {
     pub beta: f64,
     /// Whether every pair of groups across the level has its own link.
     pub mesh: bool,
+    /// Whether the level's ranks outnumber their cores (a crowded node): its latency
+    /// is a wait for a core, not time on a wire (see [`crate::auto`]).
+    pub crowded: bool,
 }
 
 impl LinkCost {
@@ -48,6 +51,7 @@ impl LinkCost {
             alpha,
             beta,
             mesh: false,
+            crowded: false,
         }
     }
 
@@ -59,6 +63,14 @@ impl LinkCost {
     /// The same cost on a level whose pairs of groups have links of their own.
     pub fn meshed(self) -> Self {
         LinkCost { mesh: true, ..self }
+    }
+
+    /// The same cost on a node with more ranks than cores (see [`LinkCost::crowded`]).
+    pub fn on_crowded_node(self) -> Self {
+        LinkCost {
+            crowded: true,
+            ..self
+        }
     }
 
     /// Time for one message of `bytes` bytes, from send to arrival.

@@ -121,3 +121,46 @@ fn the_choice_is_the_cheapest_candidate() {
         }
     }
 }
+
+/// Sixteen ranks on a two-core node (libqcg's crowded costs: 100 µs a hop, the node's
+/// bandwidth shared): one flit at every size, though the same costs without the
+/// crowded mark pipeline a large bcast and allreduce (the chain of 32 flits the model
+/// priced cheapest measured 1.7× a one-flit tree on such a node).
+#[test]
+fn a_crowded_node_does_not_pipeline() {
+    let cost = LinkCost::from_bandwidth(100e-6, 8e9);
+    let plain = Topology::uniform(1, 1, 16)
+        .with_costs(vec![cost; 3])
+        .unwrap();
+    let crowded = Topology::uniform(1, 1, 16)
+        .with_costs(vec![cost.on_crowded_node(); 3])
+        .unwrap();
+    for op in [Op::Bcast, Op::Allreduce, Op::Reduce, Op::Allgather] {
+        for e in 3..=20 {
+            let c = Collective::new(op, 0, 1 << e).elem_size(8);
+            assert_eq!(choose(&c, &crowded).unwrap().flits, 1, "{op:?} 2^{e}");
+        }
+    }
+    for op in [Op::Bcast, Op::Allreduce] {
+        let c = Collective::new(op, 0, 1 << 20).elem_size(8);
+        assert!(
+            choose(&c, &plain).unwrap().flits > 1,
+            "{op:?}: the flag decides"
+        );
+    }
+    // Ranks on several nodes pipeline as before, whatever a node's flag.
+    let two = Topology::uniform(1, 2, 8)
+        .with_costs(vec![cost, cost, cost.on_crowded_node()])
+        .unwrap();
+    let c = Collective::new(Op::Bcast, 0, 1 << 20);
+    assert_eq!(
+        choose(&c, &two).unwrap(),
+        choose(
+            &c,
+            &Topology::uniform(1, 2, 8)
+                .with_costs(vec![cost; 3])
+                .unwrap()
+        )
+        .unwrap()
+    );
+}

@@ -465,6 +465,7 @@ impl Comm {
             seq,
             sig: planned.sig,
             header: planned.sig.encode(),
+            copies: SentCopy::default(),
             check_stale: !view.coll_failed.load(std::sync::atomic::Ordering::Relaxed),
         };
         let r = run.execute(&sched.steps, planned.direct(), &mut b, seq, combine);
@@ -890,9 +891,47 @@ struct Rounds<'a> {
     /// What this rank called, as its messages carry it at their head.
     sig: CallSig,
     header: [u8; HEADER],
+    /// The last message copied for a send.
+    copies: SentCopy,
     /// Whether a message of a recent earlier call still unreceived is an error
     /// (not after a call failed here, which leaves its messages behind).
     check_stale: bool,
+}
+
+/// The message last copied out of a schedule's buffer for a send, which the sends
+/// of the same bytes that follow it share (a flit going to each child of a tree, a
+/// block handed to every other rank): one copy instead of one per destination. Any
+/// step other than a send may change the bytes, and forgets it.
+#[derive(Default)]
+pub(crate) struct SentCopy(Option<(Buf, std::ops::Range<usize>, Arc<Vec<u8>>)>);
+
+impl SentCopy {
+    /// The message of `header` then `body` (`buf[range]`): the last one if it was
+    /// of the same bytes, else a new copy.
+    pub(crate) fn message(
+        &mut self,
+        header: &[u8],
+        buf: Buf,
+        range: &std::ops::Range<usize>,
+        body: &[u8],
+    ) -> Arc<Vec<u8>> {
+        if let Some((b, r, data)) = &self.0 {
+            if *b == buf && r == range {
+                return data.clone();
+            }
+        }
+        let mut data = Vec::with_capacity(header.len() + body.len());
+        data.extend_from_slice(header);
+        data.extend_from_slice(body);
+        let data = Arc::new(data);
+        self.0 = Some((buf, range.clone(), data.clone()));
+        data
+    }
+
+    /// Forgets the last copy (its bytes may change).
+    pub(crate) fn forget(&mut self) {
+        self.0 = None;
+    }
 }
 
 impl Drop for Rounds<'_> {
@@ -1007,15 +1046,13 @@ impl Rounds<'_> {
                         self.comm.count_sent(g, HEADER + body.len());
                         continue;
                     }
-                    let mut data = Vec::with_capacity(HEADER + body.len());
-                    data.extend_from_slice(&self.header);
-                    data.extend_from_slice(body);
+                    let data = self.copies.message(&self.header, *buf, range, body);
                     self.comm.count_sent(g, data.len());
                     let id = self.comm.inner.engine.core().post_send_allowing(
                         g,
                         tag,
                         self.ctx,
-                        SendBuf::Owned(data),
+                        SendBuf::Shared(data),
                         HEADER,
                     );
                     self.sends.push((id, *to));
@@ -1023,6 +1060,7 @@ impl Rounds<'_> {
                 Step::Recv {
                     from, buf, range, ..
                 } => {
+                    self.copies.forget();
                     // Two receives into the same bytes land in step order.
                     self.settle(b, *buf, range)?;
                     let Some(id) = self.early.pop_front() else {
@@ -1048,6 +1086,7 @@ impl Rounds<'_> {
                     src_range,
                     ..
                 } => {
+                    self.copies.forget();
                     self.settle_order(b)?;
                     self.settle(b, *dst, dst_range)?;
                     self.settle(b, *src, src_range)?;

@@ -30,7 +30,7 @@
 //! ```
 
 use crate::callsig::{op_name, CallSig, HEADER};
-use crate::coll::{Number, Planned, ReduceOp, COLL_CONTEXT, SEQ_MASK, SEQ_SHIFT};
+use crate::coll::{Number, Planned, ReduceOp, SentCopy, COLL_CONTEXT, SEQ_MASK, SEQ_SHIFT};
 use crate::comm::{Comm, View};
 use crate::engine::core::{Core, Outcome, RecvBuf, SendBuf};
 use crate::engine::matching::Pattern;
@@ -83,6 +83,8 @@ struct State {
     ctx: u32,
     seq: u32,
     header: [u8; HEADER],
+    /// The last message copied for a send (see [`SentCopy`]).
+    copies: SentCopy,
     name: &'static str,
     /// The result, once finished (taken by the request).
     outcome: Option<Result<Vec<u8>>>,
@@ -225,15 +227,13 @@ impl State {
                         .get(*buf)
                         .and_then(|d| d.get(range.clone()))
                         .ok_or_else(|| self.err("a send outside its buffer".into()))?;
-                    let mut data = Vec::with_capacity(HEADER + body.len());
-                    data.extend_from_slice(&self.header);
-                    data.extend_from_slice(body);
+                    let data = self.copies.message(&self.header, *buf, range, body);
                     let g = self.view.global(*to as u32);
                     let id = core.post_send_allowing(
                         g,
                         (self.seq << SEQ_SHIFT) | tag,
                         self.ctx,
-                        SendBuf::Owned(data),
+                        SendBuf::Shared(data),
                         HEADER,
                     );
                     self.sends.push((id, *to));
@@ -241,6 +241,7 @@ impl State {
                 Step::Recv {
                     from, buf, range, ..
                 } => {
+                    self.copies.forget();
                     // Two receives into the same bytes land in step order.
                     if !self.land(core, *buf, range)? {
                         return Ok(false);
@@ -269,6 +270,7 @@ impl State {
                     src_range,
                     ..
                 } => {
+                    self.copies.forget();
                     if !self.land_order(core)?
                         || !self.land(core, *dst, dst_range)?
                         || !self.land(core, *src, src_range)?
@@ -478,6 +480,7 @@ impl Comm {
             ctx,
             seq,
             header: planned.sig.encode(),
+            copies: SentCopy::default(),
             name,
             outcome: None,
             moved: 0,

@@ -43,11 +43,12 @@ pub const CROWDED_HOP: f64 = 100e-6;
 
 /// Between two of `local` ranks sharing `cores` cores: [`CROWDED_HOP`], and the
 /// bandwidth of [`node_cost`] shared, since every byte is a copy that some core makes
-/// and the ranks copy at once (without the share, a chain of flits looked dearer than
-/// a one-flit tree at 1 MiB, and measured 1.7× cheaper).
+/// and the ranks copy at once; marked crowded, so that collectives there do not
+/// pipeline (`qcg_coll::auto::choose_among`: a chain of 32 flits, which the model
+/// priced cheapest at 1 MiB, measured 1.7× a one-flit tree).
 pub fn crowded_node_cost(local: usize, cores: usize) -> LinkCost {
     let share = cores.max(1) as f64 / local.max(1) as f64;
-    LinkCost::from_bandwidth(CROWDED_HOP, 64e9 * share.min(1.0))
+    LinkCost::from_bandwidth(CROWDED_HOP, 64e9 * share.min(1.0)).on_crowded_node()
 }
 
 /// `topo` with its node level priced as a crowded node's ([`crowded_node_cost`]).
@@ -141,6 +142,7 @@ mod tests {
         assert_eq!(&c.costs()[..2], &t.costs()[..2]);
         let node = c.costs()[2];
         assert_eq!(node.alpha, CROWDED_HOP);
+        assert!(node.crowded && !t.costs()[2].crowded);
         assert!((node.beta / node_cost().beta - 8.0).abs() < 1e-9);
         // More cores than ranks: the bandwidth is not raised above a core's.
         assert_eq!(crowded_node_cost(2, 8).beta, node_cost().beta);

@@ -197,6 +197,9 @@ pub enum SendBuf {
     Owned(Vec<u8>),
     /// Lent by the caller.
     Raw(RawBuf),
+    /// Shared with other sends of the same bytes (a collective's flit going to
+    /// several children): copied once, held until the last of them is done.
+    Shared(std::sync::Arc<Vec<u8>>),
 }
 
 impl SendBuf {
@@ -204,6 +207,7 @@ impl SendBuf {
         match self {
             SendBuf::Owned(v) => v,
             SendBuf::Raw(r) => r.as_slice(),
+            SendBuf::Shared(v) => v,
         }
     }
 }
