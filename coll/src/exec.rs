@@ -77,6 +77,73 @@ impl<'a> Buffers<'a> {
         Some(Buffers { input, rest })
     }
 
+    /// The buffers of `rs` around `input` (and the caller's `output`, as
+    /// [`Buffers::lending_output`], when given). A slot that `reusable` (see
+    /// [`reusable`]: the output, then the temps) says may start with any bytes is
+    /// taken from `spares` (buffers of earlier calls, not zeroed again) when one is
+    /// large enough; the others are zero-filled. `None` if `output` is not
+    /// `rs.output_len` bytes long.
+    pub fn reusing(
+        rs: &RankSchedule,
+        input: Cow<'a, [u8]>,
+        output: Option<&'a mut [u8]>,
+        reusable: &[bool],
+        spares: &mut Vec<Vec<u8>>,
+    ) -> Option<Self> {
+        let mut slot = |i: usize, n: usize| {
+            if !reusable.get(i).copied().unwrap_or(false) {
+                return Slot::Owned(vec![0u8; n]);
+            }
+            let best = (0..spares.len())
+                .filter(|&j| spares[j].capacity() >= n)
+                .min_by_key(|&j| spares[j].capacity());
+            match best {
+                Some(j) => {
+                    let mut v = spares.swap_remove(j);
+                    // Bytes of an earlier call: the schedule writes before it reads.
+                    if v.len() >= n {
+                        v.truncate(n);
+                    } else {
+                        v.resize(n, 0);
+                    }
+                    Slot::Owned(v)
+                }
+                None => Slot::Owned(vec![0u8; n]),
+            }
+        };
+        let mut rest = Vec::with_capacity(1 + rs.temps.len());
+        match output {
+            Some(out) if out.len() != rs.output_len => return None,
+            Some(out) => rest.push(Slot::Lent(out)),
+            None => rest.push(slot(0, rs.output_len)),
+        }
+        for (i, &n) in rs.temps.iter().enumerate() {
+            rest.push(slot(1 + i, n));
+        }
+        Some(Buffers { input, rest })
+    }
+
+    /// Gives the buffers this owns (the temps, and the output unless taken) to
+    /// `spares` for a later call.
+    pub fn recycle(self, spares: &mut Vec<Vec<u8>>) {
+        for s in self.rest {
+            if let Slot::Owned(v) = s {
+                if v.capacity() > 0 {
+                    spares.push(v);
+                }
+            }
+        }
+    }
+
+    /// The output, once the schedule is done, leaving the rest to
+    /// [`Buffers::recycle`] (empty when the caller lent it).
+    pub fn take_output(&mut self) -> Vec<u8> {
+        match std::mem::replace(&mut self.rest[0], Slot::Owned(Vec::new())) {
+            Slot::Owned(v) => v,
+            Slot::Lent(_) => Vec::new(),
+        }
+    }
+
     /// The bytes of `b` (`None` for a temp the schedule does not have).
     pub fn get(&self, b: Buf) -> Option<&[u8]> {
         match b {
@@ -300,6 +367,25 @@ pub fn direct_receives(rs: &RankSchedule, min: usize) -> Vec<bool> {
 /// (a broadcast's receivers do): then the output may start with any bytes, such as
 /// those of a caller's buffer lent to it ([`Buffers::lending_output`]).
 pub fn fills_output(rs: &RankSchedule) -> bool {
+    match written_before_read(rs, Buf::Output) {
+        Some(w) => rs.output_len == 0 || w.iter().any(|x| x.start == 0 && rs.output_len <= x.end),
+        None => false,
+    }
+}
+
+/// For the output then each temp: whether it may start with any bytes, such as a
+/// buffer of an earlier call's ([`Buffers::reusing`]). For the output, every byte
+/// is written before anything reads it ([`fills_output`]); for a temp, every byte a
+/// step reads was written by an earlier step.
+pub fn reusable(rs: &RankSchedule) -> Vec<bool> {
+    let temps = (0..rs.temps.len())
+        .map(|i| u8::try_from(i).is_ok_and(|i| written_before_read(rs, Buf::Temp(i)).is_some()));
+    std::iter::once(fills_output(rs)).chain(temps).collect()
+}
+
+/// The bytes of `buf` the steps write (sorted disjoint ranges), if every byte a step
+/// reads was written before; `None` if some step reads a byte not yet written.
+fn written_before_read(rs: &RankSchedule, buf: Buf) -> Option<Vec<Range<usize>>> {
     // The bytes written so far, as sorted disjoint ranges.
     let mut written: Vec<Range<usize>> = Vec::new();
     let covered = |w: &[Range<usize>], r: &Range<usize>| {
@@ -310,12 +396,12 @@ pub fn fills_output(rs: &RankSchedule) -> bool {
         // A reduction reads its destination too.
         let reads_dst = matches!(step, Step::Reduce { .. });
         for &(b, r, w) in &t {
-            if b == Buf::Output && (!w || reads_dst) && !covered(&written, r) {
-                return false;
+            if b == buf && (!w || reads_dst) && !covered(&written, r) {
+                return None;
             }
         }
         for &(b, r, w) in &t {
-            if b == Buf::Output && w && !r.is_empty() {
+            if b == buf && w && !r.is_empty() {
                 written.push(r.clone());
                 written.sort_by_key(|x| x.start);
                 let mut merged: Vec<Range<usize>> = Vec::with_capacity(written.len());
@@ -329,7 +415,7 @@ pub fn fills_output(rs: &RankSchedule) -> bool {
             }
         }
     }
-    covered(&written, &(0..rs.output_len))
+    Some(written)
 }
 
 #[cfg(test)]

@@ -356,7 +356,9 @@ impl Plan {
             return;
         }
         let mp = self.max_piece();
-        let acc_in_output = t.parent[r].is_none() || (b.rs.output_len >= self.n && nseg == 1);
+        // A root accumulates in its output; the others in a temp, so that an
+        // allreduce's result lands straight in their output (no step touched it).
+        let acc_in_output = t.parent[r].is_none();
         let acc = if acc_in_output {
             Buf::Output
         } else {

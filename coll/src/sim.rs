@@ -292,9 +292,15 @@ impl<'a> Engine<'a> {
             .map(|(r, s)| {
                 let mut lens = vec![s.input_len, s.output_len];
                 lens.extend_from_slice(&s.temps);
-                let bufs = data
-                    .as_ref()
-                    .map(|(inputs, _, _)| Buffers::new(s, Cow::Owned(inputs[r].clone())));
+                // Buffers that may start with any bytes start with garbage, as a
+                // reused one would in libqcg: a schedule that read one before
+                // writing it would give a wrong result here.
+                let bufs = data.as_ref().and_then(|(inputs, _, _)| {
+                    let mut spares: Vec<Vec<u8>> =
+                        lens[1..].iter().map(|&n| vec![0xA5; n]).collect();
+                    let input = Cow::Owned(inputs[r].clone());
+                    Buffers::reusing(s, input, None, &crate::exec::reusable(s), &mut spares)
+                });
                 RankState {
                     pc: 0,
                     clock: 0.0,

@@ -258,9 +258,11 @@ pub(super) unsafe fn reduce_into(
         // SAFETY: passed on from the caller.
         let dst = unsafe { out_span(recvbuf, n, t)? };
         layout.unpack_into(&out, dst);
+        c.comm.reuse(out);
         Ok(())
     } else {
         let (result, trailer) = layout.unpack(&out);
+        c.comm.reuse(out);
         check_trailer(name, trailer)?;
         // SAFETY: passed on from the caller.
         unsafe { write_packed(recvbuf, n, t, &result) }
