@@ -7,10 +7,10 @@
 use qcg_coll::{Algorithm, Collective, Op};
 
 /// Bytes at the head of every collective message.
-pub const HEADER: usize = 24;
+pub const HEADER: usize = 32;
 
 /// Version of the header's layout (its first byte).
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 
 /// One rank's view of a collective call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +29,12 @@ pub struct CallSig {
     pub algorithm: Algorithm,
     /// Flits per message.
     pub flits: u32,
+    /// What the caller calls the reduction's operation (an MPI operation's handle,
+    /// say; 0 for none): ranks that name different ones disagree on the operation.
+    pub op_label: u32,
+    /// What the caller calls the reduction's elements (a datatype's signature; 0
+    /// for none): ranks that name different ones disagree on the elements.
+    pub elem_label: u32,
 }
 
 /// Which part of a call the ranks disagree on, the most telling first.
@@ -42,14 +48,18 @@ pub enum Disagree {
     Size,
     /// Only how the collective runs (`QCG_COLL_ALGO`, `QCG_COLL_FLITS`).
     Settings,
+    /// The kind of the reduction's elements (their labels, see
+    /// [`CallSig::elem_label`]).
+    Elements,
 }
 
 impl Disagree {
-    const ALL: [Disagree; 4] = [
+    const ALL: [Disagree; 5] = [
         Disagree::Operation,
         Disagree::Root,
         Disagree::Size,
         Disagree::Settings,
+        Disagree::Elements,
     ];
 
     /// A byte for it (never 0, which stands for no disagreement).
@@ -109,6 +119,18 @@ impl CallSig {
             commutative: !red || coll.commutative,
             algorithm,
             flits: u32::try_from(flits).unwrap_or(u32::MAX),
+            op_label: 0,
+            elem_label: 0,
+        }
+    }
+
+    /// The same call with the caller's names for its operation and elements (see
+    /// [`CallSig::op_label`]).
+    pub fn labelled(self, (op_label, elem_label): (u32, u32)) -> CallSig {
+        CallSig {
+            op_label,
+            elem_label,
+            ..self
         }
     }
 
@@ -126,6 +148,8 @@ impl CallSig {
         h[8..16].copy_from_slice(&self.bytes.to_le_bytes());
         h[16..20].copy_from_slice(&self.elem_size.to_le_bytes());
         h[20..24].copy_from_slice(&self.flits.to_le_bytes());
+        h[24..28].copy_from_slice(&self.op_label.to_le_bytes());
+        h[28..32].copy_from_slice(&self.elem_label.to_le_bytes());
         h
     }
 
@@ -146,15 +170,22 @@ impl CallSig {
             bytes: u64::from_le_bytes(bytes),
             elem_size: word(16),
             flits: word(20),
+            op_label: word(24),
+            elem_label: word(28),
         })
     }
 
     /// What the two calls disagree on (the most telling part), if anything.
     pub fn disagreement(&self, other: &CallSig) -> Option<Disagree> {
-        if self.op != other.op || self.commutative != other.commutative {
+        if self.op != other.op
+            || self.commutative != other.commutative
+            || self.op_label != other.op_label
+        {
             Some(Disagree::Operation)
         } else if self.root != other.root {
             Some(Disagree::Root)
+        } else if self.elem_label != other.elem_label {
+            Some(Disagree::Elements)
         } else if self.bytes != other.bytes || self.elem_size != other.elem_size {
             Some(Disagree::Size)
         } else if self.algorithm != other.algorithm || self.flits != other.flits {
@@ -175,6 +206,12 @@ impl CallSig {
         if self.op != Op::Barrier && (self.bytes != other.bytes || self.op != other.op) {
             parts.push(format!("of {} bytes per rank", self.bytes));
         }
+        if self.op_label != other.op_label {
+            parts.push(format!("with {}", label_name(Label::Operation, self.op_label)));
+        }
+        if self.elem_label != other.elem_label {
+            parts.push(format!("on {}", label_name(Label::Elements, self.elem_label)));
+        }
         if self.elem_size != other.elem_size {
             parts.push(format!("in elements of {} bytes", self.elem_size));
         }
@@ -193,6 +230,35 @@ impl CallSig {
             ));
         }
         parts.join(" ")
+    }
+}
+
+/// Which label of a call ([`CallSig::op_label`], [`CallSig::elem_label`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Label {
+    /// The operation's.
+    Operation,
+    /// The elements'.
+    Elements,
+}
+
+/// How errors name labels (set once, by [`name_labels`]).
+static LABEL_NAMES: std::sync::OnceLock<fn(Label, u32) -> String> = std::sync::OnceLock::new();
+
+/// Says how errors name the caller's labels (an MPI library: "MPI_SUM", "datatype
+/// #1f2e3d4c"); without it they read "operation #…" and "elements #…". The first
+/// call wins.
+pub fn name_labels(names: fn(Label, u32) -> String) {
+    let _ = LABEL_NAMES.set(names);
+}
+
+fn label_name(which: Label, v: u32) -> String {
+    match LABEL_NAMES.get() {
+        Some(f) => f(which, v),
+        None => match which {
+            Label::Operation => format!("operation #{v:08x}"),
+            Label::Elements => format!("elements #{v:08x}"),
+        },
     }
 }
 
@@ -237,7 +303,7 @@ mod tests {
         }
         let good = sig(Op::Bcast, 1, 10).encode();
         assert_eq!(CallSig::decode(&good[..HEADER - 1]), None);
-        for (i, v) in [(0, 2u8), (1, 8), (2, 4), (3, 2)] {
+        for (i, v) in [(0, 1u8), (1, 8), (2, 4), (3, 2)] {
             let mut bad = good;
             bad[i] = v;
             assert_eq!(CallSig::decode(&bad), None, "byte {i} = {v}");
@@ -283,11 +349,27 @@ mod tests {
     }
 
     #[test]
+    fn labels_travel_and_name_what_the_ranks_disagree_on() {
+        let plain = sig(Op::Allreduce, 0, 1 << 20);
+        let sum = plain.labelled((3, 0x1ce4_c9b5));
+        assert_eq!(CallSig::decode(&sum.encode()), Some(sum));
+        assert_eq!(sum.disagreement(&sum), None);
+        let max = plain.labelled((4, 0x1ce4_c9b5));
+        assert_eq!(max.disagreement(&sum), Some(Disagree::Operation));
+        let long = plain.labelled((3, 0x6f79_0c78));
+        assert_eq!(long.disagreement(&sum), Some(Disagree::Elements));
+        let t = mismatch_text(1, &long, 0, &sum);
+        assert!(t.contains("#6f790c78") && t.contains("#1ce4c9b5"), "{t}");
+        let t = mismatch_text(2, &max, 0, &sum);
+        assert!(t.contains("#00000004") && t.contains("#00000003"), "{t}");
+    }
+
+    #[test]
     fn a_disagreement_reads_back_from_its_byte() {
         for d in Disagree::ALL {
             assert_eq!(Disagree::from_code(d.code()), Some(d));
         }
         assert_eq!(Disagree::from_code(0), None);
-        assert_eq!(Disagree::from_code(5), None);
+        assert_eq!(Disagree::from_code(6), None);
     }
 }

@@ -126,7 +126,7 @@ impl Planned {
 static SPARES: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
 
 /// Most bytes [`SPARES`] keeps.
-const SPARE_BYTES: usize = 64 << 20;
+const SPARE_BYTES: usize = 32 << 20;
 
 /// Keeps `bufs` in [`SPARES`], dropping the largest ones beyond [`SPARE_BYTES`].
 fn keep_spares(bufs: impl FnOnce(&mut Vec<Vec<u8>>)) {
@@ -194,6 +194,20 @@ impl CollOptions {
         }
         o
     }
+}
+
+/// How a reduction of [`Comm::reduce_runs_into`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reduction {
+    /// Bytes per element.
+    pub elem_size: usize,
+    /// Whether the operation may combine in any order.
+    pub commutative: bool,
+    /// The caller's names for the operation and the elements (an MPI operation's
+    /// handle and a datatype's signature, say; 0 for none), carried by every message
+    /// of the call: ranks that name different ones fail, saying which
+    /// ([`crate::callsig::name_labels`] says how errors name them).
+    pub labels: (u32, u32),
 }
 
 /// A reduction operation on numbers.
@@ -394,7 +408,7 @@ impl Comm {
         input: &[u8],
         combine: Option<Combine>,
     ) -> Result<Vec<u8>> {
-        self.collective_into(coll, input, combine, None)
+        self.collective_into(coll, input, combine, None, (0, 0))
     }
 
     /// [`Comm::collective`], the result written into `output` when given (straight,
@@ -406,8 +420,9 @@ impl Comm {
         input: &[u8],
         combine: Option<Combine>,
         output: Option<&mut [u8]>,
+        labels: (u32, u32),
     ) -> Result<Vec<u8>> {
-        self.run_collective(coll, input, combine, output).map_err(|e| {
+        self.run_collective(coll, input, combine, output, labels).map_err(|e| {
             // What this call leaves unreceived is no sign of a later disagreement.
             self.view()
                 .coll_failed
@@ -442,6 +457,7 @@ impl Comm {
         input: &[u8],
         combine: Option<Combine>,
         output: Option<&mut [u8]>,
+        labels: (u32, u32),
     ) -> Result<Vec<u8>> {
         let name = op_name(coll.op);
         let err = |message: String| Error::Collective { op: name, message };
@@ -464,7 +480,7 @@ impl Comm {
             if recent.len() > STALE_WINDOW as usize {
                 recent.pop_front();
             }
-            recent.push_back((seq, planned.sig));
+            recent.push_back((seq, planned.sig.labelled(labels)));
         }
         let ctx = view.context | COLL_CONTEXT;
         let timeout = self.coll_options().timeout;
@@ -493,8 +509,8 @@ impl Comm {
             recvs: std::collections::VecDeque::new(),
             early: std::collections::VecDeque::new(),
             seq,
-            sig: planned.sig,
-            header: planned.sig.encode(),
+            sig: planned.sig.labelled(labels),
+            header: planned.sig.labelled(labels).encode(),
             copies: SentCopy::default(),
             check_stale: !view.coll_failed.load(std::sync::atomic::Ordering::Relaxed),
         };
@@ -534,7 +550,7 @@ impl Comm {
         } else {
             // A receiver's output arrives before anything reads it: it lands in
             // the caller's buffer.
-            self.collective_into(coll, &[], None, Some(buf))?;
+            self.collective_into(coll, &[], None, Some(buf), (0, 0))?;
         }
         Ok(())
     }
@@ -575,6 +591,59 @@ impl Comm {
         f: &dyn Fn(&mut [u8], &[u8]),
     ) -> Result<Vec<u8>> {
         self.reduction(Op::Allreduce, 0, data, elem_size, commutative, f)
+    }
+
+    /// Reduces `data` (whole elements of `how.elem_size` bytes) with `f`, which
+    /// combines a run of elements at once (`a = a ∘ b` element by element over two
+    /// slices of the same length): at `root`, into its `out`, or on every rank
+    /// (`root` `None`) into each rank's `out`; `out` is ignored where no result
+    /// lands. The result is written straight into `out` where the schedule allows
+    /// (else copied there). Ranks that label the call differently
+    /// ([`Reduction::labels`]) fail naming each other's labels.
+    pub fn reduce_runs_into(
+        &self,
+        root: Option<u32>,
+        data: &[u8],
+        out: Option<&mut [u8]>,
+        how: Reduction,
+        f: &dyn Fn(&mut [u8], &[u8]),
+    ) -> Result<()> {
+        let e = how.elem_size;
+        if e == 0 || data.len() % e != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes are not a whole number of {e}-byte elements",
+                data.len()
+            )));
+        }
+        let (op, r) = match root {
+            Some(r) => {
+                self.check_root(r)?;
+                (Op::Reduce, r)
+            }
+            None => (Op::Allreduce, 0),
+        };
+        let here = root.is_none_or(|r| r == self.rank());
+        let out = if here { out } else { None };
+        if here && out.as_ref().map(|o| o.len()) != Some(data.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "a result buffer of {} bytes for a reduction of {} bytes",
+                out.map_or(0, |o| o.len()),
+                data.len()
+            )));
+        }
+        let coll = Collective::new(op, r as usize, data.len())
+            .elem_size(e)
+            .commutative(how.commutative);
+        let combine = |d: &mut [u8], s: &[u8], order: Order| match order {
+            Order::DstFirst => f(d, s),
+            Order::SrcFirst => {
+                let mut tmp = s.to_vec();
+                f(&mut tmp, d);
+                d.copy_from_slice(&tmp);
+            }
+        };
+        self.collective_into(coll, data, Some(&combine), out, how.labels)?;
+        Ok(())
     }
 
     fn reduction(

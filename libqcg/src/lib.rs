@@ -41,7 +41,7 @@ pub mod request;
 pub mod seal;
 pub mod topo;
 
-pub use coll::{Algo, CollOptions, Number, ReduceOp};
+pub use coll::{Algo, CollOptions, Number, ReduceOp, Reduction};
 pub use comm::{Comm, LinkStats};
 pub use env::JobEnv;
 pub use error::{Error, Result};

@@ -294,6 +294,7 @@ impl From<qcg::Error> for MpiError {
                 qcg::callsig::Disagree::Size => Class::Count,
                 qcg::callsig::Disagree::Operation => Class::Op,
                 qcg::callsig::Disagree::Settings => Class::Other,
+                qcg::callsig::Disagree::Elements => Class::Type,
             },
             _ => Class::Other,
         };

@@ -395,6 +395,22 @@ fn a_reduction_with_another_datatype_of_the_same_size_fails_naming_it() -> Resul
     Ok(())
 }
 
+/// The same disagreements in a reduction large enough to run on the caller's bytes
+/// (no trailers): the ranks fail naming the operations and datatypes each side
+/// passed.
+#[test]
+fn a_large_reduction_with_another_operation_or_datatype_fails_naming_them() -> Result<()> {
+    let all = failed_run("bigop")?;
+    assert!(
+        all.contains("MPI_Allreduce failed on rank")
+            && (all.contains("MPI_ERR_OP") || all.contains("MPI_ERR_TYPE"))
+            && (all.contains("with MPI_MAX") || all.contains("on datatype #"))
+            && !all.contains("allreduce gave"),
+        "{all}"
+    );
+    Ok(())
+}
+
 /// A rank that names itself root of a broadcast receives nothing, so it cannot tell
 /// in the call; the ranks its bytes reach fail naming it rather than take them for
 /// the root's, and its own next call (here `MPI_Finalize`) fails on what the root

@@ -247,6 +247,10 @@ pub(super) unsafe fn reduce_into(
     recvbuf: *mut c_void,
     n: usize,
 ) -> Result<(), MpiError> {
+    if t.is_contiguous() && data.len() >= DIRECT_REDUCTION {
+        // SAFETY: passed on from the caller.
+        return unsafe { reduce_direct(c, root, data, t, op, f, commute, recvbuf, n) };
+    }
     let reduced = reduce_chunks(c, root, &data, t, op, f, commute)?;
     drop(data);
     let Some((out, layout)) = reduced else {
@@ -267,6 +271,77 @@ pub(super) unsafe fn reduce_into(
         // SAFETY: passed on from the caller.
         unsafe { write_packed(recvbuf, n, t, &result) }
     }
+}
+
+/// The smallest reduction (bytes per rank) of a contiguous datatype that runs on the
+/// caller's bytes as they are, the call's operation and datatype carried in every
+/// message's signature ([`reduce_direct`]), rather than packed in chunks with
+/// trailers that merge what each rank passed ([`reduce_chunks`]): from here the two
+/// copies of packing and unpacking cost more than the trailers' finer report (which
+/// rank is the odd one out) is worth. `MPI_Allreduce` of 1 MiB, back to back: 16
+/// ranks on 2 cores 18.2 → 13.3 ms, 2 ranks 959 → 318 µs.
+const DIRECT_REDUCTION: usize = 64 << 10;
+
+/// How errors name the labels of a direct reduction's messages: an operation's
+/// handle, a datatype's signature.
+fn label_name(which: qcg::callsig::Label, v: u32) -> String {
+    match which {
+        qcg::callsig::Label::Operation if v == agree::USER_OP => "a user operation".into(),
+        qcg::callsig::Label::Operation => types::Op::from_handle(v as c_int).map_or_else(
+            || format!("operation {v}"),
+            |o| format!("MPI_{o:?}").to_uppercase(),
+        ),
+        qcg::callsig::Label::Elements => format!("datatype #{v:08x}"),
+    }
+}
+
+/// [`reduce_into`] for a contiguous datatype: the caller's bytes reduced as they
+/// are, the result written straight into `recvbuf` where the schedule allows. The
+/// operation and the datatype travel as the call's labels, so ranks that pass
+/// others fail naming both.
+///
+/// # Safety
+/// `recvbuf` holds `n` elements of `t` where this rank gets the result.
+#[allow(clippy::too_many_arguments)]
+unsafe fn reduce_direct(
+    c: &Ctx,
+    root: Option<u32>,
+    data: Cow<'_, [u8]>,
+    t: &TypeInfo,
+    op: c_int,
+    f: &Combine,
+    commute: bool,
+    recvbuf: *mut c_void,
+    n: usize,
+) -> Result<(), MpiError> {
+    qcg::callsig::name_labels(label_name);
+    let opsig = match state::with(|s| s.op(op))? {
+        OpKind::Predefined(_) => op as u32,
+        OpKind::User { .. } => agree::USER_OP,
+    };
+    let how = qcg::Reduction {
+        elem_size: t.size,
+        commutative: commute,
+        labels: (opsig, agree::type_sig(&t.kind, t.size)),
+    };
+    let here = root.is_none_or(|r| r == c.me);
+    // `MPI_IN_PLACE`: the input is the output's own bytes, copied before the output
+    // is taken for writing.
+    let (first, len) = t.span(n);
+    let at = (recvbuf as usize).wrapping_add_signed(first);
+    let (d, dl) = (data.as_ptr() as usize, data.len());
+    let data = if here && at < d + dl && d < at + len {
+        Cow::Owned(data.into_owned())
+    } else {
+        data
+    };
+    // SAFETY: passed on from the caller.
+    let out = if here {
+        Some(unsafe { out_span(recvbuf, n, t)? })
+    } else {
+        None
+    };
+    Ok(c.comm.reduce_runs_into(root, &data, out, how, &**f)?)
 }
 
 /// The reduction of `data` in chunks with their trailers, and their layout (at

@@ -6,6 +6,8 @@
  *   aborts op          rank 2 calls MPI_Allreduce with MPI_MAX, the others MPI_SUM
  *   aborts root        rank 3 calls MPI_Reduce with root 1, the others root 0
  *   aborts ldtype      rank 1 reduces MPI_LONG, the others MPI_DOUBLE (same size)
+ *   aborts bigop       op and ldtype at once, with 32768 elements (a direct reduction:
+ *                      rank 2 MPI_MAX, rank 1 MPI_LONG, the others MPI_SUM of MPI_DOUBLE)
  *   aborts a2av        rank 0 sends rank 1 one int where rank 1 expects two
  *   aborts bcastroot   rank 3 calls MPI_Bcast with root 3 (itself), the others root 0,
  *                      then every rank calls MPI_Finalize
@@ -14,6 +16,7 @@
  *   aborts noneighbor  on a periodic ring, rank 2 skips MPI_Neighbor_allgather */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -45,6 +48,15 @@ int main(int argc, char **argv) {
         double d = 1.0, e = 0;
         MPI_Allreduce(&d, &e, 1, me == 1 ? MPI_LONG : MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         printf("rank %d: allreduce gave %g\n", me, e);
+    }
+    if (strcmp(mode, "bigop") == 0) {
+        int n = 32768;
+        double *d = calloc(n, sizeof *d), *e = calloc(n, sizeof *e);
+        MPI_Allreduce(d, e, n, me == 1 ? MPI_LONG : MPI_DOUBLE, me == 2 ? MPI_MAX : MPI_SUM,
+                      MPI_COMM_WORLD);
+        printf("rank %d: allreduce gave %g\n", me, e[0]);
+        free(d);
+        free(e);
     }
     if (strcmp(mode, "a2av") == 0) {
         int sc[64], sd[64], rc[64], rd[64], sb[128], rb[128];
