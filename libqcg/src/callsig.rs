@@ -207,10 +207,16 @@ impl CallSig {
             parts.push(format!("of {} bytes per rank", self.bytes));
         }
         if self.op_label != other.op_label {
-            parts.push(format!("with {}", label_name(Label::Operation, self.op_label)));
+            parts.push(format!(
+                "with {}",
+                label_name(Label::Operation, self.op_label)
+            ));
         }
         if self.elem_label != other.elem_label {
-            parts.push(format!("on {}", label_name(Label::Elements, self.elem_label)));
+            parts.push(format!(
+                "on {}",
+                label_name(Label::Elements, self.elem_label)
+            ));
         }
         if self.elem_size != other.elem_size {
             parts.push(format!("in elements of {} bytes", self.elem_size));

@@ -171,28 +171,48 @@ impl Default for CollOptions {
 }
 
 impl CollOptions {
-    /// Defaults, overridden by `QCG_COLL_ALGO`, `QCG_COLL_FLITS`, `QCG_COLL_TIMEOUT`.
-    pub fn from_env() -> Self {
+    /// Defaults, overridden by `QCG_COLL_ALGO`, `QCG_COLL_FLITS`, `QCG_COLL_TIMEOUT`;
+    /// a value that does not parse is an error naming the variable and the value.
+    pub fn from_env() -> Result<Self> {
+        let get = |name: &str| std::env::var(name).ok();
+        Self::from_vars(&get)
+    }
+
+    /// [`CollOptions::from_env`] over `get`, a variable's value by name.
+    fn from_vars(get: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
         let mut o = CollOptions::default();
-        if let Some(a) = std::env::var(qcg_wire::env::COLL_ALGO)
-            .ok()
-            .and_then(|s| s.parse().ok())
-        {
-            o.algo = a;
+        let var = |name: &'static str| {
+            get(name)
+                .map(|v| (name, v.trim().to_string()))
+                .filter(|(_, v)| !v.is_empty())
+        };
+        let bad = |var: &'static str, message: String| Error::Env { var, message };
+        if let Some((name, v)) = var(qcg_wire::env::COLL_ALGO) {
+            o.algo = v.parse().map_err(|e| bad(name, e))?;
         }
-        if let Some(k) = std::env::var(qcg_wire::env::COLL_FLITS)
-            .ok()
-            .and_then(|s| s.parse().ok())
-        {
-            o.flits = Some(k);
+        if let Some((name, v)) = var(qcg_wire::env::COLL_FLITS) {
+            match v.parse::<usize>() {
+                Ok(k) if (1..=qcg_coll::MAX_FLITS).contains(&k) => o.flits = Some(k),
+                _ => {
+                    return Err(bad(
+                        name,
+                        format!(
+                            "`{v}` is not a flit count from 1 to {}",
+                            qcg_coll::MAX_FLITS
+                        ),
+                    ))
+                }
+            }
         }
-        if let Some(t) = std::env::var(qcg_wire::env::COLL_TIMEOUT)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-        {
-            o.timeout = Duration::from_secs_f64(t.max(0.001));
+        if let Some((name, v)) = var(qcg_wire::env::COLL_TIMEOUT) {
+            match v.parse::<f64>() {
+                Ok(t) if t.is_finite() && t > 0.0 && t < 1e9 => {
+                    o.timeout = Duration::from_secs_f64(t.max(0.001))
+                }
+                _ => return Err(bad(name, format!("`{v}` is not a number of seconds"))),
+            }
         }
-        o
+        Ok(o)
     }
 }
 
@@ -1476,6 +1496,52 @@ impl Rounds<'_> {
                     self.timeout.as_secs_f64()
                 )))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(vars: &[(&str, &str)]) -> Result<CollOptions> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let get = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        CollOptions::from_vars(&get)
+    }
+
+    #[test]
+    fn collective_settings_parse_and_a_wrong_one_names_its_variable() {
+        assert_eq!(options(&[]).unwrap(), CollOptions::default());
+        let o = options(&[
+            ("QCG_COLL_ALGO", "chain"),
+            ("QCG_COLL_FLITS", " 8 "),
+            ("QCG_COLL_TIMEOUT", "2.5"),
+        ])
+        .unwrap();
+        assert_eq!(o.algo, Algo::Chain);
+        assert_eq!(o.flits, Some(8));
+        assert_eq!(o.timeout, Duration::from_millis(2500));
+        assert_eq!(options(&[("QCG_COLL_ALGO", "")]).unwrap().algo, Algo::Auto);
+        for (var, value, says) in [
+            (
+                "QCG_COLL_ALGO",
+                "flat-binomial",
+                "expected auto, hier, flat, linear or chain",
+            ),
+            ("QCG_COLL_FLITS", "0", "not a flit count"),
+            ("QCG_COLL_FLITS", "many", "not a flit count"),
+            ("QCG_COLL_TIMEOUT", "-1", "not a number of seconds"),
+            ("QCG_COLL_TIMEOUT", "inf", "not a number of seconds"),
+        ] {
+            let e = options(&[(var, value)]).unwrap_err().to_string();
+            assert!(
+                e.contains(var) && e.contains(value) && e.contains(says),
+                "{e}"
+            );
         }
     }
 }

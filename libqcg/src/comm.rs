@@ -119,6 +119,8 @@ impl Comm {
     pub fn connect(env: JobEnv) -> Result<Comm> {
         // Settings first: a wrong one fails before anything is registered.
         let bind = bind_from_env()?;
+        let coll_options = crate::coll::CollOptions::from_env()?;
+        let topology = crate::topo::from_env(env.size)?;
         let control = Control::connect(&env.helper)?;
         let (cluster, node, bind_addr) =
             match control.request_patiently(&Request::NodeInfo, JOIN_PATIENCE)? {
@@ -212,7 +214,7 @@ impl Comm {
             .name("qcg-notices".into())
             .spawn(move || crate::link::notice_loop(weak, notices));
         let size = inner.env.size;
-        let mut topology = crate::topo::from_env(size).unwrap_or_else(|| crate::topo::flat(size));
+        let mut topology = topology.unwrap_or_else(|| crate::topo::flat(size));
         // Ranks that share our node (our path in the topology, when it names one):
         // more of them than cores, and a waiting rank yields its core as it polls.
         let me = inner.env.rank as usize;
@@ -246,7 +248,7 @@ impl Comm {
             coll_failed: Default::default(),
             recent: Default::default(),
             splits: Default::default(),
-            options: Mutex::new(crate::coll::CollOptions::from_env()),
+            options: Mutex::new(coll_options),
             schedules: Mutex::default(),
         });
         Ok(Comm {

@@ -112,15 +112,46 @@ pub fn parse(s: &str, size: u32, costs: Option<&str>) -> Option<Topology> {
     Topology::from_paths(&paths, costs).ok()
 }
 
-/// The topology from the environment, if it describes `size` ranks.
-pub fn from_env(size: u32) -> Option<Topology> {
-    let t = std::env::var(ENV_TOPOLOGY).ok()?;
-    let costs = std::env::var(ENV_COSTS).ok();
-    let topo = parse(&t, size, costs.as_deref());
+/// `QCG_TOPOLOGY_COSTS`'s level costs for a topology of `depth` levels, or what is
+/// wrong with them.
+pub fn costs_for(s: &str, depth: usize) -> Result<Vec<LinkCost>, String> {
+    let costs = parse_costs(s).ok_or_else(|| {
+        format!("`{s}` is not a list of LATENCY_US:MBITS[:mesh] level costs separated by commas")
+    })?;
+    if costs.len() != depth + 1 {
+        return Err(format!(
+            "`{s}` gives {} level costs where the job's topology has {} levels (from \
+             between sites to inside a node)",
+            costs.len(),
+            depth + 1
+        ));
+    }
+    Ok(costs)
+}
+
+/// The topology from the environment, if it describes `size` ranks (`None`, with a
+/// warning, if `QCG_TOPOLOGY` does not). Level costs that do not parse, or do not
+/// fit the topology, are an error naming `QCG_TOPOLOGY_COSTS`.
+pub fn from_env(size: u32) -> crate::Result<Option<Topology>> {
+    let Ok(t) = std::env::var(ENV_TOPOLOGY) else {
+        return Ok(None);
+    };
+    let paths: Vec<Vec<&str>> = t.split(';').map(|p| p.split('/').collect()).collect();
+    let depth = paths.first().map_or(0, Vec::len);
+    let costs = match std::env::var(ENV_COSTS) {
+        Ok(c) => costs_for(&c, depth).map_err(|message| crate::Error::Env {
+            var: ENV_COSTS,
+            message,
+        })?,
+        Err(_) => default_costs(depth),
+    };
+    let topo = (paths.len() == size as usize)
+        .then(|| Topology::from_paths(&paths, costs).ok())
+        .flatten();
     if topo.is_none() {
         tracing::warn!(value = %t, "{ENV_TOPOLOGY} does not describe {size} ranks; using a flat topology");
     }
-    topo
+    Ok(topo)
 }
 
 /// One group holding every rank.
@@ -169,6 +200,22 @@ mod tests {
             let c = crowded(t, p, 2);
             assert!(!allreduce_splits(&c, 1 << 20), "{p} ranks crowded, 1 MiB");
         }
+    }
+
+    #[test]
+    fn level_costs_that_do_not_parse_or_fit_say_so() {
+        assert_eq!(costs_for("10:100,1:1000,0.5:64000", 2).unwrap().len(), 3);
+        let e = costs_for("100:4000:mesh,1:64000", 2).unwrap_err();
+        assert!(
+            e.contains("gives 2 level costs") && e.contains("has 3 levels"),
+            "{e}"
+        );
+        let e = costs_for("fast", 0).unwrap_err();
+        assert!(
+            e.contains("`fast`") && e.contains("LATENCY_US:MBITS"),
+            "{e}"
+        );
+        assert!(costs_for("10:-5", 0).is_err());
     }
 
     #[test]

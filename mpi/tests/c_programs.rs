@@ -1091,3 +1091,33 @@ fn large_allreduces_on_one_node_give_the_sequential_result() -> Result<()> {
     }
     Ok(())
 }
+
+/// A collective setting that does not parse fails `MPI_Init` naming the variable
+/// and its value, instead of being ignored.
+#[test]
+fn a_wrong_collective_setting_fails_mpi_init_naming_it() -> Result<()> {
+    let exe = build(Path::new(MPICC), "bind", "qcg")?;
+    for (var, value, says) in [
+        (
+            "QCG_COLL_ALGO",
+            "flat-binomial",
+            "expected auto, hier, flat, linear or chain",
+        ),
+        ("QCG_COLL_FLITS", "0", "not a flit count"),
+        ("QCG_TOPOLOGY_COSTS", "100:4000", "gives 1 level costs"),
+    ] {
+        let o = Command::new(qcg()?)
+            .env_remove("LD_LIBRARY_PATH")
+            .env(var, value)
+            .args(["run", "-n", "2", "--timeout", "60", "--"])
+            .arg(&exe)
+            .output()?;
+        let err = String::from_utf8_lossy(&o.stderr);
+        ensure!(
+            !o.status.success() && err.contains(var) && err.contains(value) && err.contains(says),
+            "{var}={value} ({}):\n{err}",
+            o.status
+        );
+    }
+    Ok(())
+}
