@@ -363,6 +363,29 @@ pub fn direct_receives(rs: &RankSchedule, min: usize) -> Vec<bool> {
         .collect()
 }
 
+/// For every step, whether it is a send of at least `min` bytes that no later step
+/// writes over (a receive, a local step): its bytes stay as they are until the
+/// schedule ends, so an executor may lend them to the receiver (which then copies
+/// them from where they lie) instead of copying them first.
+pub fn lendable_sends(rs: &RankSchedule, min: usize) -> Vec<bool> {
+    let steps = &rs.steps;
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let Step::Send { buf, range, .. } = step else {
+                return false;
+            };
+            range.len() >= min.max(1)
+                && steps[i + 1..].iter().all(|later| {
+                    !touches(later)
+                        .iter()
+                        .any(|&(b, r, written)| written && b == *buf && overlaps(r, range))
+                })
+        })
+        .collect()
+}
+
 /// Whether the steps write every byte of the output, each before any step reads it
 /// (a broadcast's receivers do): then the output may start with any bytes, such as
 /// those of a caller's buffer lent to it ([`Buffers::lending_output`]).
@@ -514,6 +537,47 @@ mod tests {
         );
         // Smaller than the minimum: through the engine's own buffer.
         assert_eq!(direct_receives(&s, 3), vec![false; 8]);
+    }
+
+    #[test]
+    fn a_send_is_lent_only_if_nothing_later_writes_its_bytes() {
+        let send = |buf, range| Step::Send {
+            to: 2,
+            tag: 0,
+            buf,
+            range,
+        };
+        let s = rs(vec![
+            // 0: the input is never written.
+            send(Buf::Input, 0..4),
+            // 1: a later receive writes 1..2 of Temp 0.
+            send(Buf::Temp(0), 0..2),
+            Step::Recv {
+                from: 1,
+                tag: 0,
+                buf: Buf::Temp(0),
+                range: 1..3,
+            },
+            // 3: a later copy writes Output 3..4; a copy from it (5) only reads.
+            send(Buf::Output, 2..4),
+            send(Buf::Output, 0..2),
+            Step::Copy {
+                dst: Buf::Output,
+                dst_range: 3..4,
+                src: Buf::Output,
+                src_range: 0..1,
+            },
+            // 6: writes before it do not matter.
+            send(Buf::Temp(0), 0..4),
+        ]);
+        assert_eq!(
+            lendable_sends(&s, 1),
+            vec![true, false, false, false, true, false, true]
+        );
+        assert_eq!(
+            lendable_sends(&s, 3),
+            vec![true, false, false, false, false, false, true]
+        );
     }
 
     fn rs(steps: Vec<Step>) -> RankSchedule {

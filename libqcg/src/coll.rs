@@ -89,6 +89,9 @@ pub(crate) struct Planned {
     /// Which buffers may start with an earlier call's bytes
     /// ([`qcg_coll::exec::reusable`]); made on first use.
     reusable: std::sync::OnceLock<Vec<bool>>,
+    /// Per step: a send the blocking executor lends rather than copies
+    /// ([`qcg_coll::exec::lendable_sends`]); made on first use.
+    lendable: std::sync::OnceLock<Vec<bool>>,
 }
 
 impl Planned {
@@ -99,7 +102,13 @@ impl Planned {
             direct: std::sync::OnceLock::new(),
             fills: std::sync::OnceLock::new(),
             reusable: std::sync::OnceLock::new(),
+            lendable: std::sync::OnceLock::new(),
         }
+    }
+
+    fn lendable(&self) -> &[bool] {
+        self.lendable
+            .get_or_init(|| qcg_coll::exec::lendable_sends(&self.sched, DIRECT_MIN))
     }
 
     fn reusable(&self) -> &[bool] {
@@ -534,7 +543,13 @@ impl Comm {
             copies: SentCopy::default(),
             check_stale: !view.coll_failed.load(std::sync::atomic::Ordering::Relaxed),
         };
-        let r = run.execute(&sched.steps, planned.direct(), &mut b, seq, combine);
+        let r = run.execute(
+            &sched.steps,
+            (planned.direct(), planned.lendable()),
+            &mut b,
+            seq,
+            combine,
+        );
         // Whatever is still pending (after a failure) is detached (`Rounds::drop`,
         // which also runs if a combining function panics): receives may write
         // into `b` or the caller's buffer until then. `run` goes before `b`.
@@ -1099,7 +1114,7 @@ impl Rounds<'_> {
     fn execute(
         &mut self,
         steps: &[Step],
-        direct: &[bool],
+        (direct, lendable): (&[bool], &[bool]),
         b: &mut Buffers<'_>,
         seq: u32,
         combine: Option<Combine>,
@@ -1141,7 +1156,7 @@ impl Rounds<'_> {
                 }
             }
         }
-        for step in steps {
+        for (i, step) in steps.iter().enumerate() {
             match step {
                 Step::Send {
                     to,
@@ -1175,14 +1190,25 @@ impl Rounds<'_> {
                         self.comm.count_sent(g, HEADER + body.len());
                         continue;
                     }
-                    let data = self.copies.message(&self.header, *buf, range, body);
-                    self.comm.count_sent(g, data.len());
+                    self.comm.count_sent(g, HEADER + body.len());
+                    let data = if lendable.get(i) == Some(&true) {
+                        // SAFETY: no later step writes these bytes
+                        // (`lendable_sends`), and the buffers outlive the send or
+                        // its lend: a call waits for its sends, and a failed one
+                        // detaches them first, which takes the lend back
+                        // (`Core::detach`): the receiver's copy is then thrown away.
+                        #[allow(unsafe_code)]
+                        let body = unsafe { RawBuf::from_ref(body) };
+                        SendBuf::Lent {
+                            head: self.header.to_vec(),
+                            body,
+                            lend: None,
+                        }
+                    } else {
+                        SendBuf::Shared(self.copies.message(&self.header, *buf, range, body))
+                    };
                     let id = self.comm.inner.engine.core().post_send_allowing(
-                        g,
-                        tag,
-                        self.ctx,
-                        SendBuf::Shared(data),
-                        HEADER,
+                        g, tag, self.ctx, data, HEADER,
                     );
                     self.sends.push((id, *to));
                 }

@@ -106,6 +106,13 @@ pub enum Error {
     /// An argument makes no sense.
     #[error("{0}")]
     InvalidArgument(String),
+    /// A message lent by its sender (see the engine's `SendBuf::Lent`) was taken back
+    /// before this rank copied it: the sender's call failed.
+    #[error("rank {rank} took its message back before it was copied (its call failed)")]
+    Withdrawn {
+        /// The sender.
+        rank: u32,
+    },
     /// Nothing arrived in time.
     #[error("timed out after {secs:.1} s waiting for {what}")]
     Timeout {

@@ -141,6 +141,23 @@ impl LinkIo for Link {
         }
     }
 
+    fn lend(&mut self) -> Option<u64> {
+        match self {
+            Link::Shm(s) if s.single_copy => s.lend(),
+            _ => None,
+        }
+    }
+
+    fn take_back(&mut self, n: u64) {
+        if let Link::Shm(s) = self {
+            s.take_back(n);
+        }
+    }
+
+    fn peer_lends(&self, n: u64) -> bool {
+        matches!(self, Link::Shm(s) if s.peer_lends(n))
+    }
+
     fn pending(&self) -> bool {
         matches!(self, Link::Sealed(s) if s.pending())
     }

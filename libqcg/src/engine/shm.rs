@@ -60,6 +60,7 @@
 //! 4096   ring 0 (offerer → acceptor): consumed u64 @+128, closed u32 @+256
 //! 5120   ring 1 (acceptor → offerer): the same
 //! 6144   sleeping u32 of side 0 @+0, of side 1 @+128
+//! 6656   lends of side 0: 64 u64 words; 7168: those of side 1
 //! 8192   ring 0's records, then ring 1's
 //! ```
 //! Each side keeps its own copy of what it owns (the writer its head, the reader its
@@ -77,13 +78,17 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = 0x7163_675f_7368_6d31; // "qcg_shm1"
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Bytes of each ring (a power of two).
 pub const RING: usize = 256 * 1024;
 const RINGS_AT: usize = 8192;
 const CTL_AT: usize = 4096;
 const CTL_STRIDE: usize = 1024;
 const SLEEP_AT: usize = 6144;
+/// Each side's lend words (see `ShmLink::lend`): [`LENDS`] u64 each.
+const LENDS_AT: usize = 6656;
+/// Lends a side may have out at once.
+pub const LENDS: usize = 64;
 const SEGMENT: usize = RINGS_AT + 2 * RING;
 /// A cache line: records start at one.
 const LINE: usize = 64;
@@ -540,6 +545,11 @@ pub struct ShmLink {
     shut: bool,
     /// Large messages may be copied from the peer's memory.
     pub single_copy: bool,
+    /// Our lend words in use (bit i: word i).
+    lent: u64,
+    /// Lends made so far (a lend's number is this count, times [`LENDS`], plus
+    /// its word).
+    lends: u64,
 }
 
 impl ShmLink {
@@ -561,7 +571,55 @@ impl ShmLink {
             peer_gone: false,
             shut: false,
             single_copy: true,
+            lent: 0,
+            lends: 0,
         }
+    }
+
+    fn lend_word(&self, side: usize, i: usize) -> &AtomicU64 {
+        self.map
+            .u64_at(LENDS_AT + side * LENDS * 8 + (i % LENDS) * 8)
+    }
+
+    /// Marks memory of ours lent to the peer, which may copy it (`read_peer`) for as
+    /// long as the mark stands: returns the lend's number (never 0, below 2³⁰), or
+    /// `None` when all our lend words are in use. The peer checks the mark after
+    /// its copy (`peer_lends`): a copy made while we took the memory back
+    /// (`take_back`) is thrown away, so we may reuse the memory at once.
+    pub fn lend(&mut self) -> Option<u64> {
+        let i = (!self.lent).trailing_zeros() as usize;
+        if i >= LENDS {
+            return None;
+        }
+        self.lends = (self.lends + 1) % (1 << 24);
+        let n = (self.lends.max(1) * LENDS as u64) | i as u64;
+        self.lent |= 1 << i;
+        self.lend_word(self.side, i).store(n, Ordering::SeqCst);
+        Some(n)
+    }
+
+    /// Ends lend `n`: done with, or taken back. After this returns, a copy the peer
+    /// makes (or is making) of the memory fails its check.
+    pub fn take_back(&mut self, n: u64) {
+        let i = (n % LENDS as u64) as usize;
+        let w = self.lend_word(self.side, i);
+        if self.lent & (1 << i) != 0 && w.load(Ordering::Relaxed) == n {
+            w.store(0, Ordering::SeqCst);
+            self.lent &= !(1 << i);
+        }
+        fence(Ordering::SeqCst);
+    }
+
+    /// Whether the peer's lend `n` still stands: checked after copying what it
+    /// lent, whose bytes are good only if it does (the fence orders our copy
+    /// before this look, against the peer's `take_back` before it reuses them).
+    pub fn peer_lends(&self, n: u64) -> bool {
+        fence(Ordering::SeqCst);
+        n != 0
+            && self
+                .lend_word(1 - self.side, (n % LENDS as u64) as usize)
+                .load(Ordering::SeqCst)
+                == n
     }
 
     /// The descriptor that turns readable when the peer's process exits, if the

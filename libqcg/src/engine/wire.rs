@@ -16,6 +16,8 @@
 //! | `Shell` | for the engine's shell (a shared-memory offer, `id` 1; its acceptance, 2; a refusal, 3) | `len` bytes (at most 4096) |
 //! | `Addr` | on a link that reads the peer's memory: the `Rts` `id` that follows (`len` bytes) can be copied from address `tag << 32 \| context` | none |
 //! | `Fin` | the receiver copied the data of the sender's `id` itself: that send is complete | none |
+//! | `Lend` | after an `Addr`: the message is in two parts, its first `len >> 30` bytes at the `Addr`'s address, the rest at `tag << 32 \| context`, lent under number `len % 2³⁰` (a copy counts only if the lend still stands after it) | none |
+//! | `Withdrawn` | the sender took back the lent message `id` the receiver asked for with `Cts` (its call failed) | none |
 //!
 //! A link moves when a direct one comes up beside a relayed one (relay first, then
 //! upgrade): the receiver holds the new link's messages until it has handled the
@@ -53,6 +55,10 @@ pub enum Kind {
     Addr = 9,
     /// The receiver copied a message's data itself.
     Fin = 10,
+    /// The message whose address came last is in two parts, lent.
+    Lend = 11,
+    /// The sender took a lent message back.
+    Withdrawn = 12,
 }
 
 impl Kind {
@@ -138,6 +144,8 @@ impl Header {
             8 => Kind::Shell,
             9 => Kind::Addr,
             10 => Kind::Fin,
+            11 => Kind::Lend,
+            12 => Kind::Withdrawn,
             k => return Err(WireError::UnknownKind(k)),
         };
         if b[1..4] != [0, 0, 0] {
@@ -180,6 +188,8 @@ mod tests {
             Kind::Shell,
             Kind::Addr,
             Kind::Fin,
+            Kind::Lend,
+            Kind::Withdrawn,
         ] {
             let h = Header {
                 kind,
@@ -199,8 +209,8 @@ mod tests {
     #[test]
     fn bad_headers_are_named() {
         let mut b = Header::new(Kind::Eager).encode();
-        b[0] = 11;
-        assert_eq!(Header::decode(&b), Err(WireError::UnknownKind(11)));
+        b[0] = 13;
+        assert_eq!(Header::decode(&b), Err(WireError::UnknownKind(13)));
         let mut b = Header::new(Kind::Eager).encode();
         b[2] = 1;
         assert!(matches!(Header::decode(&b), Err(WireError::Reserved(_))));

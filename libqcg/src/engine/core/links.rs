@@ -405,6 +405,7 @@ impl<C: LinkIo> Core<C> {
             self.polled.retain(|s| s != c);
         }
         self.peer_addr.retain(|(p, _), _| *p != peer);
+        self.peer_lend.retain(|(p, _), _| *p != peer);
         // Messages from it that will never be whole.
         let partial: Vec<usize> = self
             .unexp

@@ -62,6 +62,10 @@ pub type ReqId = usize;
 /// A connection's handle inside the engine.
 pub type ConnId = usize;
 
+/// Longest first part of a lent message ([`SendBuf::Lent`]): its length travels in
+/// the top bits of a `Lend` frame's length, under the 2³⁶ a frame may announce.
+const LEND_HEAD: usize = 64;
+
 /// Bytes staged per link for headers and small payloads.
 const STAGE: usize = 32 * 1024;
 /// Payloads at least this long are read straight into their buffer.
@@ -90,6 +94,20 @@ pub trait LinkIo: Read + Write {
     /// Copies the peer's memory at `addr` into `dst`.
     fn read_peer(&mut self, _addr: u64, _dst: &mut [u8]) -> io::Result<()> {
         Err(io::ErrorKind::Unsupported.into())
+    }
+    /// Lends memory of ours to the peer (a link that reads the peer's memory):
+    /// the lend's number (below 2³⁰, never 0), or `None` when it cannot now. The
+    /// peer's copy counts only if the lend still stands after it
+    /// ([`LinkIo::peer_lends`]).
+    fn lend(&mut self) -> Option<u64> {
+        None
+    }
+    /// Ends our lend `n` (done with, or taken back): from now on the peer's copy
+    /// of it fails its check, and the memory is ours again.
+    fn take_back(&mut self, _n: u64) {}
+    /// Whether the peer's lend `n` still stands (asked after copying it).
+    fn peer_lends(&self, _n: u64) -> bool {
+        false
     }
     /// Bytes the stream took but has not yet handed on (a sealed link's last record):
     /// pushed by [`Write::flush`], which the core calls when its own queue is empty.
@@ -200,14 +218,63 @@ pub enum SendBuf {
     /// Shared with other sends of the same bytes (a collective's flit going to
     /// several children): copied once, held until the last of them is done.
     Shared(std::sync::Arc<Vec<u8>>),
+    /// A message in two parts, `head` ours and `body` lent by the caller. Over a
+    /// link that reads the peer's memory it is lent on (`lend`: the lend's number,
+    /// see [`LinkIo::lend`]) and the receiver copies both parts from where they lie;
+    /// elsewhere, or when the receiver asks for the data, the two are copied into
+    /// one buffer first ([`SendBuf::contiguous`]). Detaching its request takes the
+    /// lend back at once ([`Core::detach`]): the caller may then reuse the body.
+    Lent {
+        /// The first bytes (a collective's call signature).
+        head: Vec<u8>,
+        /// The rest, the caller's.
+        body: RawBuf,
+        /// The lend's number, once lent.
+        lend: Option<u64>,
+    },
+    /// A lent message taken back: `len` bytes that are no longer there.
+    Withdrawn(usize),
 }
 
 impl SendBuf {
+    /// The bytes of a one-part buffer (nothing for [`SendBuf::Lent`] and
+    /// [`SendBuf::Withdrawn`], which never reach a frame: see
+    /// [`SendBuf::contiguous`]).
     fn as_slice(&self) -> &[u8] {
         match self {
             SendBuf::Owned(v) => v,
             SendBuf::Raw(r) => r.as_slice(),
             SendBuf::Shared(v) => v,
+            SendBuf::Lent { .. } | SendBuf::Withdrawn(_) => &[],
+        }
+    }
+
+    /// The message's length.
+    fn len(&self) -> usize {
+        match self {
+            SendBuf::Lent { head, body, .. } => head.len() + body.as_slice().len(),
+            SendBuf::Withdrawn(n) => *n,
+            other => other.as_slice().len(),
+        }
+    }
+
+    /// The same bytes in one buffer (a copy of a lent message's two parts, whose
+    /// lend the caller has ended).
+    fn contiguous(self) -> SendBuf {
+        match self {
+            SendBuf::Lent { mut head, body, .. } => {
+                head.extend_from_slice(body.as_slice());
+                SendBuf::Owned(head)
+            }
+            other => other,
+        }
+    }
+
+    /// The lend's number of a lent message.
+    fn lend(&self) -> Option<u64> {
+        match self {
+            SendBuf::Lent { lend, .. } => *lend,
+            _ => None,
         }
     }
 }
@@ -571,6 +638,9 @@ pub struct Core<C> {
     /// Where the senders of announced large messages keep them (`Addr`), by
     /// (peer, sender's id).
     peer_addr: HashMap<(u32, u32), u64>,
+    /// Of those, the messages lent in two parts (`Lend`): where the rest lies, the
+    /// lend's number and the length of the first part.
+    peer_lend: HashMap<(u32, u32), (u64, u64, usize)>,
     /// A cross-memory read failed once: said once, then `Cts` as on a socket.
     single_copy_refused: bool,
     /// The time, as the shell last said ([`Core::set_now`]).
@@ -620,6 +690,7 @@ impl<C: LinkIo> Core<C> {
             shell: Vec::new(),
             shell_partial: Slab::new(),
             peer_addr: HashMap::default(),
+            peer_lend: HashMap::default(),
             single_copy_refused: false,
             done: Vec::new(),
             completions: 0,
@@ -720,10 +791,34 @@ impl<C: LinkIo> Core<C> {
             self.reqs.try_remove(id);
             return;
         }
+        let mut took_back = None;
         if let Some(r) = self.reqs.get_mut(id) {
             r.detached = true;
-            if let ReqState::Recv { buf, .. } = &mut r.state {
-                buf.disown();
+            match &mut r.state {
+                ReqState::Recv { buf, .. } => buf.disown(),
+                // A lent message is taken back: the caller may reuse its body at
+                // once, and a copy the receiver makes from now on is thrown away.
+                ReqState::Send { dest, held } => {
+                    if let Some(n) = held.as_ref().and_then(SendBuf::lend) {
+                        let len = held.as_ref().map_or(0, SendBuf::len);
+                        *held = Some(SendBuf::Withdrawn(len));
+                        took_back = Some((*dest, n));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some((dest, n)) = took_back {
+            self.take_back(dest, n);
+        }
+    }
+
+    /// Ends our lend `n` on the link to `dest`.
+    pub(super) fn take_back(&mut self, dest: u32, n: u64) {
+        let conns = self.links.get(&dest).cloned().unwrap_or_default();
+        for c in conns {
+            if let Some(conn) = self.conns.get_mut(c) {
+                conn.io.take_back(n);
             }
         }
     }

@@ -135,27 +135,47 @@ impl<C: LinkIo> Core<C> {
     /// Over a link that reads the peer's memory, copies the data from where the
     /// sender keeps it instead (one copy) and says `Fin`.
     pub(super) fn clear_to_send(&mut self, peer: u32, id: u32, rid: ReqId, len: u64) {
+        /// Why a lent message's copy was thrown away.
+        const WITHDRAWN: &str = "the lend was taken back";
         let Some(&c) = self.links.get(&peer).and_then(|v| v.first()) else {
             self.expect.insert((peer, id), rid);
             return;
         };
         if let Some(addr) = self.peer_addr.remove(&(peer, id)) {
+            let lent = self.peer_lend.remove(&(peer, id));
             let Core { conns, reqs, .. } = self;
             let copied = match (conns.get_mut(c), reqs.get_mut(rid).map(|r| &mut r.state)) {
                 (Some(conn), Some(ReqState::Recv { buf, .. })) if conn.io.reads_peer() => {
-                    match buf.parts(len as usize) {
-                        Some((head, body)) => conn
-                            .io
-                            .read_peer(addr, head)
-                            .and_then(|()| conn.io.read_peer(addr + head.len() as u64, body)),
+                    // Where the message lies: one piece, or a lent message's two.
+                    let at = match lent {
+                        Some((body, _, head)) => {
+                            [(addr, head), (body, (len as usize).saturating_sub(head))]
+                        }
+                        None => [(addr, len as usize), (0, 0)],
+                    };
+                    let read = match buf.parts(len as usize) {
+                        Some((head, body)) => read_pieces(&mut conn.io, &at, &mut [head, body]),
                         None => {
                             let dst = &mut buf.slice()[..len as usize];
-                            conn.io.read_peer(addr, dst)
+                            read_pieces(&mut conn.io, &at, &mut [dst])
                         }
+                    };
+                    match (read, lent) {
+                        // A lent message's bytes are good only if the lend still
+                        // stands now that they are copied.
+                        (r, Some((_, n, _))) if !conn.io.peer_lends(n) => {
+                            drop(r);
+                            Err(io::Error::other(WITHDRAWN))
+                        }
+                        (r, _) => r,
                     }
                 }
                 _ => Err(io::ErrorKind::Unsupported.into()),
             };
+            if copied.as_ref().is_err_and(|e| e.to_string() == WITHDRAWN) {
+                self.complete(rid, Err(Error::Withdrawn { rank: peer }));
+                return;
+            }
             match copied {
                 Ok(()) => {
                     self.acct.moved += len;
@@ -666,6 +686,26 @@ impl<C: LinkIo> Core<C> {
                 let addr = (u64::from(h.tag) << 32) | u64::from(h.context);
                 self.peer_addr.insert((peer, h.id), addr);
             }
+            Kind::Lend => {
+                if !self.peer_addr.contains_key(&(peer, h.id)) {
+                    return Err(format!(
+                        "protocol error: a lend for message {} without its address",
+                        h.id
+                    ));
+                }
+                let body = (u64::from(h.tag) << 32) | u64::from(h.context);
+                let (n, head) = (h.len % (1 << 30), (h.len >> 30) as usize);
+                self.peer_lend.insert((peer, h.id), (body, n, head));
+            }
+            Kind::Withdrawn => {
+                let Some(rid) = self.expect.remove(&(peer, h.id)) else {
+                    return Err(format!(
+                        "protocol error: message {} withdrawn, which no receive asked for",
+                        h.id
+                    ));
+                };
+                self.complete(rid, Err(Error::Withdrawn { rank: peer }));
+            }
             Kind::Fin => {
                 let id = h.id as usize;
                 let held = match self.reqs.get_mut(id).map(|r| &mut r.state) {
@@ -679,12 +719,15 @@ impl<C: LinkIo> Core<C> {
                     }
                 };
                 if let Some(buf) = held {
-                    if buf.as_slice().len() as u64 != h.len {
+                    if buf.len() as u64 != h.len {
                         return Err(format!(
                             "protocol error: a copy of {} bytes finished, the message has {}",
                             h.len,
-                            buf.as_slice().len()
+                            buf.len()
                         ));
+                    }
+                    if let Some(n) = buf.lend() {
+                        self.take_back(peer, n);
                     }
                 }
                 self.complete(id, Ok(Outcome::Sent));
@@ -793,19 +836,32 @@ impl<C: LinkIo> Core<C> {
                     }
                 };
                 let Some(buf) = held else { return Ok(()) };
-                if buf.as_slice().len() as u64 != h.len {
+                if buf.len() as u64 != h.len {
                     return Err(format!(
                         "protocol error: clear-to-send for {} bytes, the message has {}",
                         h.len,
-                        buf.as_slice().len()
+                        buf.len()
                     ));
                 }
-                let mut d = Header::new(Kind::Data);
-                d.id = h.id;
-                d.len = h.len;
                 let Some(&out_c) = self.links.get(&peer).and_then(|v| v.first()) else {
                     return Ok(());
                 };
+                if let SendBuf::Withdrawn(_) = buf {
+                    // Taken back (the call failed) before the receiver could copy it.
+                    let mut w = Header::new(Kind::Withdrawn);
+                    w.id = h.id;
+                    self.queue(out_c, Out::control(w));
+                    self.complete(id, Ok(Outcome::Sent));
+                    return Ok(());
+                }
+                // A lent message the receiver could not copy: ours to send now.
+                if let Some(n) = buf.lend() {
+                    self.take_back(peer, n);
+                }
+                let buf = buf.contiguous();
+                let mut d = Header::new(Kind::Data);
+                d.id = h.id;
+                d.len = h.len;
                 self.queue(
                     out_c,
                     Out {
@@ -894,4 +950,32 @@ impl<C: LinkIo> Core<C> {
             self.pump(c);
         }
     }
+}
+
+/// Copies the peer's memory at `at` (pieces of `(address, length)`, one after the
+/// other) into `dst` (pieces of ours, one after the other, as many bytes in all):
+/// one cross-memory read per overlap of a piece of each.
+fn read_pieces<L: LinkIo>(
+    io: &mut L,
+    at: &[(u64, usize)],
+    dst: &mut [&mut [u8]],
+) -> io::Result<()> {
+    let (mut i, mut off_src) = (0, 0usize);
+    for d in dst.iter_mut() {
+        let mut off_dst = 0;
+        while off_dst < d.len() {
+            let Some(&(addr, n)) = at.get(i) else {
+                return Err(io::Error::other("a message longer than its pieces"));
+            };
+            if off_src == n {
+                (i, off_src) = (i + 1, 0);
+                continue;
+            }
+            let k = (n - off_src).min(d.len() - off_dst);
+            io.read_peer(addr + off_src as u64, &mut d[off_dst..off_dst + k])?;
+            off_src += k;
+            off_dst += k;
+        }
+    }
+    Ok(())
 }

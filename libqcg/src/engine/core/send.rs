@@ -118,10 +118,13 @@ impl<C: LinkIo> Core<C> {
         sync: bool,
         allowance: usize,
     ) -> ReqId {
-        let len = buf.as_slice().len();
+        let len = buf.len();
         if dest == self.me {
             let id = self.new_req(ReqState::Send { dest, held: None });
-            let data = buf.as_slice().to_vec();
+            let data = match buf.contiguous() {
+                SendBuf::Owned(v) => v,
+                other => other.as_slice().to_vec(),
+            };
             match self.deliver_local(tag, context, data) {
                 Some(key) if sync => {
                     self.sync_local.insert(key, id);
@@ -156,13 +159,44 @@ impl<C: LinkIo> Core<C> {
         let out = if len <= self.limits.eager + allowance && !sync {
             Out {
                 head: h.encode(),
-                body: Some(buf),
+                body: Some(buf.contiguous()),
                 off: 0,
                 req: Some(id),
             }
         } else {
             h.kind = Kind::Rts;
-            let addr = buf.as_slice().as_ptr() as u64;
+            let reads = len > 0 && self.conns.get(c).is_some_and(|x| x.io.reads_peer());
+            // A two-part message is lent on where the receiver can copy it from here
+            // (and the link can lend now); else copied into one buffer.
+            let buf = match buf {
+                SendBuf::Lent { head, body, .. } if reads && head.len() < LEND_HEAD => {
+                    match self.conns.get_mut(c).and_then(|x| x.io.lend()) {
+                        Some(n) => SendBuf::Lent {
+                            head,
+                            body,
+                            lend: Some(n),
+                        },
+                        None => SendBuf::Lent {
+                            head,
+                            body,
+                            lend: None,
+                        }
+                        .contiguous(),
+                    }
+                }
+                other => other.contiguous(),
+            };
+            let (addr, lent) = match &buf {
+                SendBuf::Lent {
+                    head,
+                    body,
+                    lend: Some(n),
+                } => (
+                    head.as_ptr() as u64,
+                    Some((body.as_slice().as_ptr() as u64, *n, head.len())),
+                ),
+                other => (other.as_slice().as_ptr() as u64, None),
+            };
             if let Some(Req {
                 state: ReqState::Send { held, .. },
                 ..
@@ -170,7 +204,7 @@ impl<C: LinkIo> Core<C> {
             {
                 *held = Some(buf);
             }
-            if len > 0 && self.conns.get(c).is_some_and(|x| x.io.reads_peer()) {
+            if reads {
                 // The receiver may copy it from here (see `clear_to_send`).
                 let mut a = Header::new(Kind::Addr);
                 a.tag = (addr >> 32) as u32;
@@ -178,6 +212,14 @@ impl<C: LinkIo> Core<C> {
                 a.id = id as u32;
                 a.len = len as u64;
                 self.queue(c, Out::control(a));
+                if let Some((body, n, head_len)) = lent {
+                    let mut l = Header::new(Kind::Lend);
+                    l.tag = (body >> 32) as u32;
+                    l.context = body as u32;
+                    l.id = id as u32;
+                    l.len = n | ((head_len as u64) << 30);
+                    self.queue(c, Out::control(l));
+                }
             }
             Out {
                 head: h.encode(),

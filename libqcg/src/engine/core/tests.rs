@@ -18,6 +18,9 @@ struct Pipe {
     /// Reads the peer's memory (the same process here): `Some(false)` says it
     /// can but the kernel refuses, as under a ptrace policy.
     mem: Option<bool>,
+    /// Lends standing, per end (shared by the two ends), and which end this is.
+    lends: Rc<RefCell<[std::collections::HashSet<u64>; 2]>>,
+    side: usize,
 }
 
 impl Read for Pipe {
@@ -84,10 +87,27 @@ impl LinkIo for Pipe {
         unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
+
+    fn lend(&mut self) -> Option<u64> {
+        self.mem?;
+        let mut l = self.lends.borrow_mut();
+        let n = (1..).find(|n| !l[self.side].contains(n))?;
+        l[self.side].insert(n);
+        Some(n)
+    }
+
+    fn take_back(&mut self, n: u64) {
+        self.lends.borrow_mut()[self.side].remove(&n);
+    }
+
+    fn peer_lends(&self, n: u64) -> bool {
+        self.lends.borrow()[1 - self.side].contains(&n)
+    }
 }
 
 fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
     let (a, b): (Buf, Buf) = Default::default();
+    let lends: Rc<RefCell<[std::collections::HashSet<u64>; 2]>> = Default::default();
     (
         Pipe {
             rx: a.clone(),
@@ -95,6 +115,8 @@ fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
             cap,
             eof: Default::default(),
             mem: None,
+            lends: lends.clone(),
+            side: 0,
         },
         Pipe {
             rx: b,
@@ -102,6 +124,8 @@ fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
             cap,
             eof: Default::default(),
             mem: None,
+            lends,
+            side: 1,
         },
         a,
     )
@@ -959,4 +983,124 @@ fn a_split_receive_detached_midway_on_a_sealed_link_keeps_the_link() {
     settle(&mut a, &mut b);
     let (st, got) = received(b.take(after));
     assert_eq!((st.tag, &got[..]), (2, &data[..1000]));
+}
+
+/// A message lent in two parts (a collective's signature, then a body the caller
+/// lends) arrives whole whatever the link and receive: copied from where its parts
+/// lie where the link reads the peer's memory (the lend then ends with the copy), in
+/// one buffer of ours where it does not or where the kernel refuses.
+#[test]
+fn a_lent_message_arrives_whole_and_its_lend_ends() {
+    const HEAD: usize = 32;
+    let head: Vec<u8> = (0..HEAD).map(|i| (i * 7 + 1) as u8).collect();
+    let body: Vec<u8> = (0..70_001).map(|i| (i * 13 + 5) as u8).collect();
+    let whole = [head.clone(), body.clone()].concat();
+    for (mem, split, early) in [
+        (Some(true), false, true),
+        (Some(true), true, true),
+        (Some(true), true, false),
+        (Some(false), false, true),
+        (None, false, true),
+        (None, true, false),
+    ] {
+        let case = format!("memory {mem:?}, split {split}, posted first {early}");
+        let now = Instant::now();
+        let (mut p0, mut p1, _) = pipe(1 << 12);
+        p0.mem = mem;
+        p1.mem = mem;
+        let lends = p0.lends.clone();
+        let mut a = Core::new(0, 2, limits(16, 1 << 20), now);
+        let mut b = Core::new(1, 2, limits(16, 1 << 20), now);
+        a.add_conn(1, p0, now, false);
+        b.add_conn(0, p1, now, false);
+        let mut got = vec![0u8; body.len()];
+        let post = |b: &mut Core<Pipe>, got: &mut [u8]| {
+            if split {
+                // SAFETY: `got` outlives the receive (taken below).
+                #[allow(unsafe_code)]
+                let raw = unsafe { RawBuf::from_mut(got) };
+                b.post_recv(any(), RecvBuf::Split(Split::new(HEAD, raw)))
+            } else {
+                b.post_recv(any(), RecvBuf::Alloc(Vec::new()))
+            }
+        };
+        let r = early.then(|| post(&mut b, &mut got));
+        // SAFETY: `body` outlives the send, which completes below.
+        #[allow(unsafe_code)]
+        let lent = unsafe { RawBuf::from_ref(&body) };
+        let s = a.post_send(
+            1,
+            1,
+            0,
+            SendBuf::Lent {
+                head: head.clone(),
+                body: lent,
+                lend: None,
+            },
+        );
+        settle(&mut a, &mut b);
+        let r = r.unwrap_or_else(|| post(&mut b, &mut got));
+        settle(&mut a, &mut b);
+        let (st, data) = received(b.take(r));
+        assert_eq!(st.len, whole.len(), "{case}");
+        if split {
+            assert_eq!(data, head, "{case}");
+            assert!(got == body, "{case}: the body in place");
+        } else {
+            assert!(data == whole, "{case}");
+        }
+        assert!(a.take(s).is_some_and(|r| r.is_ok()), "{case}");
+        assert!(lends.borrow()[0].is_empty(), "{case}: the lend ended");
+    }
+}
+
+/// A lent message whose send is detached before the receiver copies it (the
+/// sender's call failed, its caller may reuse the body) is taken back: the
+/// receiver's copy is thrown away and its receive fails naming the sender, whether
+/// it copies from the sender's memory or asks for the data; the link goes on.
+#[test]
+fn a_lent_message_taken_back_fails_its_receive_and_keeps_the_link() {
+    for mem in [Some(true), Some(false)] {
+        let now = Instant::now();
+        let (mut p0, mut p1, _) = pipe(1 << 12);
+        p0.mem = mem;
+        p1.mem = mem;
+        let lends = p0.lends.clone();
+        let mut a = Core::new(0, 2, limits(16, 1 << 20), now);
+        let mut b = Core::new(1, 2, limits(16, 1 << 20), now);
+        a.add_conn(1, p0, now, false);
+        b.add_conn(0, p1, now, false);
+        let mut body = vec![9u8; 50_000];
+        // SAFETY: `body` outlives the lend, which the detach below ends.
+        #[allow(unsafe_code)]
+        let lent = unsafe { RawBuf::from_ref(&body) };
+        let s = a.post_send(
+            1,
+            1,
+            0,
+            SendBuf::Lent {
+                head: vec![1; 32],
+                body: lent,
+                lend: None,
+            },
+        );
+        // The announcement crosses; then the sender's call fails.
+        forward(&mut a, &mut b, 3);
+        a.detach(s);
+        assert!(lends.borrow()[0].is_empty(), "{mem:?}: taken back at once");
+        body.fill(0xEE);
+        let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        settle(&mut a, &mut b);
+        match b.take(r) {
+            Some(Err(Error::Withdrawn { rank: 0 })) => {}
+            Some(Ok(_)) => panic!("{mem:?}: received bytes the sender had taken back"),
+            other => panic!("{mem:?}: {other:?}"),
+        }
+        // The link goes on.
+        let s2 = a.post_send(1, 2, 0, SendBuf::Owned(vec![4; 40_000]));
+        let r2 = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+        settle(&mut a, &mut b);
+        assert_eq!(received(b.take(r2)).1, vec![4; 40_000], "{mem:?}");
+        assert!(a.take(s2).is_some_and(|r| r.is_ok()), "{mem:?}");
+    }
 }
