@@ -1207,9 +1207,12 @@ impl Rounds<'_> {
                     } else {
                         SendBuf::Shared(self.copies.message(&self.header, *buf, range, body))
                     };
-                    let id = self.comm.inner.engine.core().post_send_allowing(
-                        g, tag, self.ctx, data, HEADER,
-                    );
+                    let id = self
+                        .comm
+                        .inner
+                        .engine
+                        .core()
+                        .post_send_allowing(g, tag, self.ctx, data, HEADER);
                     self.sends.push((id, *to));
                 }
                 Step::Recv {

@@ -173,6 +173,11 @@ impl<C: LinkIo> Core<C> {
                 _ => Err(io::ErrorKind::Unsupported.into()),
             };
             if copied.as_ref().is_err_and(|e| e.to_string() == WITHDRAWN) {
+                // The sender's request (detached) ends with this `Fin` as with any.
+                let mut h = Header::new(Kind::Fin);
+                h.id = id;
+                h.len = len;
+                self.queue(c, Out::control(h));
                 self.complete(rid, Err(Error::Withdrawn { rank: peer }));
                 return;
             }

@@ -1096,7 +1096,9 @@ fn a_lent_message_taken_back_fails_its_receive_and_keeps_the_link() {
             Some(Ok(_)) => panic!("{mem:?}: received bytes the sender had taken back"),
             other => panic!("{mem:?}: {other:?}"),
         }
-        // The link goes on.
+        // The detached send's request is gone (nothing left behind), and the link
+        // goes on.
+        assert_eq!(a.reqs.len(), 0, "{mem:?}: the sender's request is freed");
         let s2 = a.post_send(1, 2, 0, SendBuf::Owned(vec![4; 40_000]));
         let r2 = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
         settle(&mut a, &mut b);
