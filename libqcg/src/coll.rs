@@ -1191,7 +1191,14 @@ impl Rounds<'_> {
                         continue;
                     }
                     self.comm.count_sent(g, HEADER + body.len());
-                    let data = if lendable.get(i) == Some(&true) {
+                    let lend = lendable.get(i) == Some(&true)
+                        && self
+                            .comm
+                            .inner
+                            .engine
+                            .core()
+                            .would_lend(g, HEADER + body.len(), HEADER);
+                    let data = if lend {
                         // SAFETY: no later step writes these bytes
                         // (`lendable_sends`), and the buffers outlive the send or
                         // its lend: a call waits for its sends, and a failed one

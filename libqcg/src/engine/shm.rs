@@ -1023,7 +1023,17 @@ impl Write for ShmLink {
 }
 
 impl Drop for ShmLink {
+    /// Takes back every lend still standing first: the link goes when its peer is
+    /// lost (it may still be alive, a straggler), and the sends it lent are freed
+    /// with it, so a copy the peer makes from now on must fail its check.
     fn drop(&mut self) {
+        for i in 0..LENDS {
+            if self.lent & (1 << i) != 0 {
+                self.lend_word(self.side, i).store(0, Ordering::SeqCst);
+            }
+        }
+        self.lent = 0;
+        fence(Ordering::SeqCst);
         self.shutdown_write();
     }
 }
@@ -1044,6 +1054,26 @@ mod tests {
             .expect("accepted");
         std::mem::forget(bell);
         (a, b)
+    }
+
+    #[test]
+    fn lends_stand_until_taken_back_or_the_link_goes() {
+        let (mut a, b) = pair();
+        let n: Vec<u64> = (0..LENDS).map(|_| a.lend().expect("a free word")).collect();
+        assert_eq!(a.lend(), None, "every word in use");
+        assert!(n.iter().all(|&n| b.peer_lends(n) && n < 1 << 30 && n != 0));
+        assert!(
+            !b.peer_lends(n[3] + LENDS as u64),
+            "another lend of the word"
+        );
+        a.take_back(n[3]);
+        assert!(!b.peer_lends(n[3]));
+        let again = a.lend().expect("the word is free again");
+        assert_ne!(again, n[3], "a new number");
+        assert!(b.peer_lends(again) && !b.peer_lends(n[3]));
+        // The peer declared lost: our link goes, and with it every lend.
+        drop(a);
+        assert!(n.iter().chain([&again]).all(|&n| !b.peer_lends(n)));
     }
 
     #[test]

@@ -234,6 +234,12 @@ pub enum SendBuf {
     },
     /// A lent message taken back: `len` bytes that are no longer there.
     Withdrawn(usize),
+    /// A one-part buffer announced to a receiver that copies it from here, under a
+    /// lend number: the lend ends when the send does, and when the link goes (the
+    /// peer declared lost may still be alive), so that such a straggler's copy of
+    /// memory freed since fails its check. Detaching the request does not take it
+    /// back: the buffer is the request's, and the message still goes.
+    Checked(Box<SendBuf>, u64),
 }
 
 impl SendBuf {
@@ -245,6 +251,7 @@ impl SendBuf {
             SendBuf::Owned(v) => v,
             SendBuf::Raw(r) => r.as_slice(),
             SendBuf::Shared(v) => v,
+            SendBuf::Checked(b, _) => b.as_slice(),
             SendBuf::Lent { .. } | SendBuf::Withdrawn(_) => &[],
         }
     }
@@ -254,6 +261,7 @@ impl SendBuf {
         match self {
             SendBuf::Lent { head, body, .. } => head.len() + body.as_slice().len(),
             SendBuf::Withdrawn(n) => *n,
+            SendBuf::Checked(b, _) => b.len(),
             other => other.as_slice().len(),
         }
     }
@@ -266,14 +274,16 @@ impl SendBuf {
                 head.extend_from_slice(body.as_slice());
                 SendBuf::Owned(head)
             }
+            SendBuf::Checked(b, _) => *b,
             other => other,
         }
     }
 
-    /// The lend's number of a lent message.
+    /// The lend's number of a message announced under one.
     fn lend(&self) -> Option<u64> {
         match self {
             SendBuf::Lent { lend, .. } => *lend,
+            SendBuf::Checked(_, n) => Some(*n),
             _ => None,
         }
     }
@@ -791,36 +801,56 @@ impl<C: LinkIo> Core<C> {
             self.reqs.try_remove(id);
             return;
         }
-        let mut took_back = None;
+        // A lent message is taken back, before any of its memory is freed: the
+        // caller may reuse its body at once, and a copy the receiver makes from now
+        // on is thrown away.
+        let lent = match self.reqs.get(id).map(|r| &r.state) {
+            Some(ReqState::Send {
+                dest,
+                held: Some(b @ SendBuf::Lent { lend: Some(n), .. }),
+            }) => Some((*dest, *n, b.len())),
+            _ => None,
+        };
+        if let Some((dest, n, _)) = lent {
+            self.take_back(dest, n);
+        }
         if let Some(r) = self.reqs.get_mut(id) {
             r.detached = true;
             match &mut r.state {
                 ReqState::Recv { buf, .. } => buf.disown(),
-                // A lent message is taken back: the caller may reuse its body at
-                // once, and a copy the receiver makes from now on is thrown away.
-                ReqState::Send { dest, held } => {
-                    if let Some(n) = held.as_ref().and_then(SendBuf::lend) {
-                        let len = held.as_ref().map_or(0, SendBuf::len);
+                ReqState::Send { held, .. } => {
+                    if let Some((_, _, len)) = lent {
                         *held = Some(SendBuf::Withdrawn(len));
-                        took_back = Some((*dest, n));
                     }
                 }
                 _ => {}
             }
         }
-        if let Some((dest, n)) = took_back {
-            self.take_back(dest, n);
-        }
     }
 
-    /// Ends our lend `n` on the link to `dest`.
+    /// Ends our lend `n` on the link to `dest` (the one it was made on: a pair has
+    /// one link over memory).
     pub(super) fn take_back(&mut self, dest: u32, n: u64) {
-        let conns = self.links.get(&dest).cloned().unwrap_or_default();
-        for c in conns {
-            if let Some(conn) = self.conns.get_mut(c) {
+        let Core { links, conns, .. } = self;
+        for &c in links.get(&dest).map_or(&[][..], Vec::as_slice) {
+            if let Some(conn) = conns.get_mut(c) {
                 conn.io.take_back(n);
             }
         }
+    }
+
+    /// Whether a message of `len` bytes to `dest`, sent with `allowance`
+    /// ([`Core::post_send_allowing`]), would be lent if given as
+    /// [`SendBuf::Lent`]: it goes by rendezvous over a link that reads our memory.
+    /// Else a copy shared between destinations serves better.
+    pub fn would_lend(&self, dest: u32, len: usize, allowance: usize) -> bool {
+        len > self.limits.eager + allowance
+            && self
+                .links
+                .get(&dest)
+                .and_then(|v| v.first())
+                .and_then(|&c| self.conns.get(c))
+                .is_some_and(|x| x.io.reads_peer())
     }
 
     /// Detaches every request of `ids` (see [`Core::detach`]).

@@ -186,6 +186,16 @@ impl<C: LinkIo> Core<C> {
                 }
                 other => other.contiguous(),
             };
+            // A one-part buffer the receiver copies from here is checked the same
+            // way, under a lend that ends with the send or the link.
+            let buf = match buf {
+                b @ SendBuf::Lent { .. } => b,
+                b if reads => match self.conns.get_mut(c).and_then(|x| x.io.lend()) {
+                    Some(n) => SendBuf::Checked(Box::new(b), n),
+                    None => b,
+                },
+                b => b,
+            };
             let (addr, lent) = match &buf {
                 SendBuf::Lent {
                     head,
@@ -195,6 +205,10 @@ impl<C: LinkIo> Core<C> {
                     head.as_ptr() as u64,
                     Some((body.as_slice().as_ptr() as u64, *n, head.len())),
                 ),
+                SendBuf::Checked(b, n) => {
+                    let at = b.as_slice().as_ptr() as u64;
+                    (at, Some((at, *n, 0)))
+                }
                 other => (other.as_slice().as_ptr() as u64, None),
             };
             if let Some(Req {

@@ -105,6 +105,13 @@ impl LinkIo for Pipe {
     }
 }
 
+impl Drop for Pipe {
+    /// As a link over memory: its lends go with it.
+    fn drop(&mut self) {
+        self.lends.borrow_mut()[self.side].clear();
+    }
+}
+
 fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
     let (a, b): (Buf, Buf) = Default::default();
     let lends: Rc<RefCell<[std::collections::HashSet<u64>; 2]>> = Default::default();
@@ -1104,5 +1111,40 @@ fn a_lent_message_taken_back_fails_its_receive_and_keeps_the_link() {
         settle(&mut a, &mut b);
         assert_eq!(received(b.take(r2)).1, vec![4; 40_000], "{mem:?}");
         assert!(a.take(s2).is_some_and(|r| r.is_ok()), "{mem:?}");
+    }
+}
+
+/// A receiver declared lost (it may still be alive, a straggler) that then copies a
+/// message announced to it before finds the copy thrown away: the sender freed the
+/// message with the link, and the lend went with it.
+#[test]
+fn a_straggler_does_not_take_freed_memory_for_a_message() {
+    let now = Instant::now();
+    let (mut p0, mut p1, _) = pipe(1 << 12);
+    p0.mem = Some(true);
+    p1.mem = Some(true);
+    let mut a = Core::new(0, 2, limits(16, 1 << 20), now);
+    let mut b = Core::new(1, 2, limits(16, 1 << 20), now);
+    a.add_conn(1, p0, now, false);
+    b.add_conn(0, p1, now, false);
+    // The caller's buffer (kept here, so that the test's own copy reads live memory):
+    // once the send has failed, the caller reuses it.
+    let mut mine = vec![7u8; 50_000];
+    // SAFETY: `mine` outlives the send, which fails below.
+    #[allow(unsafe_code)]
+    let raw = unsafe { RawBuf::from_ref(&mine) };
+    let s = a.post_send(1, 1, 0, SendBuf::Raw(raw));
+    forward(&mut a, &mut b, 3);
+    a.fail_peer(1, "no word from it for 30 s");
+    assert!(matches!(a.take(s), Some(Err(Error::PeerLost { .. }))));
+    mine.fill(0xEE);
+    let r = b.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    for c in b.conn_ids() {
+        b.on_readable(c);
+    }
+    match b.take(r) {
+        Some(Err(Error::Withdrawn { rank: 0 })) => {}
+        Some(Ok(_)) => panic!("took freed memory for the message"),
+        other => panic!("{other:?}"),
     }
 }
