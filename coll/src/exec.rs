@@ -94,8 +94,10 @@ impl<'a> Buffers<'a> {
             if !reusable.get(i).copied().unwrap_or(false) {
                 return Slot::Owned(vec![0u8; n]);
             }
+            // Not a buffer much larger than needed: the output goes to the caller,
+            // who may keep it, and a later large call wants the large ones.
             let best = (0..spares.len())
-                .filter(|&j| spares[j].capacity() >= n)
+                .filter(|&j| (n..=2 * n + (64 << 10)).contains(&spares[j].capacity()))
                 .min_by_key(|&j| spares[j].capacity());
             match best {
                 Some(j) => {

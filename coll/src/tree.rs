@@ -239,13 +239,22 @@ pub(crate) fn build(
     Tree::from_edges(p, root, &edges)
 }
 
+/// Most ranks of a node whose allreduce may split its vector between all of them:
+/// each rank sends 2·(P − 1) messages, and pricing the exchange costs O(P²).
+pub(crate) const MAX_NODE_SPLIT: usize = 64;
+
 /// Every rank a tree of its own, when all ranks share one leaf group (one node): the
 /// ranks themselves are then the representatives an allreduce's split exchange runs
 /// between (a reduce-scatter and an allgather inside the node). Returns the forest and
-/// the ranks in order, or `None` for fewer than two ranks or ranks on several nodes.
+/// the ranks in order, or `None` for fewer than two ranks or more than
+/// [`MAX_NODE_SPLIT`], ranks on several nodes, or a flat topology (which says
+/// nothing of where the ranks are).
 pub(crate) fn node_forest(topo: &Topology) -> Option<(Tree, Vec<usize>)> {
     let p = topo.size();
-    if p < 2 || (1..p).any(|r| topo.level(0, r) < topo.depth()) {
+    if !(2..=MAX_NODE_SPLIT).contains(&p)
+        || topo.depth() == 0
+        || (1..p).any(|r| topo.level(0, r) < topo.depth())
+    {
         return None;
     }
     let reps: Vec<usize> = (0..p).collect();

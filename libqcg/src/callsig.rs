@@ -177,19 +177,25 @@ impl CallSig {
 
     /// What the two calls disagree on (the most telling part), if anything.
     pub fn disagreement(&self, other: &CallSig) -> Option<Disagree> {
+        // A label of 0 names nothing (a caller that labels only some calls, such as
+        // the MPI layer's large reductions): against it, the sizes tell.
+        let labelled = |a: u32, b: u32| a != 0 && b != 0 && a != b;
         if self.op != other.op
             || self.commutative != other.commutative
-            || self.op_label != other.op_label
+            || labelled(self.op_label, other.op_label)
         {
             Some(Disagree::Operation)
         } else if self.root != other.root {
             Some(Disagree::Root)
-        } else if self.elem_label != other.elem_label {
+        } else if labelled(self.elem_label, other.elem_label) {
             Some(Disagree::Elements)
         } else if self.bytes != other.bytes || self.elem_size != other.elem_size {
             Some(Disagree::Size)
         } else if self.algorithm != other.algorithm || self.flits != other.flits {
             Some(Disagree::Settings)
+        } else if self.op_label != other.op_label || self.elem_label != other.elem_label {
+            // Labelled on one side only, all else alike: still not the same call.
+            Some(Disagree::Operation)
         } else {
             None
         }
@@ -206,13 +212,13 @@ impl CallSig {
         if self.op != Op::Barrier && (self.bytes != other.bytes || self.op != other.op) {
             parts.push(format!("of {} bytes per rank", self.bytes));
         }
-        if self.op_label != other.op_label {
+        if self.op_label != other.op_label && self.op_label != 0 {
             parts.push(format!(
                 "with {}",
                 label_name(Label::Operation, self.op_label)
             ));
         }
-        if self.elem_label != other.elem_label {
+        if self.elem_label != other.elem_label && self.elem_label != 0 {
             parts.push(format!(
                 "on {}",
                 label_name(Label::Elements, self.elem_label)
@@ -368,6 +374,14 @@ mod tests {
         assert!(t.contains("#6f790c78") && t.contains("#1ce4c9b5"), "{t}");
         let t = mismatch_text(2, &max, 0, &sum);
         assert!(t.contains("#00000004") && t.contains("#00000003"), "{t}");
+        // Against a call without labels, the sizes tell.
+        let other = sig(Op::Allreduce, 0, 1 << 19);
+        assert_eq!(other.disagreement(&sum), Some(Disagree::Size));
+        let t = mismatch_text(1, &other, 0, &sum);
+        assert!(
+            t.contains("524288 bytes") && t.contains("1048576 bytes"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -138,6 +138,10 @@ pub fn from_env(size: u32) -> crate::Result<Option<Topology>> {
     };
     let paths: Vec<Vec<&str>> = t.split(';').map(|p| p.split('/').collect()).collect();
     let depth = paths.first().map_or(0, Vec::len);
+    if paths.len() != size as usize {
+        tracing::warn!(value = %t, "{ENV_TOPOLOGY} does not describe {size} ranks; using a flat topology");
+        return Ok(None);
+    }
     let costs = match std::env::var(ENV_COSTS) {
         Ok(c) => costs_for(&c, depth).map_err(|message| crate::Error::Env {
             var: ENV_COSTS,
@@ -145,9 +149,7 @@ pub fn from_env(size: u32) -> crate::Result<Option<Topology>> {
         })?,
         Err(_) => default_costs(depth),
     };
-    let topo = (paths.len() == size as usize)
-        .then(|| Topology::from_paths(&paths, costs).ok())
-        .flatten();
+    let topo = Topology::from_paths(&paths, costs).ok();
     if topo.is_none() {
         tracing::warn!(value = %t, "{ENV_TOPOLOGY} does not describe {size} ranks; using a flat topology");
     }

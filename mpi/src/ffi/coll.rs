@@ -247,7 +247,11 @@ pub(super) unsafe fn reduce_into(
     recvbuf: *mut c_void,
     n: usize,
 ) -> Result<(), MpiError> {
-    if t.is_contiguous() && data.len() >= DIRECT_REDUCTION {
+    // Where the result lands here, a buffer that cannot take it keeps the chunked
+    // path, which names it after the reduction (the other ranks are not left waiting).
+    let here = root.is_none_or(|r| r == c.me);
+    let takes = !here || (super::check_recv(recvbuf, n, t).is_ok() && !recvbuf.is_null());
+    if t.is_contiguous() && data.len() >= DIRECT_REDUCTION && takes {
         // SAFETY: passed on from the caller.
         return unsafe { reduce_direct(c, root, data, t, op, f, commute, recvbuf, n) };
     }
