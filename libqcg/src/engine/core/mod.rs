@@ -222,7 +222,7 @@ pub enum SendBuf {
     /// link that reads the peer's memory it is lent on (`lend`: the lend's number,
     /// see [`LinkIo::lend`]) and the receiver copies both parts from where they lie;
     /// elsewhere, or when the receiver asks for the data, the two are copied into
-    /// one buffer first ([`SendBuf::contiguous`]). Detaching its request takes the
+    /// one buffer first (`SendBuf::contiguous`). Detaching its request takes the
     /// lend back at once ([`Core::detach`]): the caller may then reuse the body.
     Lent {
         /// The first bytes (a collective's call signature).
