@@ -59,26 +59,9 @@ impl<'a> Buffers<'a> {
         Buffers { input, rest }
     }
 
-    /// The same with the caller's `output` as the schedule's output, written in place
-    /// and *not* zero-filled first: only for a schedule that writes every byte of its
-    /// output before it reads it (a broadcast's receivers). `None` if `output` is not
-    /// `rs.output_len` bytes long.
-    pub fn lending_output(
-        rs: &RankSchedule,
-        input: Cow<'a, [u8]>,
-        output: &'a mut [u8],
-    ) -> Option<Self> {
-        if output.len() != rs.output_len {
-            return None;
-        }
-        let mut rest = Vec::with_capacity(1 + rs.temps.len());
-        rest.push(Slot::Lent(output));
-        rest.extend(rs.temps.iter().map(|&n| Slot::Owned(vec![0u8; n])));
-        Some(Buffers { input, rest })
-    }
-
-    /// The buffers of `rs` around `input` (and the caller's `output`, as
-    /// [`Buffers::lending_output`], when given). A slot that `reusable` (see
+    /// The buffers of `rs` around `input`, and the caller's `output` when given,
+    /// written in place and *not* zero-filled first: only for a schedule that writes
+    /// every byte of its output before it reads it ([`fills_output`]). A slot that `reusable` (see
     /// [`reusable`]: the output, then the temps) says may start with any bytes is
     /// taken from `spares` (buffers of earlier calls, not zeroed again) when one is
     /// large enough; the others are zero-filled. `None` if `output` is not
@@ -390,7 +373,7 @@ pub fn lendable_sends(rs: &RankSchedule, min: usize) -> Vec<bool> {
 
 /// Whether the steps write every byte of the output, each before any step reads it
 /// (a broadcast's receivers do): then the output may start with any bytes, such as
-/// those of a caller's buffer lent to it ([`Buffers::lending_output`]).
+/// those of a caller's buffer lent to it ([`Buffers::reusing`]).
 pub fn fills_output(rs: &RankSchedule) -> bool {
     match written_before_read(rs, Buf::Output) {
         Some(w) => rs.output_len == 0 || w.iter().any(|x| x.start == 0 && rs.output_len <= x.end),
@@ -501,18 +484,6 @@ mod tests {
 
     #[test]
     fn a_receive_lands_in_place_only_where_nothing_else_touches_its_bytes_first() {
-        let recv = |buf, range| Step::Recv {
-            from: 1,
-            tag: 0,
-            buf,
-            range,
-        };
-        let send = |buf, range| Step::Send {
-            to: 2,
-            tag: 0,
-            buf,
-            range,
-        };
         let s = rs(vec![
             // 0: nothing before it, no other receive into 0..2 of Output.
             recv(Buf::Output, 0..2),
@@ -543,23 +514,12 @@ mod tests {
 
     #[test]
     fn a_send_is_lent_only_if_nothing_later_writes_its_bytes() {
-        let send = |buf, range| Step::Send {
-            to: 2,
-            tag: 0,
-            buf,
-            range,
-        };
         let s = rs(vec![
             // 0: the input is never written.
             send(Buf::Input, 0..4),
             // 1: a later receive writes 1..2 of Temp 0.
             send(Buf::Temp(0), 0..2),
-            Step::Recv {
-                from: 1,
-                tag: 0,
-                buf: Buf::Temp(0),
-                range: 1..3,
-            },
+            recv(Buf::Temp(0), 1..3),
             // 3: a later copy writes Output 3..4; a copy from it (5) only reads.
             send(Buf::Output, 2..4),
             send(Buf::Output, 0..2),
@@ -580,6 +540,26 @@ mod tests {
             lendable_sends(&s, 3),
             vec![true, false, false, false, false, false, true]
         );
+    }
+
+    /// A receive from rank 1 into `buf[range]`.
+    fn recv(buf: Buf, range: Range<usize>) -> Step {
+        Step::Recv {
+            from: 1,
+            tag: 0,
+            buf,
+            range,
+        }
+    }
+
+    /// A send of `buf[range]` to rank 2.
+    fn send(buf: Buf, range: Range<usize>) -> Step {
+        Step::Send {
+            to: 2,
+            tag: 0,
+            buf,
+            range,
+        }
     }
 
     fn rs(steps: Vec<Step>) -> RankSchedule {

@@ -442,7 +442,7 @@ impl Comm {
 
     /// [`Comm::collective`], the result written into `output` when given (straight,
     /// when the schedule writes every output byte before reading it: see
-    /// [`Buffers::lending_output`]); then the returned vector is empty.
+    /// [`Buffers::reusing`]); then the returned vector is empty.
     fn collective_into(
         &self,
         coll: Collective,
@@ -1178,26 +1178,20 @@ impl Rounds<'_> {
                     // Written from the schedule's buffer into a link that has
                     // nothing queued (shared memory's ring, or the socket); else
                     // copied behind the signature and posted.
-                    let now = self.comm.inner.engine.core().send_now_parts(
-                        g,
-                        tag,
-                        self.ctx,
-                        &self.header,
-                        body,
-                        HEADER,
-                    );
+                    // Asked under the same lock: whether it went now, else whether
+                    // it would be lent.
+                    let (now, lend) = {
+                        let mut core = self.comm.inner.engine.core();
+                        let now = core.send_now_parts(g, tag, self.ctx, &self.header, body, HEADER);
+                        let lend = now.is_none()
+                            && lendable.get(i) == Some(&true)
+                            && core.would_lend(g, HEADER + body.len(), HEADER);
+                        (now, lend)
+                    };
+                    self.comm.count_sent(g, HEADER + body.len());
                     if now.is_some() {
-                        self.comm.count_sent(g, HEADER + body.len());
                         continue;
                     }
-                    self.comm.count_sent(g, HEADER + body.len());
-                    let lend = lendable.get(i) == Some(&true)
-                        && self
-                            .comm
-                            .inner
-                            .engine
-                            .core()
-                            .would_lend(g, HEADER + body.len(), HEADER);
                     let data = if lend {
                         // SAFETY: no later step writes these bytes
                         // (`lendable_sends`), and the buffers outlive the send or

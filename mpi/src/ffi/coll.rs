@@ -319,10 +319,7 @@ unsafe fn reduce_direct(
     n: usize,
 ) -> Result<(), MpiError> {
     qcg::callsig::name_labels(label_name);
-    let opsig = match state::with(|s| s.op(op))? {
-        OpKind::Predefined(_) => op as u32,
-        OpKind::User { .. } => agree::USER_OP,
-    };
+    let opsig = op_sig(op)?;
     let how = qcg::Reduction {
         elem_size: t.size,
         commutative: commute,
@@ -348,6 +345,15 @@ unsafe fn reduce_direct(
     Ok(c.comm.reduce_runs_into(root, &data, out, how, &**f)?)
 }
 
+/// What identifies operation `op` across ranks: a predefined one's handle, or
+/// [`agree::USER_OP`] for any user operation.
+pub(super) fn op_sig(op: c_int) -> Result<u32, MpiError> {
+    Ok(match state::with(|s| s.op(op))? {
+        OpKind::Predefined(_) => op as u32,
+        OpKind::User { .. } => agree::USER_OP,
+    })
+}
+
 /// The reduction of `data` in chunks with their trailers, and their layout (at
 /// `root` only, or everywhere).
 fn reduce_chunks(
@@ -359,10 +365,7 @@ fn reduce_chunks(
     f: &Combine,
     commute: bool,
 ) -> Result<Option<(Vec<u8>, agree::Layout)>, MpiError> {
-    let opsig = match state::with(|s| s.op(op))? {
-        OpKind::Predefined(_) => op as u32,
-        OpKind::User { .. } => agree::USER_OP,
-    };
+    let opsig = op_sig(op)?;
     let sig = agree::Sig {
         op: opsig,
         root: root.unwrap_or(0),

@@ -153,10 +153,7 @@ fn start_reduction(
     commute: bool,
     finish: impl Fn(&[u8]) -> Result<(), MpiError> + Send + 'static,
 ) -> Result<(qcg::Request, Finish), MpiError> {
-    let opsig = match state::with(|s| s.op(op))? {
-        OpKind::Predefined(_) => op as u32,
-        OpKind::User { .. } => agree::USER_OP,
-    };
+    let opsig = super::coll::op_sig(op)?;
     let sig = agree::Sig {
         op: opsig,
         root: root.unwrap_or(0),

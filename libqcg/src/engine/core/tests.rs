@@ -992,6 +992,28 @@ fn a_split_receive_detached_midway_on_a_sealed_link_keeps_the_link() {
     assert_eq!((st.tag, &got[..]), (2, &data[..1000]));
 }
 
+/// Ranks 0 and 1 linked by pipes whose ends read each other's memory as `mem`
+/// says (see [`Pipe::mem`]), eager limit 16 bytes; and rank 0's lends.
+#[allow(clippy::type_complexity)]
+fn memory_pair(
+    mem: Option<bool>,
+) -> (
+    Core<Pipe>,
+    Core<Pipe>,
+    Rc<RefCell<[std::collections::HashSet<u64>; 2]>>,
+) {
+    let now = Instant::now();
+    let (mut p0, mut p1, _) = pipe(1 << 12);
+    p0.mem = mem;
+    p1.mem = mem;
+    let lends = p0.lends.clone();
+    let mut a = Core::new(0, 2, limits(16, 1 << 20), now);
+    let mut b = Core::new(1, 2, limits(16, 1 << 20), now);
+    a.add_conn(1, p0, now, false);
+    b.add_conn(0, p1, now, false);
+    (a, b, lends)
+}
+
 /// A message lent in two parts (a collective's signature, then a body the caller
 /// lends) arrives whole whatever the link and receive: copied from where its parts
 /// lie where the link reads the peer's memory (the lend then ends with the copy), in
@@ -1011,15 +1033,7 @@ fn a_lent_message_arrives_whole_and_its_lend_ends() {
         (None, true, false),
     ] {
         let case = format!("memory {mem:?}, split {split}, posted first {early}");
-        let now = Instant::now();
-        let (mut p0, mut p1, _) = pipe(1 << 12);
-        p0.mem = mem;
-        p1.mem = mem;
-        let lends = p0.lends.clone();
-        let mut a = Core::new(0, 2, limits(16, 1 << 20), now);
-        let mut b = Core::new(1, 2, limits(16, 1 << 20), now);
-        a.add_conn(1, p0, now, false);
-        b.add_conn(0, p1, now, false);
+        let (mut a, mut b, lends) = memory_pair(mem);
         let mut got = vec![0u8; body.len()];
         let post = |b: &mut Core<Pipe>, got: &mut [u8]| {
             if split {
@@ -1068,15 +1082,7 @@ fn a_lent_message_arrives_whole_and_its_lend_ends() {
 #[test]
 fn a_lent_message_taken_back_fails_its_receive_and_keeps_the_link() {
     for mem in [Some(true), Some(false)] {
-        let now = Instant::now();
-        let (mut p0, mut p1, _) = pipe(1 << 12);
-        p0.mem = mem;
-        p1.mem = mem;
-        let lends = p0.lends.clone();
-        let mut a = Core::new(0, 2, limits(16, 1 << 20), now);
-        let mut b = Core::new(1, 2, limits(16, 1 << 20), now);
-        a.add_conn(1, p0, now, false);
-        b.add_conn(0, p1, now, false);
+        let (mut a, mut b, lends) = memory_pair(mem);
         let mut body = vec![9u8; 50_000];
         // SAFETY: `body` outlives the lend, which the detach below ends.
         #[allow(unsafe_code)]
@@ -1119,14 +1125,7 @@ fn a_lent_message_taken_back_fails_its_receive_and_keeps_the_link() {
 /// message with the link, and the lend went with it.
 #[test]
 fn a_straggler_does_not_take_freed_memory_for_a_message() {
-    let now = Instant::now();
-    let (mut p0, mut p1, _) = pipe(1 << 12);
-    p0.mem = Some(true);
-    p1.mem = Some(true);
-    let mut a = Core::new(0, 2, limits(16, 1 << 20), now);
-    let mut b = Core::new(1, 2, limits(16, 1 << 20), now);
-    a.add_conn(1, p0, now, false);
-    b.add_conn(0, p1, now, false);
+    let (mut a, mut b, _) = memory_pair(Some(true));
     // The caller's buffer (kept here, so that the test's own copy reads live memory):
     // once the send has failed, the caller reuses it.
     let mut mine = vec![7u8; 50_000];
