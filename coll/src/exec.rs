@@ -381,6 +381,31 @@ pub fn fills_output(rs: &RankSchedule) -> bool {
     }
 }
 
+/// The schedule for a caller that does not want the output (a broadcast's root,
+/// whose result is its own input): `None` unless every step that touches the output
+/// is a copy into it, and nothing reads it; then those copies are left out and the
+/// output has no bytes. A step that writes the output from the wire or reduces into
+/// it is work the other ranks may depend on, so it is kept.
+pub fn without_output(rs: &RankSchedule) -> Option<RankSchedule> {
+    let mut steps = Vec::with_capacity(rs.steps.len());
+    for step in &rs.steps {
+        let t = touches(step);
+        if !t.iter().any(|&(b, _, _)| b == Buf::Output) {
+            steps.push(step.clone());
+            continue;
+        }
+        match step {
+            Step::Copy { dst, src, .. } if *dst == Buf::Output && *src != Buf::Output => {}
+            _ => return None,
+        }
+    }
+    Some(RankSchedule {
+        output_len: 0,
+        steps,
+        ..rs.clone()
+    })
+}
+
 /// For the output then each temp: whether it may start with any bytes, such as a
 /// buffer of an earlier call's ([`Buffers::reusing`]). For the output, every byte
 /// is written before anything reads it ([`fills_output`]); for a temp, every byte a
@@ -480,6 +505,88 @@ mod tests {
             }
         }
         assert!(checked >= 4 * 3 * 11, "{checked} schedules checked");
+    }
+
+    #[test]
+    fn a_broadcast_root_that_keeps_no_output_still_sends_everything() {
+        // On random grids, roots, sizes and every algorithm: the root's schedule
+        // without output drops only copies, and with it the others still get the
+        // root's bytes (the simulator runs it with real data).
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |m: usize| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % m as u64) as usize
+        };
+        let mut checked = 0;
+        for _ in 0..40 {
+            let topo = crate::Topology::uniform(1 + next(3), 1 + next(3), 1 + next(4));
+            let p = topo.size();
+            let (root, n) = (next(p), 1 + next(5000));
+            let coll = crate::Collective::new(crate::Op::Bcast, root, n);
+            for alg in crate::Algorithm::ALL {
+                let flits = 1 + next(6);
+                let Ok(mut all) = crate::schedule(&coll, &topo, alg, flits) else {
+                    continue;
+                };
+                let full = all[root].clone();
+                let trimmed = without_output(&full).expect("a root's output is only a copy");
+                assert_eq!(trimmed.output_len, 0);
+                let kept: Vec<_> = full
+                    .steps
+                    .iter()
+                    .filter(|s| {
+                        !matches!(
+                            s,
+                            Step::Copy {
+                                dst: Buf::Output,
+                                ..
+                            }
+                        )
+                    })
+                    .cloned()
+                    .collect();
+                assert_eq!(trimmed.steps, kept, "{alg:?}");
+                all[root] = trimmed;
+                let inputs: Vec<Vec<u8>> = (0..p)
+                    .map(|r| {
+                        if r == root {
+                            (0..n).map(|i| (i * 7 + 3) as u8).collect()
+                        } else {
+                            Vec::new()
+                        }
+                    })
+                    .collect();
+                let report = crate::sim::run(&all, &topo, &inputs, 1, &|a, b, o| {
+                    o.copy_from_slice(if a.is_empty() { b } else { a })
+                })
+                .unwrap_or_else(|e| panic!("{alg:?} {flits} flits root {root}: {e}"));
+                for r in (0..p).filter(|&r| r != root) {
+                    assert_eq!(report.outputs[r], inputs[root], "{alg:?} rank {r}");
+                }
+                assert!(report.outputs[root].is_empty());
+                checked += 1;
+            }
+        }
+        assert!(checked >= 40, "{checked}");
+        // A receiver's output, a reduction's or a gather's is work: not dropped.
+        let topo = crate::Topology::uniform(2, 2, 2);
+        for (op, r) in [
+            (crate::Op::Bcast, 1),
+            (crate::Op::Allreduce, 0),
+            (crate::Op::Gather, 0),
+            (crate::Op::Reduce, 0),
+        ] {
+            let all = crate::schedule(
+                &crate::Collective::new(op, 0, 64),
+                &topo,
+                crate::Algorithm::Hierarchical,
+                1,
+            )
+            .unwrap();
+            assert!(without_output(&all[r]).is_none(), "{op:?} rank {r}");
+        }
     }
 
     #[test]

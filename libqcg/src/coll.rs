@@ -59,8 +59,9 @@ impl std::str::FromStr for Algo {
         Ok(match s {
             "auto" => Algo::Auto,
             "hier" | "hierarchical" => Algo::Hierarchical,
-            "flat" | "binomial" => Algo::FlatBinomial,
-            "linear" => Algo::FlatLinear,
+            // Also the names a disagreement between ranks prints.
+            "flat" | "binomial" | "flat-binomial" => Algo::FlatBinomial,
+            "linear" | "flat-linear" => Algo::FlatLinear,
             "chain" => Algo::Chain,
             _ => {
                 return Err(format!(
@@ -92,6 +93,9 @@ pub(crate) struct Planned {
     /// Per step: a send the blocking executor lends rather than copies
     /// ([`qcg_coll::exec::lendable_sends`]); made on first use.
     lendable: std::sync::OnceLock<Vec<bool>>,
+    /// The schedule for a caller that does not want the output
+    /// ([`qcg_coll::exec::without_output`]); made on first use.
+    unwanted: std::sync::OnceLock<Option<Arc<Planned>>>,
 }
 
 impl Planned {
@@ -103,7 +107,20 @@ impl Planned {
             fills: std::sync::OnceLock::new(),
             reusable: std::sync::OnceLock::new(),
             lendable: std::sync::OnceLock::new(),
+            unwanted: std::sync::OnceLock::new(),
         }
+    }
+
+    /// This plan for a caller that does not want the output (a broadcast's root),
+    /// if it has steps only for that (copies into the output): without them, and
+    /// without the output's buffer to fill.
+    fn without_output(&self) -> Option<Arc<Planned>> {
+        self.unwanted
+            .get_or_init(|| {
+                qcg_coll::exec::without_output(&self.sched)
+                    .map(|sched| Arc::new(Planned::new(sched, self.sig)))
+            })
+            .clone()
     }
 
     fn lendable(&self) -> &[bool] {
@@ -126,6 +143,17 @@ impl Planned {
         self.direct
             .get_or_init(|| qcg_coll::exec::direct_receives(&self.sched, DIRECT_MIN))
     }
+}
+
+/// Where a collective's result goes.
+enum Out<'a> {
+    /// Returned to the caller.
+    Returned,
+    /// Into the caller's buffer, of the output's length.
+    Into(&'a mut [u8]),
+    /// Nowhere: the caller has it already (a broadcast's root). The output is not
+    /// even made where only copies into it would fill it.
+    Unwanted,
 }
 
 /// Buffers of finished collectives, which later ones take instead of zero-filling
@@ -437,18 +465,19 @@ impl Comm {
         input: &[u8],
         combine: Option<Combine>,
     ) -> Result<Vec<u8>> {
-        self.collective_into(coll, input, combine, None, (0, 0))
+        self.collective_into(coll, input, combine, Out::Returned, (0, 0))
     }
 
-    /// [`Comm::collective`], the result written into `output` when given (straight,
-    /// when the schedule writes every output byte before reading it: see
-    /// [`Buffers::reusing`]); then the returned vector is empty.
+    /// [`Comm::collective`], the result returned, written into the caller's buffer
+    /// (straight, when the schedule writes every output byte before reading it: see
+    /// [`Buffers::reusing`]) or not made at all where the schedule allows
+    /// ([`Out`]); the returned vector is empty but in the first case.
     fn collective_into(
         &self,
         coll: Collective,
         input: &[u8],
         combine: Option<Combine>,
-        output: Option<&mut [u8]>,
+        output: Out<'_>,
         labels: (u32, u32),
     ) -> Result<Vec<u8>> {
         self.run_collective(coll, input, combine, output, labels).map_err(|e| {
@@ -485,12 +514,22 @@ impl Comm {
         coll: Collective,
         input: &[u8],
         combine: Option<Combine>,
-        output: Option<&mut [u8]>,
+        output: Out<'_>,
         labels: (u32, u32),
     ) -> Result<Vec<u8>> {
         let name = op_name(coll.op);
         let err = |message: String| Error::Collective { op: name, message };
-        let planned = self.schedule(&coll)?;
+        let mut planned = self.schedule(&coll)?;
+        let output = match output {
+            Out::Returned => None,
+            Out::Into(out) => Some(out),
+            Out::Unwanted => {
+                if let Some(p) = planned.without_output() {
+                    planned = p;
+                }
+                None
+            }
+        };
         let sched = &planned.sched;
         if input.len() != sched.input_len {
             return Err(err(format!(
@@ -580,12 +619,14 @@ impl Comm {
         self.check_root(root)?;
         let coll = Collective::new(Op::Bcast, root as usize, buf.len());
         if self.rank() == root {
-            // The result is the root's own bytes.
-            self.collective(coll, buf, None)?;
+            // The result is the root's own bytes: no output made (the schedule's
+            // copy of them left out), and the buffer sent from where it lies.
+            let spare = self.collective_into(coll, buf, None, Out::Unwanted, (0, 0))?;
+            self.reuse(spare);
         } else {
             // A receiver's output arrives before anything reads it: it lands in
             // the caller's buffer.
-            self.collective_into(coll, &[], None, Some(buf), (0, 0))?;
+            self.collective_into(coll, &[], None, Out::Into(buf), (0, 0))?;
         }
         Ok(())
     }
@@ -676,6 +717,10 @@ impl Comm {
                 f(&mut tmp, d);
                 d.copy_from_slice(&tmp);
             }
+        };
+        let out = match out {
+            Some(o) => Out::Into(o),
+            None => Out::Returned,
         };
         self.collective_into(coll, data, Some(&combine), out, how.labels)?;
         Ok(())
@@ -1556,10 +1601,19 @@ mod tests {
         assert_eq!(o.flits, Some(8));
         assert_eq!(o.timeout, Duration::from_millis(2500));
         assert_eq!(options(&[("QCG_COLL_ALGO", "")]).unwrap().algo, Algo::Auto);
+        // The names the signatures' disagreements print are taken too.
+        assert_eq!(
+            options(&[("QCG_COLL_ALGO", "flat-binomial")]).unwrap().algo,
+            Algo::FlatBinomial
+        );
+        assert_eq!(
+            options(&[("QCG_COLL_ALGO", "flat-linear")]).unwrap().algo,
+            Algo::FlatLinear
+        );
         for (var, value, says) in [
             (
                 "QCG_COLL_ALGO",
-                "flat-binomial",
+                "fastest",
                 "expected auto, hier, flat, linear or chain",
             ),
             ("QCG_COLL_FLITS", "0", "not a flit count"),

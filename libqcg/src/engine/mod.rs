@@ -741,7 +741,7 @@ impl Engine {
                 break None;
             }
             let spinning = !clocked || now < spin_until;
-            if spinning && !crowded {
+            if spinning {
                 if self.memory_turn() {
                     // A spinning turn over shared memory: the links polled and the
                     // answer looked for under one lock of the state machine, no
@@ -763,6 +763,10 @@ impl Engine {
                         now = Instant::now();
                         spin_until = now + spin;
                     }
+                    if crowded {
+                        // Ranks outnumber cores: the one we wait for may need ours.
+                        std::thread::yield_now();
+                    }
                     continue;
                 }
                 // A full turn (epoll included) every `skip_limit` turns.
@@ -770,15 +774,7 @@ impl Engine {
                     Ok(mut lp) => self.turn(&mut lp, Duration::ZERO),
                     Err(_) => std::hint::spin_loop(),
                 }
-            } else if spinning {
-                // Poll without sleeping and without yielding: on a loaded machine a
-                // yield can cost a whole round of the run queue (milliseconds).
-                match self.lp.try_lock() {
-                    Ok(mut lp) => self.turn(&mut lp, Duration::ZERO),
-                    Err(_) => std::hint::spin_loop(),
-                }
                 if crowded {
-                    // Ranks outnumber cores: the one we wait for may need ours.
                     std::thread::yield_now();
                 }
             } else {
