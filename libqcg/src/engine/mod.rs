@@ -745,7 +745,10 @@ impl Engine {
                 if self.memory_turn() {
                     // A spinning turn over shared memory: the links polled and the
                     // answer looked for under one lock of the state machine, no
-                    // system call and no lock of the loop.
+                    // system call (but the yield of a crowded node) and no lock of
+                    // the loop. On a crowded node this made a turn cheap enough to
+                    // matter: 16 ranks on 2 cores, bcast of 128 KiB back to back,
+                    // 94 -> 64 context switches per call (441 -> 403 µs).
                     let (r, any, m) = {
                         let mut core = self.core();
                         let any = self.poll_memory(&mut core);
@@ -905,16 +908,15 @@ impl Engine {
         if let Some(t) = dialing {
             timeout = timeout.min(t.saturating_duration_since(now));
         }
-        // Not on a crowded node: there every spinning turn yields its core (a system
-        // call already), and asking epoll every few turns costs little beside it.
-        let skip_limit = if dialing.is_none()
-            && lp.accepting.is_empty()
-            && !self.crowded.load(Ordering::Relaxed)
-            && self.core().all_polled()
-        {
-            SKIP_POLL_MEMORY
-        } else {
-            SKIP_POLL
+        // On a crowded node every spinning turn yields its core, so a turn may last
+        // a whole round of the ranks sharing it: epoll is asked every few turns when
+        // every link is in memory (it then has only set-up work), and at every turn
+        // when some link is not (a socket's message must not wait for many rounds).
+        let quiet = dialing.is_none() && lp.accepting.is_empty() && self.core().all_polled();
+        let skip_limit = match (quiet, self.crowded.load(Ordering::Relaxed)) {
+            (true, false) => SKIP_POLL_MEMORY,
+            (true, true) | (false, false) => SKIP_POLL,
+            (false, true) => 0,
         };
         self.skip_limit.store(skip_limit, Ordering::Relaxed);
         if self.dial_work.load(Ordering::SeqCst) {
