@@ -1100,7 +1100,7 @@ fn a_wrong_collective_setting_fails_mpi_init_naming_it() -> Result<()> {
     for (var, value, says) in [
         (
             "QCG_COLL_ALGO",
-            "flat-binomial",
+            "fastest",
             "expected auto, hier, flat, linear or chain",
         ),
         ("QCG_COLL_FLITS", "0", "not a flit count"),
