@@ -673,6 +673,8 @@ impl Engine {
             }
             outs = d.step(&[], &self.registry, now);
         }
+        let handshaking = lock(&self.dial).handshaking();
+        self.core().set_handshaking(handshaking);
     }
 
     /// A link arrived that the dialer did not make (our listener accepted it).

@@ -165,6 +165,17 @@ pub(crate) struct Shell {
     out: Vec<Out>,
 }
 
+impl Shell {
+    /// The peers a handshake is under way with: a link to them may still come up.
+    pub(crate) fn handshaking(&self) -> std::collections::HashSet<u32> {
+        self.conns
+            .iter()
+            .filter(|(_, c)| matches!(c.phase, Phase::Initiating(_) | Phase::Accepting(_)))
+            .map(|(_, c)| c.peer)
+            .collect()
+    }
+}
+
 impl Default for Shell {
     fn default() -> Self {
         Shell {

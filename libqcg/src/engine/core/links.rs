@@ -326,7 +326,11 @@ impl<C: LinkIo> Core<C> {
     /// The peer closed its side of `c`. When it has other links to us (both ends
     /// dialled at once) and `c` holds no half-read message and nothing of ours to
     /// send, only `c` goes: the peer's other links may still carry its last messages,
-    /// and it is gone when the last of them ends. Otherwise the peer is lost.
+    /// and it is gone when the last of them ends. The same when a handshake with it
+    /// is under way: the peer may have taken that connection for a link already and
+    /// sent on it (its acceptor's part ends before our initiator's), so it is lost
+    /// only if the handshake ends without a link ([`Core::set_handshaking`]).
+    /// Otherwise the peer is lost.
     pub(super) fn closed_by_peer(&mut self, c: ConnId, peer: u32) {
         let Some(conn) = self.conns.get(c) else {
             return;
@@ -344,9 +348,38 @@ impl<C: LinkIo> Core<C> {
                 ),
                 None => "it closed its link".to_string(),
             };
+            if idle && self.handshaking.contains(&peer) {
+                self.forget_conn(c);
+                self.closing.insert(peer, why);
+                return;
+            }
             return self.fail_peer(peer, &why);
         }
         self.forget_conn(c);
+    }
+
+    /// The peers a handshake is under way with, as the dialer says after each of
+    /// its steps. A peer whose last link closed meanwhile is lost now if its
+    /// handshake ended without a link.
+    pub fn set_handshaking(&mut self, peers: std::collections::HashSet<u32>) {
+        self.handshaking = peers;
+        if self.closing.is_empty() {
+            return;
+        }
+        let done: Vec<u32> = self
+            .closing
+            .keys()
+            .copied()
+            .filter(|p| !self.handshaking.contains(p))
+            .collect();
+        for peer in done {
+            let Some(why) = self.closing.remove(&peer) else {
+                continue;
+            };
+            if self.links.get(&peer).is_none_or(|v| v.is_empty()) {
+                self.fail_peer(peer, &why);
+            }
+        }
     }
 
     /// The relay proxy connection `c` goes through, if it is relayed.

@@ -624,6 +624,12 @@ pub struct Core<C> {
     /// making; see `Conn::heard`).
     heard: HashMap<u32, Instant>,
     lost: HashMap<u32, String>,
+    /// Peers a handshake is under way with (the dialer's, as of its last step): a
+    /// link to them may still come up (see `closed_by_peer`).
+    handshaking: std::collections::HashSet<u32>,
+    /// Peers whose last link closed while a handshake with them was under way, with
+    /// why: lost once it ends without a link (see `set_handshaking`).
+    closing: HashMap<u32, String>,
     reqs: Slab<Req>,
     queues: Queues<ReqId, usize>,
     unexp: Slab<Unex>,
@@ -686,6 +692,8 @@ impl<C: LinkIo> Core<C> {
             links: HashMap::default(),
             heard: HashMap::default(),
             lost: HashMap::default(),
+            handshaking: Default::default(),
+            closing: HashMap::default(),
             reqs: Slab::new(),
             queues: Queues::default(),
             unexp: Slab::new(),

@@ -456,6 +456,67 @@ fn a_peer_closing_one_of_two_links_loses_nothing_sent_on_the_other() {
     }
 }
 
+/// Two ranks dialled each other at once; the peer took our dial (its acceptor's part
+/// ended first) and sent its last message on it, then left, while our side of that
+/// handshake was still under way. Its other link ending must not lose the peer yet:
+/// the message comes on the link the handshake makes. And a peer whose handshake
+/// ends without a link is lost then, with the reason its link gave.
+#[test]
+fn a_peer_whose_link_is_still_in_its_handshake_is_not_lost_when_its_other_link_ends() {
+    let now = Instant::now();
+    let (p0, p1, _) = pipe(1 << 12);
+    let p_end = p0.eof.clone();
+    let mut a = Core::new(0, 2, limits(100, 1 << 20), Instant::now());
+    let mut b = Core::new(1, 2, limits(100, 1 << 20), Instant::now());
+    let p = a.add_conn(1, p0, now, false);
+    // a's dial of b is in its handshake; b has both links, sends on the other one
+    // (q, which a does not have yet), and leaves.
+    a.set_handshaking([1].into_iter().collect());
+    let (q0, q1, _) = pipe(1 << 12);
+    b.add_conn(0, q1, now, false);
+    b.add_conn(0, p1, now, false);
+    let s = b.post_send(0, 5, 0, SendBuf::Owned(vec![9; 40]));
+    for c in b.conn_ids() {
+        b.on_writable(c);
+    }
+    assert!(matches!(b.take(s), Some(Ok(Outcome::Sent))));
+    p_end.set(true);
+    a.on_readable(p);
+    assert_eq!(
+        a.lost(1),
+        None,
+        "lost while a link to it was in its handshake"
+    );
+    let r = a.post_recv(any(), RecvBuf::Alloc(Vec::new()));
+    assert!(
+        a.take(r).is_none(),
+        "the receive failed before the link came"
+    );
+    // The handshake ends with a link: the message is there.
+    let q = a.add_conn(1, q0, now, false);
+    a.set_handshaking(Default::default());
+    a.on_readable(q);
+    let (st, d) = received(a.take(r));
+    assert_eq!((st.source, st.tag, d), (1, 5, vec![9; 40]));
+    assert_eq!(a.lost(1), None);
+
+    // Again, but the handshake fails: lost then, naming why its link ended.
+    let (p0, _p1, _) = pipe(1 << 12);
+    let p_end = p0.eof.clone();
+    let mut a = Core::new(0, 2, limits(100, 1 << 20), Instant::now());
+    let p = a.add_conn(1, p0, now, false);
+    a.set_handshaking([1].into_iter().collect());
+    p_end.set(true);
+    a.on_readable(p);
+    assert_eq!(a.lost(1), None);
+    a.set_handshaking(Default::default());
+    assert!(
+        a.lost(1).is_some_and(|why| why.contains("closed its link")),
+        "{:?}",
+        a.lost(1)
+    );
+}
+
 /// A peer's last message and the end of its stream come in one readiness (its
 /// data, then its close, before we read): both are handled in that one turn,
 /// since the poller reports no further readiness for the end.
