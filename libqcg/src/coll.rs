@@ -718,10 +718,7 @@ impl Comm {
                 d.copy_from_slice(&tmp);
             }
         };
-        let out = match out {
-            Some(o) => Out::Into(o),
-            None => Out::Returned,
-        };
+        let out = out.map_or(Out::Returned, Out::Into);
         self.collective_into(coll, data, Some(&combine), out, how.labels)?;
         Ok(())
     }
