@@ -10,7 +10,7 @@ use crate::mailbox::Message;
 use qcg_wire::{AccessPoint, ClusterConfig, ProcName, Request, Response};
 use std::collections::HashMap;
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,12 @@ pub struct LinkStats {
     pub bytes: u64,
 }
 
+#[derive(Default)]
+pub(crate) struct SentCount {
+    messages: AtomicU64,
+    bytes: AtomicU64,
+}
+
 pub(crate) struct Inner {
     pub(crate) env: JobEnv,
     pub(crate) control: Control,
@@ -44,7 +50,9 @@ pub(crate) struct Inner {
     pub(crate) node: String,
     pub(crate) local: SocketAddr,
     pub(crate) engine: Arc<Engine>,
-    pub(crate) sent: Mutex<crate::engine::core::HashMap<u32, LinkStats>>,
+    /// Messages and bytes sent to each job rank: counted by every send (a pair of
+    /// relaxed additions, no lock), read by [`Comm::link_stats`].
+    pub(crate) sent: Box<[SentCount]>,
     pub(crate) reports: Mutex<Option<crate::link::Reporter>>,
     pub(crate) streams_unix: Mutex<Vec<std::os::unix::net::UnixStream>>,
     pub(crate) closed: AtomicBool,
@@ -193,6 +201,7 @@ impl Comm {
             local,
             reports: reports.as_ref().map(|r| r.tx.clone()),
         });
+        let sent = (0..env.size).map(|_| SentCount::default()).collect();
         let inner = Arc::new(Inner {
             env,
             control,
@@ -200,7 +209,7 @@ impl Comm {
             node,
             local,
             engine,
-            sent: Default::default(),
+            sent,
             reports: Mutex::new(reports),
             streams_unix: Default::default(),
             closed: AtomicBool::new(false),
@@ -385,10 +394,10 @@ impl Comm {
         if dest == self.inner.env.rank {
             return;
         }
-        let mut sent = lock(&self.inner.sent);
-        let st = sent.entry(dest).or_default();
-        st.messages += 1;
-        st.bytes += len as u64;
+        if let Some(c) = self.inner.sent.get(dest as usize) {
+            c.messages.fetch_add(1, Ordering::Relaxed);
+            c.bytes.fetch_add(len as u64, Ordering::Relaxed);
+        }
     }
 
     /// Waits for engine request `id` to complete and takes its outcome.
@@ -452,9 +461,17 @@ impl Comm {
     /// Messages and bytes this process has sent to each peer (by job rank) over its
     /// links, every communicator and collective included.
     pub fn link_stats(&self) -> HashMap<u32, LinkStats> {
-        lock(&self.inner.sent)
+        self.inner
+            .sent
             .iter()
-            .map(|(k, v)| (*k, *v))
+            .enumerate()
+            .filter_map(|(rank, c)| {
+                let messages = c.messages.load(Ordering::Relaxed);
+                (messages > 0).then(|| {
+                    let bytes = c.bytes.load(Ordering::Relaxed);
+                    (rank as u32, LinkStats { messages, bytes })
+                })
+            })
             .collect()
     }
 

@@ -242,6 +242,9 @@ struct Cached {
     ty: i32,
     c: Arc<qcg::Comm>,
     t: Arc<TypeInfo>,
+    /// The bytes of one element if the datatype is plain: contiguous, no overlap
+    /// (a buffer of `n` elements is `n * plain` bytes from its address).
+    plain: Option<usize>,
 }
 
 thread_local! {
@@ -305,11 +308,31 @@ pub fn with_comm_ty<R>(
                     comm: h,
                     ty: t,
                     c: c.clone(),
+                    plain: (ty.is_contiguous() && !ty.overlaps).then_some(ty.size),
                     t: ty.clone(),
                 });
             }
         }
         f(&c, &ty)
+    })
+}
+
+/// The common case of a send or receive, without a lookup: runs `f` on the
+/// point-to-point communicator of handle `h` and the bytes per element of datatype
+/// `t` if this thread's last lookup ([`with_comm_ty`]) was of that pair, still holds
+/// and the datatype is plain (contiguous, committed, not overlapping itself). `None`
+/// otherwise: the caller then takes its full path, which also caches the pair.
+#[inline]
+pub fn with_plain<R>(h: i32, t: i32, f: impl FnOnce(&qcg::Comm, usize) -> R) -> Option<R> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    LAST.with(|last| {
+        let slot = last.try_borrow().ok()?;
+        let k = slot.as_ref()?;
+        if k.generation == generation && k.comm == h && k.ty == t {
+            let elem = k.plain?;
+            return Some(f(&k.c, elem));
+        }
+        None
     })
 }
 

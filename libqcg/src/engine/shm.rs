@@ -662,8 +662,16 @@ impl ShmLink {
     /// message is never left unseen by a sleeper.
     fn wake_peer(&self) {
         fence(Ordering::SeqCst);
+        self.ring_if_sleeping();
+    }
+
+    /// Rings the peer's doorbell if its flag says it sleeps. Sound after a
+    /// sequentially consistent store or fence of ours: the sleeper raises its flag,
+    /// fences, and looks at our ring once more (`Core::polled_sleep`).
+    #[inline]
+    fn ring_if_sleeping(&self) {
         let s = self.peer_sleeping();
-        if s.load(Ordering::Relaxed) != 0 && s.swap(0, Ordering::SeqCst) != 0 {
+        if s.load(Ordering::SeqCst) != 0 && s.swap(0, Ordering::SeqCst) != 0 {
             self.bell.ring();
         }
     }
@@ -1005,14 +1013,17 @@ impl Write for ShmLink {
         // Else it was zeroed ahead, or the ring is full after this record and the
         // next word is that of a record of the last lap, whose number is not the one
         // expected next.
-        self.word(ring, self.head).store(
+        // Published with a swap: a locked instruction, so our stores are ordered
+        // before the load of the peer's sleep flag just below (what the fence of
+        // `wake_peer` does, one locked instruction fewer).
+        self.word(ring, self.head).swap(
             (u64::from(self.seq_out) << 32) | take as u64,
-            Ordering::Release,
+            Ordering::SeqCst,
         );
         self.head = next;
         self.seq_out = self.seq_out.wrapping_add(1);
-        self.wake_peer();
-        // After the fence of `wake_peer`, which would wait for these stores' misses.
+        self.ring_if_sleeping();
+        // After the barrier, which would wait for these stores' misses.
         self.zero_ahead();
         Ok(take)
     }

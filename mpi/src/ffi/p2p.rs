@@ -33,6 +33,28 @@ unsafe fn send(
     })
 }
 
+/// The bytes of `n` elements of a plain datatype of `elem` bytes at `buf`, if
+/// nothing is wrong with them: `None` sends the caller to its full path, which
+/// says what is.
+#[inline]
+fn plain_len(buf: *const c_void, n: c_int, elem: usize) -> Option<usize> {
+    let len = usize::try_from(n).ok()?.checked_mul(elem)?;
+    let bad = len > isize::MAX as usize || (len > 0 && (buf.is_null() || buf == IN_PLACE));
+    (!bad).then_some(len)
+}
+
+/// A rank of `c` (no `MPI_PROC_NULL`, no wildcard), for the plain paths.
+#[inline]
+fn plain_rank(c: &qcg::Comm, r: c_int) -> Option<u32> {
+    u32::try_from(r).ok().filter(|&r| r < c.size())
+}
+
+/// A tag (no wildcard), for the plain paths.
+#[inline]
+fn plain_tag(t: c_int) -> Option<u32> {
+    u32::try_from(t).ok().filter(|&t| t <= state::TAG_UB as u32)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Send(
     buf: *const c_void,
@@ -42,8 +64,29 @@ pub unsafe extern "C" fn PMPI_Send(
     tag: c_int,
     comm: c_int,
 ) -> c_int {
-    // SAFETY: passed on.
-    unsafe { send("MPI_Send", buf, count, datatype, dest, tag, comm) }
+    // The usual send (the thread's last communicator and datatype, a plain
+    // datatype, a rank and a tag) goes straight to libqcg: the checks and lookups
+    // of the full path were a third of the MPI layer's share of a small message's
+    // round trip.
+    let fast = state::with_plain(comm, datatype, |c, elem| {
+        let len = plain_len(buf, count, elem)?;
+        let d = plain_rank(c, dest)?;
+        let tag = plain_tag(tag)?;
+        let data: &[u8] = if len == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's buffer of `count` elements of a contiguous
+            // datatype: `len` bytes from `buf`, not null (checked above).
+            unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }
+        };
+        Some(c.send(d, tag, data))
+    });
+    match fast {
+        Some(Some(Ok(()))) => 0,
+        Some(Some(Err(e))) => call("MPI_Send", comm, || Err(e.into())),
+        // SAFETY: passed on.
+        _ => unsafe { send("MPI_Send", buf, count, datatype, dest, tag, comm) },
+    }
 }
 
 /// Synchronous mode: the message is announced and its bytes go only once the
@@ -74,6 +117,34 @@ pub unsafe extern "C" fn PMPI_Ssend(
     })
 }
 
+/// A message too long for a receive's buffer of `cap` bytes: libqcg leaves it
+/// queued, MPI consumes it (MPI 3.1 §3.2.4), `keep` takes what fits (as a matched
+/// receive's does, and Open MPI's), and the error says so.
+fn truncated(
+    c: &qcg::Comm,
+    src: Option<u32>,
+    tag: Option<u32>,
+    cap: usize,
+    keep: impl FnOnce(&[u8]) -> Result<(), MpiError>,
+) -> MpiError {
+    let m = match c.recv(src, tag) {
+        Ok(m) => m,
+        Err(e) => return e.into(),
+    };
+    if let Err(e) = keep(&m.data[..cap.min(m.data.len())]) {
+        return e;
+    }
+    MpiError::new(
+        Class::Truncate,
+        format!(
+            "a message of {} bytes from rank {} (tag {}) does not fit a buffer of {cap} bytes",
+            m.data.len(),
+            m.source,
+            m.tag,
+        ),
+    )
+}
+
 /// Receives into `n` elements of `ty` at `buf`.
 unsafe fn recv_into(
     c: &qcg::Comm,
@@ -89,30 +160,27 @@ unsafe fn recv_into(
         // Straight into the caller's buffer (a large message lands there with no copy).
         match c.recv_into(src, tag, out) {
             Ok(st) => Ok(St::of(st)),
-            Err(qcg::Error::Truncated { .. }) => {
-                // Too long for the buffer: libqcg leaves it queued, MPI consumes it
-                // (MPI 3.1 §3.2.4) and says so.
-                let m = c.recv(src, tag)?;
-                Err(MpiError::new(
-                    Class::Truncate,
-                    format!(
-                        "a message of {} bytes from rank {} (tag {}) does not fit a buffer of {} bytes",
-                        m.data.len(),
-                        m.source,
-                        m.tag,
-                        n * ty.size
-                    ),
-                ))
-            }
+            Err(qcg::Error::Truncated { .. }) => Err(truncated(c, src, tag, n * ty.size, |fit| {
+                out[..fit.len()].copy_from_slice(fit);
+                Ok(())
+            })),
             Err(e) => Err(e.into()),
         }
     } else {
         check_recv(buf, n, ty)?;
         let mut tmp = vec![0u8; n * ty.size];
-        let st = c.recv_into(src, tag, &mut tmp)?;
-        // SAFETY: `n` elements of `ty` at `buf`, checked above.
-        unsafe { write_packed(buf, n, ty, &tmp[..st.len])? };
-        Ok(St::of(st))
+        match c.recv_into(src, tag, &mut tmp) {
+            Ok(st) => {
+                // SAFETY: `n` elements of `ty` at `buf`, checked above.
+                unsafe { write_packed(buf, n, ty, &tmp[..st.len])? };
+                Ok(St::of(st))
+            }
+            Err(qcg::Error::Truncated { .. }) => Err(truncated(c, src, tag, n * ty.size, |fit| {
+                // SAFETY: as above, with what fits of the message.
+                unsafe { write_packed(buf, n, ty, fit) }
+            })),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -126,6 +194,42 @@ pub unsafe extern "C" fn PMPI_Recv(
     comm: c_int,
     status: *mut MpiStatus,
 ) -> c_int {
+    // The usual receive, as the usual send above (the wildcards included).
+    let fast = state::with_plain(comm, datatype, |c, elem| {
+        let len = plain_len(buf, count, elem)?;
+        let src = if source == ANY_SOURCE {
+            None
+        } else {
+            Some(plain_rank(c, source)?)
+        };
+        let tag = if tag == ANY_TAG {
+            None
+        } else {
+            Some(plain_tag(tag)?)
+        };
+        let out: &mut [u8] = if len == 0 {
+            &mut []
+        } else {
+            // SAFETY: the caller's writable buffer of `count` elements of a
+            // contiguous datatype: `len` bytes from `buf`, not null.
+            unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) }
+        };
+        Some(match c.recv_into(src, tag, out) {
+            Ok(st) => Ok(St::of(st)),
+            Err(qcg::Error::Truncated { .. }) => Err(truncated(c, src, tag, len, |fit| {
+                out[..fit.len()].copy_from_slice(fit);
+                Ok(())
+            })),
+            Err(e) => Err(e.into()),
+        })
+    });
+    if let Some(Some(r)) = fast {
+        return call("MPI_Recv", comm, || {
+            // SAFETY: a status or MPI_STATUS_IGNORE.
+            unsafe { put_status(status, r?) };
+            Ok(())
+        });
+    }
     call("MPI_Recv", comm, || {
         let st = state::with_comm_ty(comm, datatype, |c, ty| {
             let n = state::count(count)?;

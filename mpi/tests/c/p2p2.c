@@ -335,6 +335,37 @@ int main(int argc, char **argv) {
     err = MPI_Mrecv(&got, 1, MPI_INT, &m, MPI_STATUS_IGNORE);
     printf("rank %d: MPI_Mrecv of 2 ints into 1: %s\n", me, class_name(err));
     CHECK(got == left, "truncated mrecv kept the first int %d", got);
+    /* The same through MPI_Recv, whose usual path skips the lookups (the pair of
+       communicator and datatype is the last one used): the class, what fits, and
+       the message consumed, so the next one is what comes next. */
+    MPI_Send(two, 2, MPI_INT, right, 173, MPI_COMM_WORLD);
+    MPI_Send(&two[1], 1, MPI_INT, right, 174, MPI_COMM_WORLD);
+    got = -1;
+    err = MPI_Recv(&got, 1, MPI_INT, left, 173, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CHECK(err != MPI_SUCCESS && !strcmp(class_name(err), "MPI_ERR_TRUNCATE") && got == left,
+          "MPI_Recv of 2 ints into 1: %s, kept %d", class_name(err), got);
+    err = MPI_Recv(&got, 1, MPI_INT, left, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+    CHECK(err == MPI_SUCCESS && st.MPI_TAG == 174 && got == left + 1,
+          "after the truncated MPI_Recv: tag %d, %d", st.MPI_TAG, got);
+    /* And into a strided datatype (every other int): the two that fit land in
+       their places, the gap between them is left alone. */
+    {
+        int three[3] = {me, me + 1, me + 2}, into[3] = {-1, -1, -1};
+        MPI_Datatype every_other;
+        MPI_Type_vector(2, 1, 2, MPI_INT, &every_other);
+        MPI_Type_commit(&every_other);
+        MPI_Send(three, 3, MPI_INT, right, 175, MPI_COMM_WORLD);
+        MPI_Send(&three[2], 1, MPI_INT, right, 176, MPI_COMM_WORLD);
+        err = MPI_Recv(into, 1, every_other, left, 175, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CHECK(err != MPI_SUCCESS && !strcmp(class_name(err), "MPI_ERR_TRUNCATE") && into[0] == left &&
+                  into[1] == -1 && into[2] == left + 1,
+              "MPI_Recv of 3 ints into every other int of 3: %s, kept %d %d %d", class_name(err), into[0],
+              into[1], into[2]);
+        err = MPI_Recv(&got, 1, MPI_INT, left, MPI_ANY_TAG, MPI_COMM_WORLD, &st);
+        CHECK(err == MPI_SUCCESS && st.MPI_TAG == 176 && got == left + 2,
+              "after the truncated strided MPI_Recv: tag %d, %d", st.MPI_TAG, got);
+        MPI_Type_free(&every_other);
+    }
     /* MPI_PROC_NULL. */
     MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &m, &st);
     CHECK(m == MPI_MESSAGE_NO_PROC && st.MPI_SOURCE == MPI_PROC_NULL && st.MPI_TAG == MPI_ANY_TAG, "mprobe of proc null");

@@ -135,11 +135,18 @@ impl<C: LinkIo> Core<C> {
     }
 
     /// Raises (or lowers) the sleep flag of every polled connection.
+    ///
+    /// Raised, it is fenced: a writer publishes its record with a sequentially
+    /// consistent swap, then loads our flag; we store the flag, fence, then look at
+    /// its ring (`polled_ready`). One of the two sees the other's store.
     pub fn polled_sleep(&self, on: bool) {
         for &c in &self.polled {
             if let Some(conn) = self.conns.get(c) {
                 conn.io.set_sleeping(on);
             }
+        }
+        if on {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         }
     }
 
