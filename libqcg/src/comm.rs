@@ -225,7 +225,8 @@ impl Comm {
         let size = inner.env.size;
         let mut topology = topology.unwrap_or_else(|| crate::topo::flat(size));
         // Ranks that share our node (our path in the topology, when it names one):
-        // more of them than cores, and a waiting rank yields its core as it polls.
+        // more of them than cores, and a waiting rank yields its core as it polls;
+        // more than one, and each pins itself to its share of the cores.
         let me = inner.env.rank as usize;
         if topology.depth() > 0 && me < topology.size() {
             let local = (0..topology.size())
@@ -233,7 +234,8 @@ impl Comm {
                 .count();
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             inner.engine.set_crowded(local > cores);
-            if local > cores && bind {
+            inner.engine.set_node_ranks(local);
+            if local > 1 && bind {
                 let index = (0..me)
                     .filter(|&r| topology.path(r) == topology.path(me))
                     .count();
@@ -712,7 +714,7 @@ fn parse_cc(v: &str) -> std::result::Result<Option<String>, String> {
     Ok(Some(v.to_string()))
 }
 
-/// `QCG_BIND`: whether a crowded node's ranks pin themselves to cores.
+/// `QCG_BIND`: whether the ranks of a node pin themselves to cores.
 fn bind_from_env() -> Result<bool> {
     match std::env::var(qcg_wire::env::BIND) {
         Err(_) => Ok(true),

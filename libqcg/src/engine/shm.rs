@@ -301,14 +301,20 @@ struct Map {
 unsafe impl Send for Map {}
 
 impl Map {
-    fn new(fd: RawFd, len: usize) -> io::Result<Map> {
+    /// Maps `len` bytes of `fd`; `populate`: every page at once, not as touched.
+    fn new(fd: RawFd, len: usize, populate: bool) -> io::Result<Map> {
+        let flags = if populate {
+            libc::MAP_SHARED | libc::MAP_POPULATE
+        } else {
+            libc::MAP_SHARED
+        };
         // SAFETY: maps `len` bytes of a descriptor we hold; checked below.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                flags,
                 fd,
                 0,
             )
@@ -352,8 +358,9 @@ pub struct Pending {
 }
 
 impl Pending {
-    /// Makes a segment and the offer that describes it.
-    pub fn new(node: Node, bell: &Bell) -> io::Result<Pending> {
+    /// Makes a segment and the offer that describes it (`populate`: see
+    /// [`super::POPULATE_RANKS`]).
+    pub fn new(node: Node, bell: &Bell, populate: bool) -> io::Result<Pending> {
         let name = c"qcg-link";
         // SAFETY: a valid C string; a negative result is an error.
         let fd = unsafe {
@@ -381,7 +388,7 @@ impl Pending {
         if r < 0 {
             return Err(errno("sealing the segment"));
         }
-        let map = Map::new(fd.as_raw_fd(), SEGMENT)?;
+        let map = Map::new(fd.as_raw_fd(), SEGMENT, populate)?;
         let mut token = [0u8; 32];
         use ring::rand::SecureRandom;
         ring::rand::SystemRandom::new()
@@ -421,8 +428,8 @@ impl Pending {
 }
 
 /// Opens the segment of `offer`, as the accepting rank: our side (1). An error says
-/// why not (then the pair stays on TCP).
-pub fn accept(offer: &Offer, here: Option<Node>) -> io::Result<ShmLink> {
+/// why not (then the pair stays on TCP). `populate`: as [`Pending::new`].
+pub fn accept(offer: &Offer, here: Option<Node>, populate: bool) -> io::Result<ShmLink> {
     if here != Some(offer.node) {
         return Err(io::Error::other("the peer is on another node"));
     }
@@ -451,7 +458,7 @@ pub fn accept(offer: &Offer, here: Option<Node>) -> io::Result<ShmLink> {
             "{path} is not sealed against resizing"
         )));
     }
-    let map = Map::new(file.as_raw_fd(), SEGMENT)?;
+    let map = Map::new(file.as_raw_fd(), SEGMENT, populate)?;
     let mut token = [0u8; 32];
     // SAFETY: 32 bytes inside the mapping into a local array.
     unsafe { std::ptr::copy_nonoverlapping(map.base.add(16), token.as_mut_ptr(), 32) };
@@ -1056,10 +1063,10 @@ mod tests {
     fn pair() -> (ShmLink, ShmLink) {
         let node = Node::here().expect("a node");
         let bell = Bell::new().expect("bell");
-        let p = Pending::new(node, &bell).expect("segment");
+        let p = Pending::new(node, &bell, true).expect("segment");
         let offer = Offer::decode(&p.offer().encode()).expect("offer round trip");
         assert_eq!(&offer, p.offer());
-        let b = accept(&offer, Some(node)).expect("accept");
+        let b = accept(&offer, Some(node), true).expect("accept");
         let a = p
             .accepted(std::process::id(), bell.raw() as u32)
             .expect("accepted");
@@ -1325,23 +1332,51 @@ mod tests {
         assert_eq!(b.read(&mut four).expect("end"), 0);
     }
 
+    /// Pages of `map` in memory (`mincore`).
+    fn resident(map: &Map) -> usize {
+        let pages = map.len.div_ceil(4096);
+        let mut v = vec![0u8; pages];
+        // SAFETY: a page-aligned mapping of `map.len` bytes, a vector of a byte per
+        // page.
+        let r = unsafe { libc::mincore(map.base.cast(), map.len, v.as_mut_ptr()) };
+        assert_eq!(r, 0, "mincore: {}", io::Error::last_os_error());
+        v.iter().filter(|&&b| b & 1 != 0).count()
+    }
+
+    #[test]
+    fn a_populated_segment_is_in_memory_on_both_sides_before_any_message() {
+        let node = Node::here().expect("a node");
+        let bell = Bell::new().expect("bell");
+        let pages = SEGMENT / 4096;
+        let p = Pending::new(node, &bell, true).expect("segment");
+        assert_eq!(resident(&p.map), pages, "the offering side");
+        // Not populated: only the header's page, which the offer wrote, until the
+        // accepting side populates its mapping (which faults the pages in).
+        let q = Pending::new(node, &bell, false).expect("segment");
+        assert!(resident(&q.map) <= 2, "{} of {pages}", resident(&q.map));
+        let c = accept(q.offer(), Some(node), false).expect("accept");
+        assert!(resident(&c.map) <= 2, "{} of {pages}", resident(&c.map));
+        let d = accept(q.offer(), Some(node), true).expect("accept");
+        assert_eq!(resident(&d.map), pages, "the accepting side");
+    }
+
     #[test]
     fn a_segment_is_refused_from_another_node_or_with_a_wrong_token() {
         let node = Node::here().expect("a node");
         let bell = Bell::new().expect("bell");
-        let p = Pending::new(node, &bell).expect("segment");
+        let p = Pending::new(node, &bell, true).expect("segment");
         let mut other = node;
         other.netns += 1;
-        let e = accept(p.offer(), Some(other)).expect_err("other node");
+        let e = accept(p.offer(), Some(other), false).expect_err("other node");
         assert!(e.to_string().contains("another node"), "{e}");
         let mut forged = p.offer().clone();
         forged.token[0] ^= 1;
-        let e = accept(&forged, Some(node)).expect_err("wrong token");
+        let e = accept(&forged, Some(node), false).expect_err("wrong token");
         assert!(e.to_string().contains("token"), "{e}");
         // Another descriptor of ours: not a segment.
         let mut wrong = p.offer().clone();
         wrong.segment_fd = bell.raw() as u32;
-        assert!(accept(&wrong, Some(node)).is_err());
+        assert!(accept(&wrong, Some(node), false).is_err());
     }
 
     /// Another user of the machine cannot open the segment nor the doorbell, even
@@ -1350,7 +1385,7 @@ mod tests {
     fn another_user_cannot_open_the_segment_or_the_doorbell() {
         let node = Node::here().expect("a node");
         let bell = Bell::new().expect("bell");
-        let p = Pending::new(node, &bell).expect("segment");
+        let p = Pending::new(node, &bell, true).expect("segment");
         let o = p.offer();
         for fd in [o.segment_fd, o.bell_fd] {
             let path = format!("/proc/{}/fd/{fd}", o.pid);
@@ -1390,8 +1425,8 @@ mod floor {
     fn shm_floor() {
         let node = Node::here().expect("a node");
         let bell = Bell::new().expect("bell");
-        let p = Pending::new(node, &bell).expect("segment");
-        let mut b = accept(p.offer(), Some(node)).expect("accept");
+        let p = Pending::new(node, &bell, true).expect("segment");
+        let mut b = accept(p.offer(), Some(node), true).expect("accept");
         let mut a = p
             .accepted(std::process::id(), bell.raw() as u32)
             .expect("accepted");
