@@ -12,8 +12,11 @@
 //! core in 3 of 12 runs, and took turns there (15 µs a small message instead of 0.3)
 //! for 13-35 ms until the kernel moved one.
 //!
-//! Each rank of a node of several therefore pins itself to its share of the cores it
-//! may use, in blocks: with more ranks than cores, the node's i-th rank of n on core
+//! Each rank of a crowded node, or of a job all on one node of several ranks,
+//! therefore pins itself to its share of the cores it may use, in blocks (a job over
+//! several nodes with a core per rank is left alone: its nodes may be namespaces of one
+//! machine, whose ranks, pinned and spinning without yielding, would take turns on a
+//! core). With more ranks than cores, the node's i-th rank of n on core
 //! `i · cores / n`; with fewer, a block of about `cores / n` cores (room for threads of
 //! its own). A binomial tree's subtrees are runs of neighbouring ranks, so a block
 //! keeps a subtree on one core and lets the two halves of the tree run at once. Ranks

@@ -225,8 +225,11 @@ impl Comm {
         let size = inner.env.size;
         let mut topology = topology.unwrap_or_else(|| crate::topo::flat(size));
         // Ranks that share our node (our path in the topology, when it names one):
-        // more of them than cores, and a waiting rank yields its core as it polls;
-        // more than one, and each pins itself to its share of the cores.
+        // more of them than cores, and a waiting rank yields its core as it polls,
+        // and each pins itself to its share of the cores. So does each rank of a job
+        // all on one node of several ranks (a job over several nodes may share a
+        // machine with other jobs' nodes, as the lab's do, where pinned ranks that
+        // spin without yielding would take turns on a core).
         let me = inner.env.rank as usize;
         if topology.depth() > 0 && me < topology.size() {
             let local = (0..topology.size())
@@ -235,7 +238,7 @@ impl Comm {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             inner.engine.set_crowded(local > cores);
             inner.engine.set_node_ranks(local);
-            if local > 1 && bind {
+            if (local > cores || (local > 1 && local == topology.size())) && bind {
                 let index = (0..me)
                     .filter(|&r| topology.path(r) == topology.path(me))
                     .count();
