@@ -1,4 +1,4 @@
-//! Pinning a node's ranks to cores (`QCG_BIND`).
+//! Pinning a crowded node's ranks to cores (`QCG_BIND`).
 //!
 //! When a job puts more ranks on a node than it has cores, the ranks take turns on the
 //! cores, and a rank that waits polls and yields. Left to the kernel, the turns come
@@ -8,20 +8,12 @@
 //! 14 on one core and 2 on the other for whole calls, each of the 14 getting a turn
 //! every 170-300 µs (`perf sched timehist`).
 //!
-//! A core per rank fares no better at the start: two ranks on two cores began on one
-//! core in 3 of 12 runs, and took turns there (15 µs a small message instead of 0.3)
-//! for 13-35 ms until the kernel moved one.
-//!
-//! Each rank of a crowded node, or of a job all on one node of several ranks,
-//! therefore pins itself to its share of the cores it may use, in blocks (a job over
-//! several nodes with a core per rank is left alone: its nodes may be namespaces of one
-//! machine, whose ranks, pinned and spinning without yielding, would take turns on a
-//! core). With more ranks than cores, the node's i-th rank of n on core
-//! `i · cores / n`; with fewer, a block of about `cores / n` cores (room for threads of
-//! its own). A binomial tree's subtrees are runs of neighbouring ranks, so a block
-//! keeps a subtree on one core and lets the two halves of the tree run at once. Ranks
-//! whose cores times the node's ranks fit in the machine are left alone (a launcher
-//! gave each rank cores of its own).
+//! Each rank therefore pins itself to one core of the cores it may use, in blocks: the
+//! node's i-th rank of n on core `i · cores / n`. A binomial tree's subtrees are runs of
+//! neighbouring ranks, so a block keeps a subtree on one core and lets the two halves
+//! of the tree run at once. Nodes with a core per rank are left alone (a rank may run
+//! threads of its own there), and so are ranks whose cores times the node's ranks fit
+//! in the machine (a launcher gave each rank cores of its own).
 #![allow(unsafe_code)]
 
 /// The cores (indices into `cpus`, the cores the process may use) for the node's

@@ -225,11 +225,11 @@ impl Comm {
         let size = inner.env.size;
         let mut topology = topology.unwrap_or_else(|| crate::topo::flat(size));
         // Ranks that share our node (our path in the topology, when it names one):
-        // more of them than cores, and a waiting rank yields its core as it polls,
-        // and each pins itself to its share of the cores. So does each rank of a job
-        // all on one node of several ranks (a job over several nodes may share a
-        // machine with other jobs' nodes, as the lab's do, where pinned ranks that
-        // spin without yielding would take turns on a core).
+        // more of them than cores, and a waiting rank yields its core as it polls.
+        // With a core each they are left alone: pinned, two ranks on two cores were
+        // 3x slower at 4 MiB one-way (2.0 against 0.6 ms, the copies on one side
+        // slow), though left to the kernel they shared a core for their first 13-35
+        // ms in 3 of 12 runs.
         let me = inner.env.rank as usize;
         if topology.depth() > 0 && me < topology.size() {
             let local = (0..topology.size())
@@ -238,7 +238,7 @@ impl Comm {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             inner.engine.set_crowded(local > cores);
             inner.engine.set_node_ranks(local);
-            if (local > cores || (local > 1 && local == topology.size())) && bind {
+            if local > cores && bind {
                 let index = (0..me)
                     .filter(|&r| topology.path(r) == topology.path(me))
                     .count();
@@ -717,7 +717,7 @@ fn parse_cc(v: &str) -> std::result::Result<Option<String>, String> {
     Ok(Some(v.to_string()))
 }
 
-/// `QCG_BIND`: whether the ranks of a node pin themselves to cores.
+/// `QCG_BIND`: whether a crowded node's ranks pin themselves to cores.
 fn bind_from_env() -> Result<bool> {
     match std::env::var(qcg_wire::env::BIND) {
         Err(_) => Ok(true),

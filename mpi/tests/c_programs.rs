@@ -996,7 +996,7 @@ fn two_cores() -> Result<Vec<usize>> {
 }
 
 #[test]
-fn ranks_of_a_node_are_pinned_to_cores_in_blocks() -> Result<()> {
+fn ranks_of_a_crowded_node_are_pinned_to_cores_in_blocks() -> Result<()> {
     let cores = two_cores()?;
     let k = cores.len();
     ensure!(
@@ -1033,23 +1033,15 @@ fn ranks_of_a_node_are_pinned_to_cores_in_blocks() -> Result<()> {
         .collect();
     ensure!(got == want, "QCG_BIND=none: {got:?}, expected {want:?}");
 
-    // A core per rank: one core each too (left to the kernel, two ranks were seen
-    // on one core for their first 13-35 ms), unless the machine has room for every
-    // rank's two cores (then a launcher split it, as far as a rank can tell).
+    // A core per rank: left alone.
     let o = bind_run(&cores, k, None)?;
     let got = lines(&o.stdout);
     let want: Vec<String> = (0..k)
-        .map(|r| {
-            if k * k <= online {
-                format!("rank {r} cores {k} first {}", cores[0])
-            } else {
-                format!("rank {r} cores 1 first {}", cores[r])
-            }
-        })
+        .map(|r| format!("rank {r} cores {k} first {}", cores[0]))
         .collect();
     ensure!(
         got == want,
-        "{k} ranks on {k} cores ({online} online): {got:?}, expected {want:?}"
+        "{k} ranks on {k} cores: {got:?}, expected {want:?}"
     );
 
     // A wrong value fails the job naming the variable.
