@@ -103,7 +103,7 @@ pub fn choose_among(
 /// tree of one flit took 3.0 ms, of 4 flits 3.7 ms, a chain of 32 flits (the model's
 /// choice) 5.1 ms; an allreduce 17.8 ms, 21.4 ms with 2 flits, 23.3 ms as the chain.
 /// Such a node gets one flit.
-fn one_crowded_node(topo: &Topology) -> bool {
+pub fn one_crowded_node(topo: &Topology) -> bool {
     let node = topo.depth();
     topo.costs()[node].crowded && (1..topo.size()).all(|r| topo.level(0, r) == node)
 }

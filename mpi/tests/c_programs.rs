@@ -995,6 +995,41 @@ fn two_cores() -> Result<Vec<usize>> {
     Ok(cores)
 }
 
+/// On one node with more ranks than cores (6 ranks held to two cores), broadcasts
+/// above the eager limit go from the root to every rank at once, each copying from
+/// the root's memory: every size around the limit, from every root, arrives whole.
+#[test]
+fn broadcasts_on_a_crowded_node_arrive_whole_from_every_root() -> Result<()> {
+    let exe = build(Path::new(MPICC), "bcast_node", "qcg")?;
+    let cores = two_cores()?;
+    ensure!(
+        cores.len() == 2,
+        "this test needs two cores; it may use {cores:?}"
+    );
+    let list: Vec<String> = cores.iter().map(usize::to_string).collect();
+    let o = Command::new("taskset")
+        .env_remove("LD_LIBRARY_PATH")
+        .args(["-c", &list.join(",")])
+        .arg(qcg()?)
+        .args(["run", "-n", "6", "--timeout", "240", "--"])
+        .arg(&exe)
+        .output()
+        .context("running taskset (util-linux)")?;
+    let report = format!(
+        "bcast_node ({}):\n{}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    ensure!(o.status.success(), "{report}");
+    let got = lines(&o.stdout);
+    for r in 0..6 {
+        let want = format!("rank {r}: bcast_node: 72 checks, 0 failed");
+        ensure!(got.contains(&want), "missing {want:?}: {report}");
+    }
+    Ok(())
+}
+
 #[test]
 fn ranks_of_a_crowded_node_are_pinned_to_cores_in_blocks() -> Result<()> {
     let cores = two_cores()?;

@@ -543,6 +543,14 @@ impl Engine {
         lock(&self.core)
     }
 
+    /// Whether shared-memory links copy large messages once, from the sender's
+    /// memory (`QCG_SHM` left at its default).
+    pub fn single_copy(&self) -> bool {
+        self.shm
+            .as_ref()
+            .is_some_and(|s| s.mode == ShmMode::SingleCopy)
+    }
+
     /// Says whether more ranks share this node than it has cores (see `wait`).
     pub fn set_crowded(&self, crowded: bool) {
         self.crowded.store(crowded, Ordering::Relaxed);
