@@ -564,6 +564,11 @@ impl Engine {
             .store(ranks <= POPULATE_RANKS, Ordering::Relaxed);
     }
 
+    /// Whether our segments are mapped whole (see [`POPULATE_RANKS`]).
+    fn populates(&self) -> bool {
+        self.populate.load(Ordering::Relaxed)
+    }
+
     /// Connections dropped because they were not links of this job.
     pub fn strangers(&self) -> u64 {
         self.strangers.load(Ordering::Relaxed)
@@ -1322,7 +1327,7 @@ impl Engine {
         if pending.contains_key(&peer) {
             return;
         }
-        match shm::Pending::new(node, &shm.bell, self.populate.load(Ordering::Relaxed)) {
+        match shm::Pending::new(node, &shm.bell, self.populates()) {
             Ok(p) => {
                 core.send_shell(c, SHM_OFFER, p.offer().encode());
                 pending.insert(peer, p);
@@ -1368,11 +1373,9 @@ impl Engine {
                         }
                         Some(shm) => match shm::Offer::decode(&f.payload) {
                             None => Err(format!("a malformed offer ({} bytes)", f.payload.len())),
-                            Some(offer) => {
-                                shm::accept(&offer, shm.node, self.populate.load(Ordering::Relaxed))
-                                    .map(|l| (l, shm))
-                                    .map_err(|e| e.to_string())
-                            }
+                            Some(offer) => shm::accept(&offer, shm.node, self.populates())
+                                .map(|l| (l, shm))
+                                .map_err(|e| e.to_string()),
                         },
                     };
                     match r {

@@ -145,6 +145,24 @@ fn truncated(
     )
 }
 
+/// Receives straight into `out` (a large message lands there with no copy); one too
+/// long is consumed, what fits kept.
+fn recv_contiguous(
+    c: &qcg::Comm,
+    src: Option<u32>,
+    tag: Option<u32>,
+    out: &mut [u8],
+) -> Result<St, MpiError> {
+    match c.recv_into(src, tag, out) {
+        Ok(st) => Ok(St::of(st)),
+        Err(qcg::Error::Truncated { .. }) => Err(truncated(c, src, tag, out.len(), |fit| {
+            out[..fit.len()].copy_from_slice(fit);
+            Ok(())
+        })),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Receives into `n` elements of `ty` at `buf`.
 unsafe fn recv_into(
     c: &qcg::Comm,
@@ -157,15 +175,7 @@ unsafe fn recv_into(
     if ty.is_contiguous() {
         // SAFETY: `n` elements of `ty` at `buf`.
         let out = unsafe { out_span(buf, n, ty)? };
-        // Straight into the caller's buffer (a large message lands there with no copy).
-        match c.recv_into(src, tag, out) {
-            Ok(st) => Ok(St::of(st)),
-            Err(qcg::Error::Truncated { .. }) => Err(truncated(c, src, tag, n * ty.size, |fit| {
-                out[..fit.len()].copy_from_slice(fit);
-                Ok(())
-            })),
-            Err(e) => Err(e.into()),
-        }
+        recv_contiguous(c, src, tag, out)
     } else {
         check_recv(buf, n, ty)?;
         let mut tmp = vec![0u8; n * ty.size];
@@ -214,14 +224,7 @@ pub unsafe extern "C" fn PMPI_Recv(
             // contiguous datatype: `len` bytes from `buf`, not null.
             unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) }
         };
-        Some(match c.recv_into(src, tag, out) {
-            Ok(st) => Ok(St::of(st)),
-            Err(qcg::Error::Truncated { .. }) => Err(truncated(c, src, tag, len, |fit| {
-                out[..fit.len()].copy_from_slice(fit);
-                Ok(())
-            })),
-            Err(e) => Err(e.into()),
-        })
+        Some(recv_contiguous(c, src, tag, out))
     });
     if let Some(Some(r)) = fast {
         return call("MPI_Recv", comm, || {
