@@ -648,10 +648,12 @@ fn shm(comm: &Comm) {
         println!("via {p} {:?}", comm.link_via(p));
     }
     let a = comm.engine_accounting();
+    let some = |n: u64| if n > 0 { "some" } else { "none" };
     println!(
-        "memory links {} single copies {}",
+        "memory links {} single copies {} shared chunks {}",
         a.memory_links,
-        if a.single_copies > 0 { "some" } else { "none" }
+        some(a.single_copies),
+        some(a.shared_chunks)
     );
     comm.barrier().unwrap();
 }

@@ -226,14 +226,18 @@ fn a_job_that_passes_gets_no_warning_from_the_grid_going_down() {
 
 /// Ranks of one machine (the embedded grid's four nodes are all here) move their
 /// links to shared memory while messages of every size stream both ways, losing and
-/// reordering nothing; large ones are copied once from the sender's memory, or
-/// streamed through the rings with QCG_SHM=copy; QCG_SHM=0 keeps TCP.
+/// reordering nothing; large ones are copied once from the sender's memory, the
+/// sender writing part of them (its ranks wait in `wait` for their sends while the
+/// receivers copy: of 40 shared copies each way of a link, some chunks are theirs), or
+/// copied by the receiver alone with QCG_SHM=read, or streamed through the rings
+/// with QCG_SHM=copy; QCG_SHM=0 keeps TCP.
 #[test]
 fn ranks_of_one_machine_move_to_shared_memory_losing_and_reordering_nothing() {
-    for (mode, via, copies) in [
-        ("1", "Some(Memory)", "some"),
-        ("copy", "Some(Memory)", "none"),
-        ("0", "Some(Net)", "none"),
+    for (mode, via, copies, shared) in [
+        ("1", "Some(Memory)", "some", "some"),
+        ("read", "Some(Memory)", "some", "none"),
+        ("copy", "Some(Memory)", "none", "none"),
+        ("0", "Some(Net)", "none", "none"),
     ] {
         let text = passes(4, "shm", &[("QCG_SHM", mode)]);
         for r in 0..4u32 {
@@ -244,7 +248,9 @@ fn ranks_of_one_machine_move_to_shared_memory_losing_and_reordering_nothing() {
                 );
             }
             let links = if mode == "0" { 0 } else { 3 };
-            let line = format!("[{r}] memory links {links} single copies {copies}\n");
+            let line = format!(
+                "[{r}] memory links {links} single copies {copies} shared chunks {shared}\n"
+            );
             assert!(text.contains(&line), "QCG_SHM={mode}: want {line}{text}");
         }
     }

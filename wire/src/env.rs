@@ -56,8 +56,10 @@ pub const BIND: &str = "QCG_BIND";
 /// The longest a waiting call polls before it sleeps, in µs (default 1000).
 pub const SPIN_US: &str = "QCG_SPIN_US";
 /// Links between ranks of one node: shared memory, large messages copied once
-/// from the sender's memory (default, `1`); `copy`: shared memory, large messages
-/// streamed through it; `0`: TCP over loopback as between nodes.
+/// from the sender's memory, the receiver reading part and the sender writing the
+/// rest when the node has a core per rank (default, `1`); `read`: the same, the
+/// receiver copying alone; `copy`: shared memory, large messages streamed through
+/// it; `0`: TCP over loopback as between nodes.
 pub const SHM: &str = "QCG_SHM";
 /// Which TCP links are encrypted and authenticated: `wan` (links between sites, the
 /// default; the broker's plan may say otherwise for a pair of clusters), `all` or

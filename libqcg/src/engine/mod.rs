@@ -158,6 +158,50 @@ impl LinkIo for Link {
         matches!(self, Link::Shm(s) if s.peer_lends(n))
     }
 
+    fn shares(&self) -> bool {
+        matches!(self, Link::Shm(s) if s.single_copy && s.share)
+    }
+
+    fn open_share(&mut self, id: u32) {
+        if let Link::Shm(s) = self {
+            s.open_share(id);
+        }
+    }
+
+    fn claim(&mut self, ours: bool, id: u32, chunks: u32) -> std::io::Result<Option<u32>> {
+        match self {
+            Link::Shm(s) => s.claim(ours, id, chunks),
+            _ => Ok(None),
+        }
+    }
+
+    fn helped(&mut self, i: u32, ok: bool) {
+        if let Link::Shm(s) = self {
+            s.helped(i, ok);
+        }
+    }
+
+    fn share_marks(&self) -> (u64, u64) {
+        match self {
+            Link::Shm(s) => s.share_marks(),
+            _ => (0, 0),
+        }
+    }
+
+    fn write_peer(&mut self, addr: u64, src: &[u8]) -> std::io::Result<()> {
+        match self {
+            Link::Shm(s) if s.single_copy => s.write_peer(addr, src),
+            _ => Err(std::io::ErrorKind::Unsupported.into()),
+        }
+    }
+
+    fn peer_alive(&self) -> bool {
+        match self {
+            Link::Shm(s) => s.peer_alive(),
+            _ => true,
+        }
+    }
+
     fn pending(&self) -> bool {
         matches!(self, Link::Sealed(s) if s.pending())
     }
@@ -258,19 +302,30 @@ pub enum ShmMode {
     Off,
     /// Shared memory; large messages stream through it.
     Copy,
-    /// Shared memory; large messages copied once from the sender's memory.
+    /// Shared memory; large messages copied once from the sender's memory, the
+    /// receiver and the sender each copying part (see [`shm`]'s "Sharing a large
+    /// copy").
     SingleCopy,
+    /// As [`ShmMode::SingleCopy`], but the receiver copies alone (Open MPI's way).
+    ReadOnly,
 }
 
 impl ShmMode {
+    /// Whether large messages are copied once, from the sender's memory.
+    pub fn single_copy(self) -> bool {
+        matches!(self, ShmMode::SingleCopy | ShmMode::ReadOnly)
+    }
+
     /// Reads `QCG_SHM` (see [`qcg_wire::env::SHM`]).
     pub fn from_env() -> Result<ShmMode, String> {
         match std::env::var(qcg_wire::env::SHM).ok().as_deref() {
             None | Some("") | Some("1") => Ok(ShmMode::SingleCopy),
             Some("copy") => Ok(ShmMode::Copy),
+            Some("read") => Ok(ShmMode::ReadOnly),
             Some("0") => Ok(ShmMode::Off),
             Some(v) => Err(format!(
-                "{}={v}: expected 1 (shared memory, default), copy (shared memory without \
+                "{}={v}: expected 1 (shared memory, default), read (shared memory, the \
+                 receiver alone copying large messages), copy (shared memory without \
                  single copies) or 0 (TCP)",
                 qcg_wire::env::SHM
             )),
@@ -546,14 +601,13 @@ impl Engine {
     /// Whether shared-memory links copy large messages once, from the sender's
     /// memory (`QCG_SHM` left at its default).
     pub fn single_copy(&self) -> bool {
-        self.shm
-            .as_ref()
-            .is_some_and(|s| s.mode == ShmMode::SingleCopy)
+        self.shm.as_ref().is_some_and(|s| s.mode.single_copy())
     }
 
     /// Says whether more ranks share this node than it has cores (see `wait`).
     pub fn set_crowded(&self, crowded: bool) {
         self.crowded.store(crowded, Ordering::Relaxed);
+        self.core().set_sharing(!crowded);
     }
 
     /// Says how many ranks of the job share this node (until said, the job's size
@@ -1380,7 +1434,8 @@ impl Engine {
                     };
                     match r {
                         Ok((mut link, shm)) => {
-                            link.single_copy = shm.mode == ShmMode::SingleCopy;
+                            link.single_copy = shm.mode.single_copy();
+                            link.share = shm.mode == ShmMode::SingleCopy;
                             let bell = shm.bell.raw() as u32;
                             core.send_shell(
                                 f.conn,
@@ -1413,7 +1468,8 @@ impl Engine {
                     };
                     match p.accepted(pid, bell) {
                         Ok(mut link) => {
-                            link.single_copy = shm.mode == ShmMode::SingleCopy;
+                            link.single_copy = shm.mode.single_copy();
+                            link.share = shm.mode == ShmMode::SingleCopy;
                             self.attach_shm(core, peer, link);
                             self.report_memory(peer, true);
                         }

@@ -24,6 +24,21 @@
 //! the sender it is done. Where the kernel refuses (a ptrace policy such as Yama's),
 //! the data streams through the ring, pipelined, as on a socket.
 //!
+//! # Sharing a large copy
+//! One process copying a large message leaves the other's core idle: the sender
+//! only waits for `Fin`. So a receiver that copies a large message (at least
+//! [`SHARE_MIN`]) cuts it into chunks ([`share_chunk`], at most 64), opens its
+//! share slot for the message (the sender's request id in the high half of a word,
+//! the next chunk to take in the low) and tells the sender where its buffer is
+//! (`Share`). Both then take chunks with a compare-and-swap on that word: the
+//! receiver reads its chunks from the sender's memory (`process_vm_readv`), the
+//! sender writes its own into the receiver's (`process_vm_writev`) and marks each
+//! one done, or failed if the kernel refused it. Once every chunk is taken, the
+//! receiver waits for the sender's chunks in flight (a copy of at most one chunk)
+//! and copies the failed ones itself. A sender busy elsewhere takes nothing: the
+//! receiver then copies every chunk itself, as before. Two cores copy about twice
+//! as fast as one here (4 MiB in halves: 300 against 630 µs).
+//!
 //! # Waiting
 //! Nothing in a ring needs a system call: a waiting rank polls the rings while it
 //! spins (see `Engine::wait`). Before it sleeps in epoll it raises its flag in every
@@ -61,6 +76,8 @@
 //! 5120   ring 1 (acceptor → offerer): the same
 //! 6144   sleeping u32 of side 0 @+0, of side 1 @+128
 //! 6656   lends of side 0: 64 u64 words; 7168: those of side 1
+//! 7680   share slot of side 0 (as receiver): claim u64, done u64, failed u64;
+//!        7808: that of side 1
 //! 8192   ring 0's records, then ring 1's
 //! ```
 //! Each side keeps its own copy of what it owns (the writer its head, the reader its
@@ -78,7 +95,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 const MAGIC: u64 = 0x7163_675f_7368_6d31; // "qcg_shm1"
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// Bytes of each ring (a power of two).
 pub const RING: usize = 256 * 1024;
 const RINGS_AT: usize = 8192;
@@ -89,6 +106,20 @@ const SLEEP_AT: usize = 6144;
 const LENDS_AT: usize = 6656;
 /// Lends a side may have out at once.
 pub const LENDS: usize = 64;
+/// Each side's share slot (see `ShmLink::open_share`): three u64 words.
+const SHARE_AT: usize = 7680;
+/// Smallest message whose copy the two sides share.
+pub const SHARE_MIN: usize = 128 * 1024;
+/// Most chunks a shared copy is cut into (one bit each in the slot's masks).
+pub const SHARE_CHUNKS: usize = 64;
+
+/// Bytes in each chunk of a shared copy of `len` bytes: at least 64 KiB, in whole
+/// pages, and at most [`SHARE_CHUNKS`] of them. Both sides compute it.
+pub fn share_chunk(len: usize) -> usize {
+    let page = 4096;
+    let c = len.div_ceil(SHARE_CHUNKS).div_ceil(page) * page;
+    c.max(64 * 1024)
+}
 const SEGMENT: usize = RINGS_AT + 2 * RING;
 /// A cache line: records start at one.
 const LINE: usize = 64;
@@ -552,6 +583,8 @@ pub struct ShmLink {
     shut: bool,
     /// Large messages may be copied from the peer's memory.
     pub single_copy: bool,
+    /// Large copies are shared with the sender (see the module's docs).
+    pub share: bool,
     /// Our lend words in use (bit i: word i).
     lent: u64,
     /// Lends made so far (a lend's number is this count, times [`LENDS`], plus
@@ -578,6 +611,7 @@ impl ShmLink {
             peer_gone: false,
             shut: false,
             single_copy: true,
+            share: true,
             lent: 0,
             lends: 0,
         }
@@ -627,6 +661,104 @@ impl ShmLink {
                 .lend_word(1 - self.side, (n % LENDS as u64) as usize)
                 .load(Ordering::SeqCst)
                 == n
+    }
+
+    fn share_word(&self, side: usize, i: usize) -> &AtomicU64 {
+        self.map.u64_at(SHARE_AT + side * 128 + i * 8)
+    }
+
+    /// Opens our share slot for the peer's message `id`: no chunk taken, none done.
+    pub fn open_share(&self, id: u32) {
+        self.share_word(self.side, 1).store(0, Ordering::Relaxed);
+        self.share_word(self.side, 2).store(0, Ordering::Relaxed);
+        self.share_word(self.side, 0)
+            .store(u64::from(id) << 32, Ordering::SeqCst);
+    }
+
+    /// Takes the next of the `chunks` chunks of message `id`, in our slot
+    /// (`ours`: we receive it) or the peer's (we send it). `Ok(None)` when all are
+    /// taken or the peer's slot holds another message (the receiver finished
+    /// without us); an error when our own slot holds another message, which only a
+    /// peer scribbling over the segment does.
+    pub fn claim(&self, ours: bool, id: u32, chunks: u32) -> io::Result<Option<u32>> {
+        let side = if ours { self.side } else { 1 - self.side };
+        let w = self.share_word(side, 0);
+        let mut cur = w.load(Ordering::Acquire);
+        loop {
+            if cur >> 32 != u64::from(id) {
+                if ours {
+                    return Err(corrupt(format!(
+                        "the share slot names message {} while we copy {id}",
+                        cur >> 32
+                    )));
+                }
+                return Ok(None);
+            }
+            if cur as u32 >= chunks {
+                return Ok(None);
+            }
+            match w.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(Some(cur as u32)),
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    /// Marks chunk `i` of the peer's message written (`ok`) or refused.
+    pub fn helped(&self, i: u32, ok: bool) {
+        self.share_word(1 - self.side, if ok { 1 } else { 2 })
+            .fetch_or(1 << (i % 64), Ordering::Release);
+    }
+
+    /// The chunks the peer wrote into our buffer, and those it could not.
+    pub fn share_marks(&self) -> (u64, u64) {
+        (
+            self.share_word(self.side, 1).load(Ordering::Acquire),
+            self.share_word(self.side, 2).load(Ordering::Acquire),
+        )
+    }
+
+    /// Writes `src` into the peer's memory at `addr` (cross-memory attach).
+    pub fn write_peer(&self, addr: u64, src: &[u8]) -> io::Result<()> {
+        let mut done = 0usize;
+        while done < src.len() {
+            let local = libc::iovec {
+                iov_base: src[done..].as_ptr() as *mut libc::c_void,
+                iov_len: src.len() - done,
+            };
+            let remote = libc::iovec {
+                iov_base: (addr as usize + done) as *mut libc::c_void,
+                iov_len: src.len() - done,
+            };
+            // SAFETY: `local` is our own live buffer, which the kernel only reads;
+            // it checks `remote` against the peer's address space (EFAULT outside).
+            let n = unsafe {
+                libc::process_vm_writev(self.pid as libc::pid_t, &local, 1, &remote, 1, 0)
+            };
+            if n <= 0 {
+                return Err(errno("process_vm_writev"));
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+
+    /// Whether the peer's process still runs (as far as its pidfd tells).
+    pub fn peer_alive(&self) -> bool {
+        if self.peer_gone {
+            return false;
+        }
+        let Some(fd) = &self.pidfd else {
+            return true;
+        };
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd of ours, no wait.
+        let n = unsafe { libc::poll(&mut p, 1, 0) };
+        !(n > 0 && p.revents & libc::POLLIN != 0)
     }
 
     /// The descriptor that turns readable when the peer's process exits, if the
@@ -1410,6 +1542,64 @@ mod tests {
         a.read_peer(src.as_ptr() as u64, &mut dst)
             .expect("read_peer");
         assert!(dst == src);
+    }
+
+    /// Two threads share a copy through a real segment, each taking chunks as it
+    /// comes: every chunk is taken once, written or read, and the bytes are whole.
+    /// A sender with a stale message takes nothing; a receiver whose own slot
+    /// names another message is told the segment is corrupt.
+    #[test]
+    fn a_shared_copy_takes_each_chunk_once_from_two_threads() {
+        let (a, mut b) = pair();
+        let len = (4 << 20) + 123;
+        let src: Vec<u8> = (0..len).map(|i| (i * 13 + 5) as u8).collect();
+        let mut dst = vec![0u8; len];
+        let chunk = share_chunk(len);
+        let chunks = len.div_ceil(chunk) as u32;
+        assert!(chunks as usize <= SHARE_CHUNKS && chunk % 4096 == 0);
+        let (s, d) = (src.as_ptr() as u64, dst.as_mut_ptr() as usize);
+        let part = |i: u32| (i as usize * chunk, ((i as usize + 1) * chunk).min(len));
+        for id in [7u32, 8] {
+            a.open_share(id);
+            let src = &src;
+            let (own, back) = std::thread::scope(|scope| {
+                let sender = scope.spawn(move || {
+                    while let Ok(Some(i)) = b.claim(false, id, chunks) {
+                        let (from, to) = part(i);
+                        b.write_peer((d + from) as u64, &src[from..to])
+                            .expect("write_peer");
+                        b.helped(i, true);
+                    }
+                    b
+                });
+                let mut own = 0u64;
+                while let Some(i) = a.claim(true, id, chunks).expect("our slot") {
+                    let (from, to) = part(i);
+                    // SAFETY: chunk `i` of `dst`, which only we copy into.
+                    let into =
+                        unsafe { std::slice::from_raw_parts_mut((d + from) as *mut u8, to - from) };
+                    a.read_peer(s + from as u64, into).expect("read_peer");
+                    own |= 1 << i;
+                }
+                (own, sender.join().expect("the sender's thread"))
+            });
+            b = back;
+            let (done, failed) = a.share_marks();
+            assert_eq!(
+                (own | done, own & done, failed),
+                (u64::MAX >> (64 - chunks), 0, 0)
+            );
+            assert!(dst == *src, "message {id}");
+            dst.fill(0);
+        }
+        assert_eq!(b.claim(false, 7, chunks).expect("no error"), None, "stale");
+        assert!(
+            a.claim(true, 9, chunks).is_err(),
+            "our slot names message 8"
+        );
+        b.helped(3, false);
+        assert_eq!(a.share_marks().1, 1 << 3);
+        assert!(b.peer_alive() && a.peer_alive());
     }
 }
 

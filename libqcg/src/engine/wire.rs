@@ -18,6 +18,7 @@
 //! | `Fin` | the receiver copied the data of the sender's `id` itself: that send is complete | none |
 //! | `Lend` | after an `Addr`: the message is in two parts, its first `len >> 30` bytes at the `Addr`'s address, the rest at `tag << 32 \| context`, lent under number `len % 2³⁰` (a copy counts only if the lend still stands after it) | none |
 //! | `Withdrawn` | the sender took back the lent message `id` the receiver asked for with `Cts` (its call failed) | none |
+//! | `Share` | the receiver is copying the sender's message `id` (`len` bytes) into its buffer at `tag << 32 \| context`: the sender may write chunks of it there too (see `shm`'s "Sharing a large copy") | none |
 //!
 //! A link moves when a direct one comes up beside a relayed one (relay first, then
 //! upgrade): the receiver holds the new link's messages until it has handled the
@@ -59,6 +60,8 @@ pub enum Kind {
     Lend = 11,
     /// The sender took a lent message back.
     Withdrawn = 12,
+    /// The receiver shares the copy of a large message with its sender.
+    Share = 13,
 }
 
 impl Kind {
@@ -146,6 +149,7 @@ impl Header {
             10 => Kind::Fin,
             11 => Kind::Lend,
             12 => Kind::Withdrawn,
+            13 => Kind::Share,
             k => return Err(WireError::UnknownKind(k)),
         };
         if b[1..4] != [0, 0, 0] {
@@ -190,6 +194,7 @@ mod tests {
             Kind::Fin,
             Kind::Lend,
             Kind::Withdrawn,
+            Kind::Share,
         ] {
             let h = Header {
                 kind,
@@ -209,8 +214,8 @@ mod tests {
     #[test]
     fn bad_headers_are_named() {
         let mut b = Header::new(Kind::Eager).encode();
-        b[0] = 13;
-        assert_eq!(Header::decode(&b), Err(WireError::UnknownKind(13)));
+        b[0] = 14;
+        assert_eq!(Header::decode(&b), Err(WireError::UnknownKind(14)));
         let mut b = Header::new(Kind::Eager).encode();
         b[2] = 1;
         assert!(matches!(Header::decode(&b), Err(WireError::Reserved(_))));

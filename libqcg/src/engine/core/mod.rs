@@ -20,6 +20,7 @@
 
 use super::matching::{Envelope, Pattern, Queues};
 use super::rawbuf::RawBuf;
+use super::shm::{share_chunk, SHARE_MIN};
 use super::wire::{Header, Kind, HEADER};
 use crate::error::Error;
 use slab::Slab;
@@ -108,6 +109,33 @@ pub trait LinkIo: Read + Write {
     /// Whether the peer's lend `n` still stands (asked after copying it).
     fn peer_lends(&self, _n: u64) -> bool {
         false
+    }
+    /// Whether a large copy from the peer's memory may be shared with the peer,
+    /// which writes part of it into ours (`Share`; see `shm`'s "Sharing a large
+    /// copy").
+    fn shares(&self) -> bool {
+        false
+    }
+    /// Opens our share slot for the peer's message `id`.
+    fn open_share(&mut self, _id: u32) {}
+    /// Takes the next of the `chunks` chunks of message `id`: in our slot
+    /// (`ours`: we receive it) or in the peer's (we send it).
+    fn claim(&mut self, _ours: bool, _id: u32, _chunks: u32) -> io::Result<Option<u32>> {
+        Ok(None)
+    }
+    /// Marks chunk `i` of the peer's message written into its memory, or refused.
+    fn helped(&mut self, _i: u32, _ok: bool) {}
+    /// The chunks the peer wrote into our memory, and those it could not.
+    fn share_marks(&self) -> (u64, u64) {
+        (0, 0)
+    }
+    /// Writes `src` into the peer's memory at `addr`.
+    fn write_peer(&mut self, _addr: u64, _src: &[u8]) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
+    /// Whether the peer's process still runs, as far as we can tell at once.
+    fn peer_alive(&self) -> bool {
+        true
     }
     /// Bytes the stream took but has not yet handed on (a sealed link's last record):
     /// pushed by [`Write::flush`], which the core calls when its own queue is empty.
@@ -610,6 +638,9 @@ pub struct Accounting {
     pub memory_links: u64,
     /// Large messages copied straight from the sender's memory.
     pub single_copies: u64,
+    /// Chunks of those that the sender wrote into our memory itself (a shared
+    /// copy).
+    pub shared_chunks: u64,
 }
 
 /// Every link and request of one process.
@@ -659,6 +690,11 @@ pub struct Core<C> {
     peer_lend: HashMap<(u32, u32), (u64, u64, usize)>,
     /// A cross-memory read failed once: said once, then `Cts` as on a socket.
     single_copy_refused: bool,
+    /// Large copies from a peer's memory are shared with it (the node has a core
+    /// per rank: [`Core::set_sharing`]).
+    sharing: bool,
+    /// A cross-memory write of ours failed once: we help no receiver again.
+    help_refused: bool,
     /// The time, as the shell last said ([`Core::set_now`]).
     now: Instant,
     /// Sends a flush finished (its scratch list, kept between flushes).
@@ -710,6 +746,8 @@ impl<C: LinkIo> Core<C> {
             peer_addr: HashMap::default(),
             peer_lend: HashMap::default(),
             single_copy_refused: false,
+            sharing: true,
+            help_refused: false,
             done: Vec::new(),
             completions: 0,
             draining: false,
@@ -720,6 +758,13 @@ impl<C: LinkIo> Core<C> {
     /// and were heard from is counted from it.
     pub fn set_now(&mut self, now: Instant) {
         self.now = now;
+    }
+
+    /// Whether our large copies from a peer's memory are shared with it (it writes
+    /// part of the message while we read the rest). Worth it while the sender has a
+    /// core of its own to copy with: the shell turns it off on a crowded node.
+    pub fn set_sharing(&mut self, on: bool) {
+        self.sharing = on;
     }
 
     /// The settings.

@@ -143,6 +143,8 @@ impl<C: LinkIo> Core<C> {
         };
         if let Some(addr) = self.peer_addr.remove(&(peer, id)) {
             let lent = self.peer_lend.remove(&(peer, id));
+            let share = self.open_share(c, id, rid, addr, lent, len);
+            let mut helped = 0;
             let Core { conns, reqs, .. } = self;
             let copied = match (conns.get_mut(c), reqs.get_mut(rid).map(|r| &mut r.state)) {
                 (Some(conn), Some(ReqState::Recv { buf, .. })) if conn.io.reads_peer() => {
@@ -153,9 +155,15 @@ impl<C: LinkIo> Core<C> {
                         }
                         None => [(addr, len as usize), (0, 0)],
                     };
-                    let read = match buf.parts(len as usize) {
-                        Some((head, body)) => read_pieces(&mut conn.io, &at, &mut [head, body]),
-                        None => {
+                    let read = match (share, buf.parts(len as usize)) {
+                        (Some(src), _) => {
+                            let dst = &mut buf.slice()[..len as usize];
+                            shared_copy(&mut conn.io, id, src, dst).map(|n| helped = n)
+                        }
+                        (None, Some((head, body))) => {
+                            read_pieces(&mut conn.io, &at, &mut [head, body])
+                        }
+                        (None, None) => {
                             let dst = &mut buf.slice()[..len as usize];
                             read_pieces(&mut conn.io, &at, &mut [dst])
                         }
@@ -185,6 +193,7 @@ impl<C: LinkIo> Core<C> {
                 Ok(()) => {
                     self.acct.moved += len;
                     self.acct.single_copies += 1;
+                    self.acct.shared_chunks += u64::from(helped);
                     let mut h = Header::new(Kind::Fin);
                     h.id = id;
                     h.len = len;
@@ -192,6 +201,8 @@ impl<C: LinkIo> Core<C> {
                     self.complete_recv(rid);
                     return;
                 }
+                // The sender died: the link's end fails the receive, naming it.
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
                 Err(e) => {
                     if !self.single_copy_refused {
                         self.single_copy_refused = true;
@@ -218,6 +229,96 @@ impl<C: LinkIo> Core<C> {
                 req: None,
             },
         );
+    }
+
+    /// Whether the copy of the peer's large message `id` (at `addr`, `lent` as its
+    /// `Lend` said) into receive `rid` is shared with the peer: it is when the
+    /// message lies in one piece and goes into one, and the link can. If so, opens
+    /// our share slot and tells the peer where the message goes (`Share`), and
+    /// returns where it lies.
+    fn open_share(
+        &mut self,
+        c: ConnId,
+        id: u32,
+        rid: ReqId,
+        addr: u64,
+        lent: Option<(u64, u64, usize)>,
+        len: u64,
+    ) -> Option<u64> {
+        if !self.sharing || len < SHARE_MIN as u64 {
+            return None;
+        }
+        let src = match lent {
+            None => addr,
+            Some((body, _, 0)) => body,
+            Some(_) => return None,
+        };
+        let conn = self.conns.get_mut(c)?;
+        let Some(ReqState::Recv { buf, .. }) = self.reqs.get_mut(rid).map(|r| &mut r.state) else {
+            return None;
+        };
+        if !conn.io.shares() || buf.parts(len as usize).is_some() {
+            return None;
+        }
+        let dst = buf.slice().get_mut(..len as usize)?.as_mut_ptr() as u64;
+        conn.io.open_share(id);
+        let mut h = Header::new(Kind::Share);
+        h.tag = (dst >> 32) as u32;
+        h.context = dst as u32;
+        h.id = id;
+        h.len = len;
+        self.queue(c, Out::control(h));
+        Some(src)
+    }
+
+    /// The receiver of our large message `h.id` copies it from our memory and
+    /// shares the copy (`Share`): we write chunks of it into its buffer, at the
+    /// address it gave, until none is left to take. A message of ours no longer
+    /// held, or not as the receiver describes it (taken back, say), is left to the
+    /// receiver alone, whose copy of it then fails its check.
+    fn help_copy(&mut self, c: ConnId, peer: u32, h: &Header) {
+        let Core {
+            conns,
+            reqs,
+            help_refused,
+            ..
+        } = self;
+        let Some(conn) = conns.get_mut(c) else {
+            return;
+        };
+        let Some(ReqState::Send {
+            dest,
+            held: Some(buf),
+        }) = reqs.get(h.id as usize).map(|r| &r.state)
+        else {
+            return;
+        };
+        let src = buf.as_slice();
+        if *help_refused || *dest != peer || src.len() as u64 != h.len || src.len() < SHARE_MIN {
+            return;
+        }
+        let dst = (u64::from(h.tag) << 32) | u64::from(h.context);
+        let (chunk, chunks) = share_geometry(src.len());
+        while let Ok(Some(i)) = conn.io.claim(false, h.id, chunks) {
+            let off = i as usize * chunk;
+            let piece = &src[off..(off + chunk).min(src.len())];
+            let wrote = conn.io.write_peer(dst + off as u64, piece);
+            conn.io.helped(i, wrote.is_ok());
+            if let Err(e) = wrote {
+                // The kernel refuses writes to the peer (a ptrace policy): the
+                // receiver copies that chunk itself, and we stop offering.
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    *help_refused = true;
+                    tracing::info!(
+                        rank = peer,
+                        error = %e,
+                        "cannot write a peer's memory (cross-memory attach); receivers \
+                         inside the node copy large messages alone"
+                    );
+                }
+                break;
+            }
+        }
     }
 
     /// The oldest unexpected message `pattern` accepts, left in place. An error if
@@ -702,6 +803,14 @@ impl<C: LinkIo> Core<C> {
                 let (n, head) = (h.len % (1 << 30), (h.len >> 30) as usize);
                 self.peer_lend.insert((peer, h.id), (body, n, head));
             }
+            Kind::Share => {
+                if !self.conns.get(c).is_some_and(|x| x.io.reads_peer()) {
+                    return Err(
+                        "protocol error: a shared copy on a link that cannot make one".into(),
+                    );
+                }
+                self.help_copy(c, peer, &h);
+            }
             Kind::Withdrawn => {
                 let Some(rid) = self.expect.remove(&(peer, h.id)) else {
                     return Err(format!(
@@ -960,6 +1069,64 @@ impl<C: LinkIo> Core<C> {
 /// Copies the peer's memory at `at` (pieces of `(address, length)`, one after the
 /// other) into `dst` (pieces of ours, one after the other, as many bytes in all):
 /// one cross-memory read per overlap of a piece of each.
+/// A shared copy's chunks: how long each is (the last may be shorter) and how
+/// many there are (at most [`super::super::shm::SHARE_CHUNKS`]).
+pub(super) fn share_geometry(len: usize) -> (usize, u32) {
+    let chunk = share_chunk(len);
+    (chunk, len.div_ceil(chunk) as u32)
+}
+
+/// Copies message `id`, one piece at `src` in the peer's memory, into `dst`,
+/// sharing the work with the peer (see `shm`'s "Sharing a large copy"): we take
+/// chunks until none is left, wait for those the peer took (each a copy in flight),
+/// and copy those it could not. Returns how many chunks the peer wrote.
+fn shared_copy<L: LinkIo>(io: &mut L, id: u32, src: u64, dst: &mut [u8]) -> io::Result<u32> {
+    let len = dst.len();
+    let (chunk, chunks) = share_geometry(len);
+    let all = u64::MAX >> (64 - chunks);
+    let piece = |i: u32| {
+        let off = i as usize * chunk;
+        (off, (off + chunk).min(len))
+    };
+    let mut own = 0u64;
+    let mut refused = None;
+    while let Some(i) = io.claim(true, id, chunks)? {
+        own |= 1 << i;
+        let (from, to) = piece(i);
+        if refused.is_none() {
+            refused = io.read_peer(src + from as u64, &mut dst[from..to]).err();
+        }
+    }
+    // Until the peer's chunks are in, it may be writing into `dst`: we wait for
+    // them even when our own reads failed.
+    let mut turns = 0u32;
+    let (wrote, failed) = loop {
+        let (done, failed) = io.share_marks();
+        if (own | done | failed) & all == all {
+            break (done & !own & all, failed & !own & all);
+        }
+        turns = turns.wrapping_add(1);
+        if turns % 1024 == 0 {
+            if !io.peer_alive() {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "the sender died while copying its part of a message",
+                ));
+            }
+            std::thread::yield_now();
+        }
+        std::hint::spin_loop();
+    };
+    if let Some(e) = refused {
+        return Err(e);
+    }
+    for i in (0..chunks).filter(|i| failed & (1 << i) != 0) {
+        let (from, to) = piece(i);
+        io.read_peer(src + from as u64, &mut dst[from..to])?;
+    }
+    Ok(wrote.count_ones())
+}
+
 fn read_pieces<L: LinkIo>(
     io: &mut L,
     at: &[(u64, usize)],

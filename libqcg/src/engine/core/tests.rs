@@ -21,6 +21,14 @@ struct Pipe {
     /// Lends standing, per end (shared by the two ends), and which end this is.
     lends: Rc<RefCell<[std::collections::HashSet<u64>; 2]>>,
     side: usize,
+    /// Shares large copies (with `mem`): the two ends' share slots (claim word,
+    /// done and failed masks, as in the segment) and whether the peer's process
+    /// still runs.
+    share: bool,
+    slots: Rc<RefCell<[[u64; 3]; 2]>>,
+    peer_alive: Rc<std::cell::Cell<bool>>,
+    /// Chunks the peer takes as soon as we open our share slot.
+    peer_takes: u32,
 }
 
 impl Read for Pipe {
@@ -103,6 +111,54 @@ impl LinkIo for Pipe {
     fn peer_lends(&self, n: u64) -> bool {
         self.lends.borrow()[1 - self.side].contains(&n)
     }
+
+    fn shares(&self) -> bool {
+        self.share && self.mem.is_some()
+    }
+
+    fn open_share(&mut self, id: u32) {
+        self.slots.borrow_mut()[self.side] =
+            [u64::from(id) << 32 | u64::from(self.peer_takes), 0, 0];
+    }
+
+    fn claim(&mut self, ours: bool, id: u32, chunks: u32) -> io::Result<Option<u32>> {
+        let side = if ours { self.side } else { 1 - self.side };
+        let w = &mut self.slots.borrow_mut()[side][0];
+        if *w >> 32 != u64::from(id) {
+            return match ours {
+                true => Err(io::Error::other("the share slot names another message")),
+                false => Ok(None),
+            };
+        }
+        if *w as u32 >= chunks {
+            return Ok(None);
+        }
+        *w += 1;
+        Ok(Some(*w as u32 - 1))
+    }
+
+    fn helped(&mut self, i: u32, ok: bool) {
+        self.slots.borrow_mut()[1 - self.side][if ok { 1 } else { 2 }] |= 1 << i;
+    }
+
+    fn share_marks(&self) -> (u64, u64) {
+        let s = self.slots.borrow()[self.side];
+        (s[1], s[2])
+    }
+
+    #[allow(unsafe_code)]
+    fn write_peer(&mut self, addr: u64, src: &[u8]) -> io::Result<()> {
+        if self.mem != Some(true) {
+            return Err(io::ErrorKind::PermissionDenied.into());
+        }
+        // SAFETY: the peer is this test, whose buffer at `addr` outlives the call.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut u8, src.len()) };
+        Ok(())
+    }
+
+    fn peer_alive(&self) -> bool {
+        self.peer_alive.get()
+    }
 }
 
 impl Drop for Pipe {
@@ -115,6 +171,7 @@ impl Drop for Pipe {
 fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
     let (a, b): (Buf, Buf) = Default::default();
     let lends: Rc<RefCell<[std::collections::HashSet<u64>; 2]>> = Default::default();
+    let slots: Rc<RefCell<[[u64; 3]; 2]>> = Default::default();
     (
         Pipe {
             rx: a.clone(),
@@ -124,6 +181,10 @@ fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
             mem: None,
             lends: lends.clone(),
             side: 0,
+            share: true,
+            slots: slots.clone(),
+            peer_alive: Rc::new(std::cell::Cell::new(true)),
+            peer_takes: 0,
         },
         Pipe {
             rx: b,
@@ -133,6 +194,10 @@ fn pipe(cap: usize) -> (Pipe, Pipe, Buf) {
             mem: None,
             lends,
             side: 1,
+            share: true,
+            slots,
+            peer_alive: Rc::new(std::cell::Cell::new(true)),
+            peer_takes: 0,
         },
         a,
     )
@@ -306,6 +371,132 @@ fn a_large_message_is_copied_once_from_the_senders_memory_or_streamed_if_refused
         assert!(a.take(s2).is_some_and(|r| r.is_ok()));
         assert_eq!(b.accounting().single_copies, copies, "reads allowed: {mem}");
     }
+}
+
+/// A large message's copy shared with its sender gives the whole message, at
+/// every size around the smallest shared and at sizes that end in a short chunk,
+/// shared or not. (Here the receiver takes every chunk: the sender, this thread,
+/// is not running while it copies; the next test is the sender's part.)
+#[test]
+fn a_shared_copy_gives_the_whole_message_whoever_takes_the_chunks() {
+    for share in [true, false] {
+        let now = Instant::now();
+        let (mut p0, mut p1, _) = pipe(1 << 12);
+        (p0.mem, p1.mem, p0.share, p1.share) = (Some(true), Some(true), share, share);
+        let mut a = Core::new(0, 2, limits(16, 1 << 20), now);
+        let mut b = Core::new(1, 2, limits(16, 1 << 20), now);
+        a.add_conn(1, p0, now, false);
+        b.add_conn(0, p1, now, false);
+        let sizes = [SHARE_MIN - 1, SHARE_MIN, 1 << 20, (1 << 20) + 4097, 5 << 20];
+        for len in sizes {
+            let data: Vec<u8> = (0..len).map(|i| (i * 31 + len) as u8).collect();
+            let s = a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
+            let r = b.post_recv(any(), RecvBuf::Owned(vec![0; len + 10]));
+            settle(&mut a, &mut b);
+            assert!(a.take(s).is_some_and(|r| r.is_ok()), "{len}");
+            let (st, buf) = received(b.take(r));
+            assert_eq!(st.len, len);
+            assert!(buf[..len] == data[..], "{len} bytes, shared {share}");
+        }
+        assert_eq!(b.accounting().single_copies, sizes.len() as u64);
+        assert_eq!(b.accounting().shared_chunks, 0);
+        assert_eq!((a.lost(1), b.lost(0)), (None, None));
+    }
+}
+
+/// Writes a `Share` frame for message `id` of `len` bytes into `dst` where rank 0
+/// reads.
+fn share_frame(to0: &Buf, id: u32, len: usize, dst: &mut [u8]) {
+    let at = dst.as_mut_ptr() as u64;
+    let mut h = Header::new(Kind::Share);
+    (h.tag, h.context, h.id, h.len) = ((at >> 32) as u32, at as u32, id, len as u64);
+    to0.borrow_mut().extend(h.encode());
+}
+
+/// The sender's part of a shared copy: on `Share` it writes every chunk not yet
+/// taken into the receiver's buffer and marks each done. A `Share` whose slot
+/// names another message (the receiver finished it alone) or that gives another
+/// length writes nothing.
+#[test]
+fn on_share_the_sender_writes_the_chunks_left_and_nothing_else() {
+    let now = Instant::now();
+    let (mut p0, mut p1, to0) = pipe(1 << 12);
+    (p0.mem, p1.mem) = (Some(true), Some(true));
+    let mut a = Core::new(0, 2, limits(16, 1 << 20), now);
+    a.add_conn(1, p0, now, false);
+    let len = (1 << 20) + 5;
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
+    let s = a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
+    a.on_writable(0);
+    let (chunk, chunks) = super::recv::share_geometry(len);
+    assert!(chunks > 2);
+    let id = s as u32;
+    let mut dst = vec![0u8; len];
+    p1.open_share(id + 1);
+    share_frame(&to0, id, len, &mut dst);
+    a.on_readable(0);
+    p1.open_share(id);
+    share_frame(&to0, id, len - 1, &mut dst);
+    a.on_readable(0);
+    assert!(
+        dst.iter().all(|&b| b == 0),
+        "written for a stale or wrong share"
+    );
+    assert_eq!(p1.share_marks(), (0, 0));
+    // The receiver took chunk 0 already; the sender takes the rest.
+    assert_eq!(p1.claim(true, id, chunks).unwrap(), Some(0));
+    share_frame(&to0, id, len, &mut dst);
+    a.on_readable(0);
+    let all = u64::MAX >> (64 - chunks);
+    assert_eq!(p1.share_marks(), (all & !1, 0));
+    assert!(
+        dst[..chunk].iter().all(|&b| b == 0),
+        "chunk 0 is the receiver's"
+    );
+    assert!(dst[chunk..] == data[chunk..]);
+    assert_eq!(p1.claim(true, id, chunks).unwrap(), None, "none left");
+    assert_eq!(a.lost(1), None);
+    assert!(!a.is_done(s), "the send ends with the receiver's Fin");
+}
+
+/// A sender that took chunks of a shared copy and died before writing them: the
+/// receiver does not wait for it forever. It asks for the data as on a socket
+/// (`Cts`, after its `Share`), and its receive fails naming the rank when the
+/// link ends.
+#[test]
+fn a_sender_dead_in_the_middle_of_a_shared_copy_fails_the_receive_naming_it() {
+    let now = Instant::now();
+    let (mut p0, mut p1, _) = pipe(1 << 12);
+    (p0.mem, p1.mem, p1.peer_takes) = (Some(true), Some(true), 2);
+    p1.peer_alive.set(false);
+    let end = p1.eof.clone();
+    let mut b = Core::new(1, 2, limits(16, 1 << 20), now);
+    b.add_conn(0, p1, now, false);
+    let len = 1usize << 20;
+    let data = vec![9u8; len];
+    let mut addr = Header::new(Kind::Addr);
+    let at = data.as_ptr() as u64;
+    (addr.tag, addr.context, addr.id, addr.len) = ((at >> 32) as u32, at as u32, 5, len as u64);
+    let mut rts = Header::new(Kind::Rts);
+    (rts.tag, rts.id, rts.len) = (1, 5, len as u64);
+    p0.write_all(&addr.encode()).unwrap();
+    p0.write_all(&rts.encode()).unwrap();
+    let r = b.post_recv(any(), RecvBuf::Owned(vec![0; len]));
+    b.on_readable(0);
+    b.on_writable(0);
+    assert!(!b.is_done(r));
+    let mut out = vec![0u8; 4 * HEADER];
+    let n = p0.read(&mut out).unwrap();
+    let kinds: Vec<(Kind, u32)> = out[..n]
+        .chunks(HEADER)
+        .map(|f| Header::decode(f.try_into().unwrap()).unwrap())
+        .map(|h| (h.kind, h.id))
+        .collect();
+    assert_eq!(kinds, [(Kind::Share, 5), (Kind::Cts, 5)]);
+    end.set(true);
+    b.on_read_closed(0);
+    let e = b.take(r).expect("failed").expect_err("failed");
+    assert!(e.to_string().contains("rank 0"), "{e}");
 }
 
 #[test]
@@ -772,14 +963,15 @@ fn the_end_of_a_link_right_after_a_shell_frame_waits_for_the_shell() {
 }
 
 /// The frames shared memory added, from a peer that lies: a shell frame above its
-/// limit, an address on a link that cannot read the peer's memory, a copy finished
-/// for a request that does not exist. Each loses that peer naming the protocol error.
+/// limit, an address or a shared copy on a link that cannot read the peer's memory,
+/// a copy finished for a request that does not exist. Each loses that peer naming the protocol error.
 #[test]
 fn bad_shell_address_and_finish_frames_are_protocol_errors() {
     for (kind, id, len) in [
         (Kind::Shell, 1, SHELL_MAX + 1),
         (Kind::Addr, 3, 10),
         (Kind::Fin, 77, 10),
+        (Kind::Share, 3, 1 << 20),
     ] {
         let (mut a, _b, to0) = pair(limits(100, 1 << 20), 1 << 12);
         let mut h = Header::new(kind);
