@@ -10,7 +10,10 @@
 //!   qcg runs twice: as it comes (a waiting rank polls for `QCG_SPIN_US`, 1 ms by
 //!   default, before it sleeps: busy-polling for these exchanges, as Open MPI's) and
 //!   with `QCG_SPIN_US=0` (it sleeps in the kernel at once: "sleeping"). Open MPI's
-//!   shared memory has no sleeping regime.
+//!   shared memory has no sleeping regime. A third run, `QCG_SHM=read`, has the
+//!   receiver copy large messages alone, as Open MPI does ("qcg read"), where by
+//!   default the sender copies part of them ("Sharing a large copy" in libqcg's
+//!   `engine/shm.rs`).
 //! - `--coll-ranks` ranks (16): `bench/mpi/coll_osu.c` (OSU's method, every call from
 //!   a common start instant, see `coll`), MPI_Allreduce and MPI_Bcast from 8 B to
 //!   `--coll-max`, built both ways: `qcg run -n N` (busy-polling, then sleeping)
@@ -33,12 +36,14 @@ const COLL: &str = include_str!("../mpi/coll_osu.c");
 pub const QCG: &str = "qcg";
 /// qcg with `QCG_SPIN_US=0`.
 pub const QCG_SLEEPING: &str = "qcg-sleeping";
+/// qcg with `QCG_SHM=read` (the receiver copies large messages alone).
+pub const QCG_READ: &str = "qcg-read";
 /// Open MPI's defaults (its shared-memory transport on one node).
 pub const OMPI_SM: &str = "ompi-sm";
 /// Open MPI over TCP (`--mca pml ob1 --mca btl tcp,self`).
 pub const OMPI_TCP: &str = "ompi-tcp";
 /// The columns, in order.
-const IMPLS: [&str; 4] = [QCG, QCG_SLEEPING, OMPI_SM, OMPI_TCP];
+const IMPLS: [&str; 5] = [QCG, QCG_SLEEPING, QCG_READ, OMPI_SM, OMPI_TCP];
 /// The collectives measured.
 const COLL_OPS: [&str; 2] = ["allreduce", "bcast"];
 
@@ -182,15 +187,16 @@ pub fn report(f: &Figures, coll_ranks: usize) -> String {
         let _ = writeln!(s, "# {what}{ranks}, {unit}");
         let _ = writeln!(
             s,
-            "{:<9}{:>11}{:>14}{:>11}{:>11}{:>13}",
-            "size", "qcg", "qcg sleeping", "ompi sm", "ompi tcp", "qcg/ompi-sm"
+            "{:<9}{:>11}{:>14}{:>11}{:>11}{:>11}{:>13}",
+            "size", "qcg", "qcg sleeping", "qcg read", "ompi sm", "ompi tcp", "qcg/ompi-sm"
         );
         for (bytes, row) in &f[*m] {
             let _ = writeln!(
                 s,
-                "{bytes:<9}{}{}{}{}{}",
+                "{bytes:<9}{}{}{}{}{}{}",
                 cell(row.get(QCG).copied(), 11, 2),
                 cell(row.get(QCG_SLEEPING).copied(), 14, 2),
+                cell(row.get(QCG_READ).copied(), 11, 2),
                 cell(row.get(OMPI_SM).copied(), 11, 2),
                 cell(row.get(OMPI_TCP).copied(), 11, 2),
                 cell(ratio(row), 13, 2)
@@ -267,13 +273,15 @@ impl Bins {
 const RUN_TIMEOUT_S: u64 = 1800;
 
 /// `qcg run -n N -- program args` on its embedded grid (one node); `spin_us`:
-/// `QCG_SPIN_US` for the ranks (`None`: the default). Rank 0's lines, prefixed.
+/// `QCG_SPIN_US` for the ranks (`None`: the default), `shm`: `QCG_SHM` (the same).
+/// Rank 0's lines, prefixed.
 fn qcg_run(
     qcg: &Path,
     n: usize,
     program: &Path,
     args: &[String],
     spin_us: Option<&str>,
+    shm: Option<&str>,
 ) -> anyhow::Result<String> {
     let mut c = Command::new(qcg);
     c.args(["run", "-n", &n.to_string()])
@@ -282,11 +290,15 @@ fn qcg_run(
         .args(args)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit());
-    let spin = qcg::env::vars::SPIN_US;
-    match spin_us {
-        Some(v) => c.env(spin, v),
-        None => c.env_remove(spin),
-    };
+    for (var, v) in [
+        (qcg::env::vars::SPIN_US, spin_us),
+        (qcg::env::vars::SHM, shm),
+    ] {
+        match v {
+            Some(v) => c.env(var, v),
+            None => c.env_remove(var),
+        };
+    }
     let out = c
         .output()
         .map_err(|e| anyhow::anyhow!("{}: {e}", qcg.display()))?;
@@ -412,7 +424,7 @@ pub fn run(a: &NodeArgs) -> anyhow::Result<()> {
         let r = format!("round {round} of {}", a.rounds.max(1));
         if !a.skip_p2p {
             eprintln!("# {r}: two ranks, qcg (busy-polling)");
-            let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, None)?;
+            let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, None, None)?;
             expect_figures(parse_into(&t, QCG, &mut f), "qcg run -n 2 osu_p2p", &t)?;
             if let Some(p2p_ompi) = &p2p_ompi {
                 eprintln!("# {r}: two ranks, Open MPI defaults (shared memory)");
@@ -423,14 +435,17 @@ pub fn run(a: &NodeArgs) -> anyhow::Result<()> {
                 expect_figures(parse_into(&t, OMPI_TCP, &mut f), "mpirun (tcp) osu_p2p", &t)?;
             }
             eprintln!("# {r}: two ranks, qcg sleeping (QCG_SPIN_US=0)");
-            let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, Some("0"))?;
+            let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, Some("0"), None)?;
             expect_figures(parse_into(&t, QCG_SLEEPING, &mut f), "qcg run osu_p2p", &t)?;
+            eprintln!("# {r}: two ranks, qcg with the receiver copying alone (QCG_SHM=read)");
+            let t = qcg_run(&bins.qcg, 2, &p2p_qcg, &p2p_args, None, Some("read"))?;
+            expect_figures(parse_into(&t, QCG_READ, &mut f), "qcg run osu_p2p", &t)?;
         }
         let Some((coll_qcg, coll_ompi)) = &coll else {
             continue;
         };
         eprintln!("# {r}: {n} ranks, qcg collectives");
-        let t = qcg_run(&bins.qcg, n, coll_qcg, &coll_args, None)?;
+        let t = qcg_run(&bins.qcg, n, coll_qcg, &coll_args, None, None)?;
         expect_figures(parse_into(&t, QCG, &mut f), "qcg run coll_osu", &t)?;
         if let Some(coll_ompi) = coll_ompi {
             eprintln!("# {r}: {n} ranks, Open MPI defaults collectives");
@@ -438,7 +453,7 @@ pub fn run(a: &NodeArgs) -> anyhow::Result<()> {
             expect_figures(parse_into(&t, OMPI_SM, &mut f), "mpirun coll_osu", &t)?;
         }
         eprintln!("# {r}: {n} ranks, qcg collectives, sleeping (QCG_SPIN_US=0)");
-        let t = qcg_run(&bins.qcg, n, coll_qcg, &coll_args, Some("0"))?;
+        let t = qcg_run(&bins.qcg, n, coll_qcg, &coll_args, Some("0"), None)?;
         expect_figures(parse_into(&t, QCG_SLEEPING, &mut f), "qcg run coll_osu", &t)?;
     }
 
