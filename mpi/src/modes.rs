@@ -13,8 +13,8 @@
 //! send that does not fit fails with `MPI_ERR_BUFFER` naming the sizes.
 
 use crate::error::{Class, MpiError};
+use crate::state::HandleMap;
 use crate::types::TypeInfo;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// `MPI_BSEND_OVERHEAD`: what each buffered send costs beyond its bytes.
@@ -162,13 +162,13 @@ pub struct P2p {
     pub buffer: Option<Pool<qcg::Request>>,
     /// Persistent requests by handle; one is active while its handle is also in
     /// the request table.
-    pub persistent: HashMap<i32, Persistent>,
+    pub persistent: HandleMap<Persistent>,
     /// Matched messages by `MPI_Message` handle.
-    pub messages: HashMap<i32, Matched>,
+    pub messages: HandleMap<Matched>,
     next_message: i32,
     /// Outcomes `MPI_Request_get_status` took from libqcg, by request handle,
     /// until the program waits for (or tests, or frees) the request.
-    pub settled: HashMap<i32, Result<qcg::Completion, MpiError>>,
+    pub settled: HandleMap<Result<qcg::Completion, MpiError>>,
 }
 
 impl P2p {

@@ -1066,9 +1066,6 @@ impl<C: LinkIo> Core<C> {
     }
 }
 
-/// Copies the peer's memory at `at` (pieces of `(address, length)`, one after the
-/// other) into `dst` (pieces of ours, one after the other, as many bytes in all):
-/// one cross-memory read per overlap of a piece of each.
 /// A shared copy's chunks: how long each is (the last may be shorter) and how
 /// many there are (at most [`super::super::shm::SHARE_CHUNKS`]).
 pub(super) fn share_geometry(len: usize) -> (usize, u32) {
@@ -1079,7 +1076,10 @@ pub(super) fn share_geometry(len: usize) -> (usize, u32) {
 /// Copies message `id`, one piece at `src` in the peer's memory, into `dst`,
 /// sharing the work with the peer (see `shm`'s "Sharing a large copy"): we take
 /// chunks until none is left, wait for those the peer took (each a copy in flight),
-/// and copy those it could not. Returns how many chunks the peer wrote.
+/// and copy those it could not. Returns how many chunks the peer wrote. An error
+/// when our reads fail (after the peer's chunks are in), when the peer dies with
+/// chunks in flight, or when our slot names another message (only a peer writing
+/// over the segment does that: then nothing it does can be waited for).
 fn shared_copy<L: LinkIo>(io: &mut L, id: u32, src: u64, dst: &mut [u8]) -> io::Result<u32> {
     let len = dst.len();
     let (chunk, chunks) = share_geometry(len);
@@ -1127,6 +1127,9 @@ fn shared_copy<L: LinkIo>(io: &mut L, id: u32, src: u64, dst: &mut [u8]) -> io::
     Ok(wrote.count_ones())
 }
 
+/// Copies the peer's memory at `at` (pieces of `(address, length)`, one after the
+/// other) into `dst` (pieces of ours, one after the other, as many bytes in all):
+/// one cross-memory read per overlap of a piece of each.
 fn read_pieces<L: LinkIo>(
     io: &mut L,
     at: &[(u64, usize)],

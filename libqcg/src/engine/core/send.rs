@@ -279,10 +279,37 @@ impl<C: LinkIo> Core<C> {
         Some(key)
     }
 
-    pub(super) fn queue(&mut self, c: ConnId, out: Out) {
+    pub(super) fn queue(&mut self, c: ConnId, mut out: Out) {
         let Some(conn) = self.conns.get_mut(c) else {
             return;
         };
+        if conn.out.is_empty() && !conn.io.pending() {
+            // Nothing ahead of it: written from here, as `flush` would write it, but
+            // without the queue's round (a window of small `MPI_Isend`s, say).
+            let r = {
+                let body = out.body.as_ref().map_or(&[][..], SendBuf::as_slice);
+                conn.io
+                    .write_vectored(&[IoSlice::new(&out.head), IoSlice::new(body)])
+            };
+            if let Some(n) = r.ok().filter(|&n| n > 0) {
+                conn.last_tx = self.now;
+                self.acct.moved += n as u64;
+                if n == out.len() {
+                    if conn.io.pending() {
+                        self.flush(c);
+                    } else {
+                        self.retire_if_done(c);
+                    }
+                    if let Some(r) = out.req {
+                        self.complete(r, Ok(Outcome::Sent));
+                    }
+                    return;
+                }
+                out.off = n;
+            }
+            // Else the usual way: a full link waits for room, and a failing one
+            // fails the peer naming why (`flush` meets the error again).
+        }
         conn.out.push_back(out);
         if conn.out.len() == 1 {
             self.flush(c);
