@@ -747,13 +747,18 @@ impl ShmLink {
         Ok(())
     }
 
-    /// Whether the peer's process still runs (as far as its pidfd tells).
+    /// Whether the peer's process still runs (as far as its pidfd, or without one
+    /// its pid, tells).
     pub fn peer_alive(&self) -> bool {
         if self.peer_gone {
             return false;
         }
         let Some(fd) = &self.pidfd else {
-            return true;
+            // No pidfd (a kernel before 5.3): is there still a process of that pid?
+            // SAFETY: signal 0 only checks; no signal is sent.
+            let gone = unsafe { libc::kill(self.pid as libc::pid_t, 0) } != 0
+                && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            return !gone;
         };
         let mut p = libc::pollfd {
             fd: fd.as_raw_fd(),
@@ -1546,6 +1551,25 @@ mod tests {
         a.read_peer(src.as_ptr() as u64, &mut dst)
             .expect("read_peer");
         assert!(dst == src);
+    }
+
+    /// A receiver waiting for a sender's chunks asks whether the sender still
+    /// runs: a process that exits (here `sleep`, killed) is seen at once.
+    #[test]
+    fn a_peer_whose_process_exited_is_not_alive() {
+        let (mut a, mut b) = pair();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        // As if the peer were that process: with its pidfd, and without one.
+        (a.pid, a.pidfd) = (child.id(), pidfd_open(child.id()));
+        (b.pid, b.pidfd) = (child.id(), None);
+        assert!(a.pidfd.is_some());
+        assert!(a.peer_alive() && b.peer_alive());
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        assert!(!a.peer_alive() && !b.peer_alive());
     }
 
     /// Two threads share a copy through a real segment, each taking chunks as it
