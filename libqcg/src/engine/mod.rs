@@ -599,7 +599,7 @@ impl Engine {
     }
 
     /// Whether shared-memory links copy large messages once, from the sender's
-    /// memory (`QCG_SHM` left at its default).
+    /// memory (`QCG_SHM` left at its default, or `read`).
     pub fn single_copy(&self) -> bool {
         self.shm.as_ref().is_some_and(|s| s.mode.single_copy())
     }
