@@ -1,8 +1,9 @@
 //! `qcg-bench node --no-mpi` at tiny sizes: the C harnesses are built with the
 //! `qcg-mpicc` beside the bench, run under the `qcg run` beside it (two ranks, then
 //! three for the collectives, on one node of its embedded grid), busy-polling and
-//! sleeping, and every figure asked for reaches the CSV and the tables; no Open MPI
-//! column appears. Needs the workspace's binaries (`cargo build --workspace --bins`,
+//! sleeping (and, for the two ranks, with the receiver copying alone: `QCG_SHM=read`),
+//! and every figure asked for reaches the CSV and the tables; no Open MPI column
+//! appears. Needs the workspace's binaries (`cargo build --workspace --bins`,
 //! as scripts/test.sh does first).
 
 #![allow(clippy::unwrap_used)]
@@ -58,8 +59,16 @@ fn node_without_open_mpi_reports_every_size_for_both_regimes_of_qcg() {
         want.push(("allreduce", b));
         want.push(("bcast", b));
     }
+    let mut expected = 0;
     for (measure, bytes) in &want {
-        for imp in ["qcg", "qcg-sleeping"] {
+        let p2p = ["lat", "bw"].contains(measure);
+        let imps: &[&str] = if p2p {
+            &["qcg", "qcg-sleeping", "qcg-read"]
+        } else {
+            &["qcg", "qcg-sleeping"]
+        };
+        expected += imps.len();
+        for &imp in imps {
             let row = rows
                 .iter()
                 .find(|r| r[0] == *measure && r[2] == *bytes && r[3] == imp)
@@ -68,7 +77,7 @@ fn node_without_open_mpi_reports_every_size_for_both_regimes_of_qcg() {
             assert!(v.is_finite() && v > 0.0, "{measure} {bytes} B {imp}: {v}");
         }
     }
-    assert_eq!(rows.len(), want.len() * 2, "sizes beyond --max?\n{text}");
+    assert_eq!(rows.len(), expected, "sizes beyond --max?\n{text}");
     assert!(
         !text.contains("ompi"),
         "Open MPI ran with --no-mpi:\n{text}"
