@@ -124,6 +124,13 @@ pub fn share_chunk(len: usize) -> usize {
     let c = len.div_ceil(16).div_ceil(page) * page;
     c.max(64 * 1024)
 }
+
+/// A shared copy's chunks: how long each is ([`share_chunk`]; the last may be
+/// shorter) and how many there are.
+pub fn share_geometry(len: usize) -> (usize, u32) {
+    let chunk = share_chunk(len);
+    (chunk, len.div_ceil(chunk) as u32)
+}
 const SEGMENT: usize = RINGS_AT + 2 * RING;
 /// A cache line: records start at one.
 const LINE: usize = 64;
@@ -722,31 +729,6 @@ impl ShmLink {
         )
     }
 
-    /// Writes `src` into the peer's memory at `addr` (cross-memory attach).
-    pub fn write_peer(&self, addr: u64, src: &[u8]) -> io::Result<()> {
-        let mut done = 0usize;
-        while done < src.len() {
-            let local = libc::iovec {
-                iov_base: src[done..].as_ptr() as *mut libc::c_void,
-                iov_len: src.len() - done,
-            };
-            let remote = libc::iovec {
-                iov_base: (addr as usize + done) as *mut libc::c_void,
-                iov_len: src.len() - done,
-            };
-            // SAFETY: `local` is our own live buffer, which the kernel only reads;
-            // it checks `remote` against the peer's address space (EFAULT outside).
-            let n = unsafe {
-                libc::process_vm_writev(self.pid as libc::pid_t, &local, 1, &remote, 1, 0)
-            };
-            if n <= 0 {
-                return Err(errno("process_vm_writev"));
-            }
-            done += n as usize;
-        }
-        Ok(())
-    }
-
     /// Whether the peer's process still runs (as far as its pidfd, or without one
     /// its pid, tells).
     pub fn peer_alive(&self) -> bool {
@@ -1026,23 +1008,47 @@ impl ShmLink {
 
     /// Reads the peer's memory at `addr` into `dst` (cross-memory attach).
     pub fn read_peer(&self, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+        self.cross(dst.as_mut_ptr(), addr, dst.len(), false)
+    }
+
+    /// Writes `src` into the peer's memory at `addr` (cross-memory attach).
+    pub fn write_peer(&self, addr: u64, src: &[u8]) -> io::Result<()> {
+        // The kernel only reads `src` for a write.
+        self.cross(src.as_ptr().cast_mut(), addr, src.len(), true)
+    }
+
+    /// Copies `len` bytes between ours at `local` and the peer's at `remote`, in
+    /// as many calls as the kernel needs: into the peer's memory if `write`.
+    fn cross(&self, local: *mut u8, remote: u64, len: usize, write: bool) -> io::Result<()> {
         let mut done = 0usize;
-        while done < dst.len() {
-            let local = libc::iovec {
-                iov_base: dst[done..].as_mut_ptr().cast(),
-                iov_len: dst.len() - done,
+        while done < len {
+            let l = libc::iovec {
+                // SAFETY: `done < len`, inside the caller's buffer.
+                iov_base: unsafe { local.add(done) }.cast(),
+                iov_len: len - done,
             };
-            let remote = libc::iovec {
-                iov_base: (addr as usize + done) as *mut libc::c_void,
-                iov_len: dst.len() - done,
+            let r = libc::iovec {
+                iov_base: (remote as usize + done) as *mut libc::c_void,
+                iov_len: len - done,
             };
-            // SAFETY: `local` is our own live buffer; the kernel checks `remote`
-            // against the peer's address space and fails (EFAULT) outside it.
+            let pid = self.pid as libc::pid_t;
+            // SAFETY: `l` is the caller's live buffer (written only for a read);
+            // the kernel checks `r` against the peer's address space (EFAULT
+            // outside it).
             let n = unsafe {
-                libc::process_vm_readv(self.pid as libc::pid_t, &local, 1, &remote, 1, 0)
+                if write {
+                    libc::process_vm_writev(pid, &l, 1, &r, 1, 0)
+                } else {
+                    libc::process_vm_readv(pid, &l, 1, &r, 1, 0)
+                }
             };
             if n <= 0 {
-                return Err(errno("process_vm_readv"));
+                let what = if write {
+                    "process_vm_writev"
+                } else {
+                    "process_vm_readv"
+                };
+                return Err(errno(what));
             }
             done += n as usize;
         }
@@ -1582,8 +1588,7 @@ mod tests {
         let len = (4 << 20) + 123;
         let src: Vec<u8> = (0..len).map(|i| (i * 13 + 5) as u8).collect();
         let mut dst = vec![0u8; len];
-        let chunk = share_chunk(len);
-        let chunks = len.div_ceil(chunk) as u32;
+        let (chunk, chunks) = share_geometry(len);
         assert!(chunks as usize <= SHARE_CHUNKS && chunk % 4096 == 0);
         let (s, d) = (src.as_ptr() as u64, dst.as_mut_ptr() as usize);
         let part = |i: u32| (i as usize * chunk, ((i as usize + 1) * chunk).min(len));
@@ -1694,8 +1699,7 @@ mod floor {
         let src = vec![5u8; len];
         let mut dst = vec![0u8; len];
         let (s, d) = (src.as_ptr() as u64, dst.as_mut_ptr() as usize);
-        let chunk = share_chunk(len);
-        let chunks = len.div_ceil(chunk) as u32;
+        let (chunk, chunks) = share_geometry(len);
         let stop = AtomicBool::new(false);
         for (what, help) in [("the receiver alone", false), ("shared", true)] {
             stop.store(false, Ordering::SeqCst);

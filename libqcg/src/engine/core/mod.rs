@@ -20,7 +20,7 @@
 
 use super::matching::{Envelope, Pattern, Queues};
 use super::rawbuf::RawBuf;
-use super::shm::{share_chunk, SHARE_MIN};
+use super::shm::{share_geometry, SHARE_MIN};
 use super::wire::{Header, Kind, HEADER};
 use crate::error::Error;
 use slab::Slab;

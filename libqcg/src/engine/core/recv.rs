@@ -1066,13 +1066,6 @@ impl<C: LinkIo> Core<C> {
     }
 }
 
-/// A shared copy's chunks: how long each is (the last may be shorter) and how
-/// many there are (at most [`super::super::shm::SHARE_CHUNKS`]).
-pub(super) fn share_geometry(len: usize) -> (usize, u32) {
-    let chunk = share_chunk(len);
-    (chunk, len.div_ceil(chunk) as u32)
-}
-
 /// Copies message `id`, one piece at `src` in the peer's memory, into `dst`,
 /// sharing the work with the peer (see `shm`'s "Sharing a large copy"): we take
 /// chunks until none is left, wait for those the peer took (each a copy in flight),

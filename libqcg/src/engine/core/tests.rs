@@ -428,7 +428,7 @@ fn on_share_the_sender_writes_the_chunks_left_and_nothing_else() {
     let data: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
     let s = a.post_send(1, 1, 0, SendBuf::Owned(data.clone()));
     a.on_writable(0);
-    let (chunk, chunks) = super::recv::share_geometry(len);
+    let (chunk, chunks) = share_geometry(len);
     assert!(chunks > 2);
     let id = s as u32;
     let mut dst = vec![0u8; len];
