@@ -115,6 +115,32 @@ impl Slurm {
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
+    /// The `salloc` processes run against this test's cluster (`SLURM_CONF` in
+    /// their environment), with their command lines.
+    fn sallocs(&self) -> Vec<(u32, String)> {
+        let conf = format!("SLURM_CONF={}", self.conf().display());
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let (Ok(cmd), Ok(env)) = (
+                std::fs::read(e.path().join("cmdline")),
+                std::fs::read(e.path().join("environ")),
+            ) else {
+                continue;
+            };
+            let mut words = cmd.split(|&b| b == 0).map(String::from_utf8_lossy);
+            let is_salloc = words
+                .next()
+                .is_some_and(|w| w.rsplit('/').next() == Some("salloc"));
+            if is_salloc && env.split(|&b| b == 0).any(|v| v == conf.as_bytes()) {
+                found.push((pid, String::from_utf8_lossy(&cmd).replace('\0', " ")));
+            }
+        }
+        found
+    }
+
     /// The names of the Slurm jobs in the queue.
     fn queue(&self) -> Vec<String> {
         self.text("squeue", &["-h", "-o", "%j"])
@@ -288,6 +314,17 @@ impl Drop for Slurm {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline && !self.queue().is_empty() {
             std::thread::sleep(Duration::from_millis(100));
+        }
+        // A frontal's `salloc` still giving its allocation back would spin on the
+        // stopped controller (seen after CI runs: one at 90 % of a core, orphaned),
+        // so wait for it, and end what is left, naming it, before the daemons stop.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && !self.sallocs().is_empty() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for (pid, cmd) in self.sallocs() {
+            eprintln!("a salloc of this test was still running at its end, killed: {pid} {cmd}");
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
         for c in self.daemons.iter_mut().rev() {
             let _ = c.kill();
@@ -665,6 +702,10 @@ fn ranks_placed_in_a_slurm_cluster_run_as_slurm_steps_and_slurm_refusals_fail_th
         slurm.queue().is_empty()
     });
     wait_until("no sleep left", || count_procs(&["sleep", "3037"]) == 0);
+    // Nor a `salloc` of it, orphaned, on the frontal's host.
+    wait_until("no salloc left after the frontal died", || {
+        slurm.sallocs().is_empty()
+    });
     drop(g);
 
     // A frontal running as root does not hand grid jobs to Slurm as root unless its

@@ -18,7 +18,9 @@
 //! it as completed). Cancelling the job, a launch that fails, or a node's helper going
 //! away is `scancel` of the allocation (recorded as cancelled). A frontal that dies
 //! closes the pipe too, so it leaves no allocation behind, where `salloc --no-shell`
-//! would hold the nodes until the partition's time limit.
+//! would hold the nodes until the partition's time limit. `salloc`'s messages go to
+//! an unnamed file, not a pipe: with its stderr a pipe closed by the frontal's death,
+//! Slurm 22.05's `salloc` gave the allocation back and then spun on `wait4` for good.
 //!
 //! How many ranks the cluster holds, and where, is in every launch: the job's
 //! `QCG_TOPOLOGY` names the cluster and node of each rank ([`part`]). The broker sends
@@ -50,7 +52,6 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -292,6 +293,67 @@ pub fn refusal(text: &str) -> String {
         text.trim().to_string()
     } else {
         errors.join("; ")
+    }
+}
+
+/// What `salloc` wrote to its file of messages, read line by line as it comes.
+struct Messages {
+    file: std::fs::File,
+    /// How far the file was read.
+    read: u64,
+    /// All it said, complete lines only.
+    text: String,
+    /// The start of a line not yet ended.
+    partial: Vec<u8>,
+}
+
+impl Messages {
+    /// At most this much of salloc's messages is kept (they are a few lines).
+    const KEEP: usize = 64 * 1024;
+
+    fn new(file: std::fs::File) -> Messages {
+        Messages {
+            file,
+            read: 0,
+            text: String::new(),
+            partial: Vec::new(),
+        }
+    }
+
+    /// The lines written since the last call.
+    fn lines(&mut self) -> Vec<String> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 4096];
+        let mut lines = Vec::new();
+        loop {
+            let n = match self.file.read_at(&mut buf, self.read) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            self.read += n as u64;
+            for &b in &buf[..n] {
+                if b == b'\n' {
+                    let l = String::from_utf8_lossy(&self.partial).into_owned();
+                    self.partial.clear();
+                    if self.text.len() + l.len() < Self::KEEP {
+                        self.text.push_str(&l);
+                        self.text.push('\n');
+                    }
+                    lines.push(l);
+                } else if self.partial.len() < Self::KEEP {
+                    self.partial.push(b);
+                }
+            }
+        }
+        lines
+    }
+
+    /// Everything it said so far, with a last line not ended.
+    fn text(&mut self) -> String {
+        self.lines();
+        let mut t = self.text.clone();
+        t.push_str(&String::from_utf8_lossy(&self.partial));
+        t
     }
 }
 
@@ -569,49 +631,58 @@ impl Slurm {
                 .map(|p| format!(" (partition `{p}`)"))
                 .unwrap_or_default()
         );
+        // salloc's messages go to a file, not a pipe: a salloc whose stderr pipe
+        // closed with a dead frontal was seen spinning on `wait4` for good (Slurm
+        // 22.05, orphaned, 90 % of a core) after giving its allocation back. A file
+        // never refuses a write; it is read here at our own offset.
+        let messages = tempfile::tempfile()
+            .map_err(|e| format!("cannot make a file for salloc's messages of job {job}: {e}"))?;
+        let their_end = messages
+            .try_clone()
+            .map_err(|e| format!("cannot make a file for salloc's messages of job {job}: {e}"))?;
         let mut child = self
             .command("salloc")
             .args(salloc_args(&self.cfg, job, part))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(their_end)
             .kill_on_drop(false)
             .spawn()
             .map_err(|e| format!("cannot run Slurm's `salloc` for job {job}: {e}"))?;
         *lock(&alloc.hold) = child.stdin.take();
-        let mut lines = match child.stderr.take() {
-            Some(e) => tokio::io::BufReader::new(e).lines(),
-            None => return Err("salloc's stderr was not kept".into()),
-        };
-        let mut text = String::new();
+        let mut said = Messages::new(messages);
         let mut id = None;
-        while let Ok(Some(l)) = lines.next_line().await {
-            text.push_str(&l);
-            text.push('\n');
-            id = granted(&l);
-            if id.is_some() {
-                break;
+        let mut exited = None;
+        while id.is_none() && exited.is_none() {
+            exited = child.try_wait().ok().flatten();
+            // Read after the exit check, so that all it said before exiting is seen.
+            for l in said.lines() {
+                id = id.or(granted(&l));
+            }
+            if id.is_none() && exited.is_none() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
         }
         let Some(id) = id else {
-            let status = child.wait().await;
             drop(lock(&alloc.hold).take());
-            tracing::warn!(%job, status = ?status, answer = %text.trim(), "Slurm refused the allocation");
+            let text = said.text();
+            tracing::warn!(%job, status = ?exited, answer = %text.trim(), "Slurm refused the allocation");
             return Err(format!(
                 "Slurm refused the allocation of job {job}'s {where_}: {}",
                 refusal(&text)
             ));
         };
         tracing::info!(%job, slurm_job = id, part = %where_, "Slurm allocation granted");
-        // salloc holds the allocation until its command ends; what it says until
+        // salloc holds the allocation until its command ends; what it said until
         // then (the allocation given back, revoked, timed out) is logged.
         let job = job.to_string();
         tokio::spawn(
             async move {
-                while let Ok(Some(l)) = lines.next_line().await {
+                let status = child.wait().await;
+                for l in said.lines() {
                     tracing::debug!(line = %l, "salloc");
                 }
-                match child.wait().await {
+                match status {
                     Ok(s) => tracing::info!(status = %s, "Slurm allocation ended"),
                     Err(e) => tracing::warn!(error = %e, "salloc could not be waited for"),
                 }
@@ -877,6 +948,37 @@ mod tests {
         );
         assert!(p[0].message.contains("`salloc`"), "{}", p[0]);
         assert!(missing.problems(false).len() == 4);
+    }
+
+    #[test]
+    fn salloc_messages_are_read_line_by_line_as_they_are_written() {
+        use std::io::Write;
+        let file = tempfile::tempfile().unwrap();
+        let mut theirs = file.try_clone().unwrap();
+        let mut said = Messages::new(file);
+        assert!(said.lines().is_empty());
+        theirs
+            .write_all(b"salloc: Pending job allocation 2\nsalloc: Gra")
+            .unwrap();
+        assert_eq!(said.lines(), ["salloc: Pending job allocation 2"]);
+        theirs
+            .write_all(b"nted job allocation 2\nsalloc: error: half")
+            .unwrap();
+        let lines = said.lines();
+        assert_eq!(lines, ["salloc: Granted job allocation 2"]);
+        assert_eq!(granted(&lines[0]), Some(2));
+        assert_eq!(
+            said.text(),
+            "salloc: Pending job allocation 2\nsalloc: Granted job allocation 2\nsalloc: error: half"
+        );
+        // A salloc that talks without end is kept to a bound.
+        let line = vec![b'x'; 1000];
+        for _ in 0..200 {
+            theirs.write_all(&line).unwrap();
+            theirs.write_all(b"\n").unwrap();
+        }
+        assert_eq!(said.lines().len(), 200);
+        assert!(said.text().len() <= Messages::KEEP + 1000);
     }
 
     #[test]
