@@ -165,11 +165,25 @@ fn cancel(comm: &Comm) {
         }
         assert!(!r.cancel());
         assert_eq!(r.wait().unwrap().into_message().unwrap().data, b"late");
+        assert_eq!(comm.recv(Some(1), Some(8)).unwrap().data, b"x");
     } else if comm.rank() == 1 {
         comm.recv(Some(0), Some(1)).unwrap();
         comm.send(0, 5, b"after").unwrap();
         comm.recv(Some(0), Some(1)).unwrap();
-        comm.send(0, 6, b"late").unwrap();
+        // A small send over a link already made is complete when the call returns:
+        // a send is never cancelled, its outcome is taken once, and `wait_any`
+        // finds it among requests still pending.
+        let mut s = comm.isend(0, 6, b"late".to_vec()).unwrap();
+        assert!(s.is_done());
+        assert!(!s.cancel());
+        assert!(matches!(s.test().unwrap(), Some(Completion::Sent)));
+        assert!(s.test().is_err(), "a spent send request taken twice");
+        let pending = comm.irecv(Some(0), Some(7)).unwrap();
+        let sent = comm.isend(0, 8, b"x".to_vec()).unwrap();
+        let mut reqs = vec![pending, sent];
+        let (i, c) = qcg::wait_any(&mut reqs).unwrap();
+        assert_eq!((i, matches!(c, Completion::Sent)), (1, true));
+        assert!(reqs[0].cancel());
     }
 }
 

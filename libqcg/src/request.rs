@@ -109,6 +109,9 @@ pub struct Request {
     /// A request the program completes itself (then `id` is `None`): its flag,
     /// until its outcome is taken.
     user: Option<Arc<AtomicBool>>,
+    /// A send complete when it was made (the link took the message at once; then
+    /// `id` is `None`), until its outcome is taken: it never entered the engine.
+    sent: bool,
 }
 
 /// Completes a request made by [`Comm::user_request`] (MPI's generalized
@@ -129,7 +132,10 @@ impl Completer {
 
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Request").field("id", &self.id).finish()
+        f.debug_struct("Request")
+            .field("id", &self.id)
+            .field("sent", &self.sent)
+            .finish()
     }
 }
 
@@ -156,6 +162,7 @@ impl Request {
             id: None,
             coll: Some(run),
             user: None,
+            sent: false,
         }
     }
 
@@ -178,6 +185,9 @@ impl Request {
 
     /// Waits for the request to complete.
     pub fn wait(mut self) -> Result<Completion> {
+        if std::mem::take(&mut self.sent) {
+            return Ok(Completion::Sent);
+        }
         if let Some(flag) = self.user.take() {
             self.engine
                 .wait(|_| flag.load(Ordering::SeqCst).then_some(()), None);
@@ -208,6 +218,9 @@ impl Request {
     /// Drives the engine once.
     pub fn test(&mut self) -> Result<Option<Completion>> {
         self.engine.poke();
+        if std::mem::take(&mut self.sent) {
+            return Ok(Some(Completion::Sent));
+        }
         if let Some(flag) = &self.user {
             if !flag.load(Ordering::SeqCst) {
                 return Ok(None);
@@ -311,7 +324,7 @@ pub fn wait_any(reqs: &mut [Request]) -> Result<(usize, Completion)> {
     let live: Vec<usize> = reqs
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.id.is_some() || r.coll.is_some() || r.user.is_some())
+        .filter(|(_, r)| r.id.is_some() || r.coll.is_some() || r.user.is_some() || r.sent)
         .map(|(i, _)| i)
         .collect();
     if live.is_empty() {
@@ -326,6 +339,9 @@ pub fn wait_any(reqs: &mut [Request]) -> Result<(usize, Completion)> {
         )
         .ok_or_else(Request::spent)?;
     let r = &mut reqs[i];
+    if std::mem::take(&mut r.sent) {
+        return Ok((i, Completion::Sent));
+    }
     if r.is_coll() {
         return match r.test()? {
             Some(c) => Ok((i, c)),
@@ -367,6 +383,19 @@ impl Comm {
             id: Some(id),
             coll: None,
             user: None,
+            sent: false,
+        }
+    }
+
+    /// A send request complete at birth (see [`Request::sent`]).
+    fn sent_request(&self) -> Request {
+        Request {
+            engine: self.inner.engine.clone(),
+            view: self.view_arc(),
+            id: None,
+            coll: None,
+            user: None,
+            sent: true,
         }
     }
 
@@ -381,6 +410,7 @@ impl Comm {
             id: None,
             coll: None,
             user: Some(flag.clone()),
+            sent: false,
         };
         let c = Completer {
             engine: self.inner.engine.clone(),
@@ -429,9 +459,26 @@ impl Comm {
     ) -> Result<Request> {
         self.check(dest)?;
         let g = self.view().global(dest);
+        let context = self.view().context;
+        if !sync {
+            // An eager message the link takes at once (or copies into its queue) is
+            // sent when the call returns, as a blocking send: no engine request.
+            let data = match &buf {
+                SendBuf::Raw(r) => Some(r.as_slice()),
+                SendBuf::Owned(v) => Some(&v[..]),
+                _ => None,
+            };
+            if let Some(data) = data {
+                let mut core = self.inner.engine.core();
+                if core.send_now(g, tag, context, data).is_some() {
+                    drop(core);
+                    self.count_sent(g, len);
+                    return Ok(self.sent_request());
+                }
+            }
+        }
         self.ensure_link(g)?;
         self.count_sent(g, len);
-        let context = self.view().context;
         let mut core = self.inner.engine.core();
         let id = if sync {
             core.post_ssend(g, tag, context, buf)
