@@ -129,15 +129,17 @@ pub(super) unsafe fn isend_mode(
     request: *mut c_int,
 ) -> c_int {
     call(name, comm, || {
-        let (c, ty) = comm_ty(comm, t)?;
-        let n = count(n)?;
-        let d = dest(&c, d)?;
-        let tag = send_tag(tag)?;
-        // SAFETY: `n` elements of `ty` at `buf`, kept by the program until done.
-        let req = unsafe { start_send(mode, &c, comm, buf, n, &ty, d, tag)? };
-        let h = state::with(|s| Ok(s.add_request(req)))?;
-        // SAFETY: an output handle.
-        unsafe { put(request, h) }
+        // The communicator and datatype borrowed from the lookup cache, not cloned.
+        state::with_comm_ty(comm, t, |c, ty| {
+            let n = count(n)?;
+            let d = dest(c, d)?;
+            let tag = send_tag(tag)?;
+            // SAFETY: `n` elements of `ty` at `buf`, kept by the program until done.
+            let req = unsafe { start_send(mode, c, comm, buf, n, ty, d, tag)? };
+            let h = state::with(|s| Ok(s.add_request(req)))?;
+            // SAFETY: an output handle.
+            unsafe { put(request, h) }
+        })
     })
 }
 

@@ -334,18 +334,20 @@ pub unsafe extern "C" fn PMPI_Irecv(
     request: *mut c_int,
 ) -> c_int {
     call("MPI_Irecv", comm, || {
-        let (c, ty) = comm_ty(comm, datatype)?;
-        let n = state::count(count)?;
-        let src = state::source(&c, source)?;
-        let tag = recv_tag(tag)?;
-        let req = match src {
-            None => null_req(comm),
-            // SAFETY: the receive buffer.
-            Some(src) => unsafe { post_recv(&c, comm, buf, n, &ty, src, tag)? },
-        };
-        let h = state::with(|s| Ok(s.add_request(req)))?;
-        // SAFETY: an output handle.
-        unsafe { put(request, h) }
+        // The communicator and datatype borrowed from the lookup cache, not cloned.
+        state::with_comm_ty(comm, datatype, |c, ty| {
+            let n = state::count(count)?;
+            let src = state::source(c, source)?;
+            let tag = recv_tag(tag)?;
+            let req = match src {
+                None => null_req(comm),
+                // SAFETY: the receive buffer.
+                Some(src) => unsafe { post_recv(c, comm, buf, n, ty, src, tag)? },
+            };
+            let h = state::with(|s| Ok(s.add_request(req)))?;
+            // SAFETY: an output handle.
+            unsafe { put(request, h) }
+        })
     })
 }
 
