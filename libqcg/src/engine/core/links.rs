@@ -84,7 +84,7 @@ impl<C: LinkIo> Core<C> {
                     self.move_off(old);
                 }
                 let mut h = Header::new(Kind::Resume);
-                h.len = self.sent_seq.get(&peer).copied().unwrap_or(0);
+                h.len = self.sent_seq.get(peer as usize).copied().unwrap_or(0);
                 self.queue(id, Out::control(h));
                 if via == Via::Memory {
                     self.acct.memory_links += 1;

@@ -669,7 +669,8 @@ pub struct Core<C> {
     stalled: Vec<ConnId>,
     /// Ordered frames (`Eager`, `Rts`) sent to / handled from each peer: a link a
     /// peer moved to waits until the count reaches its `Resume`.
-    sent_seq: HashMap<u32, u64>,
+    /// By rank (a vector: every eager send counts one).
+    sent_seq: Vec<u64>,
     /// (Those handled on connections since closed: see `Core::recv_count`.)
     recv_seq: HashMap<u32, u64>,
     /// Connections waiting at their gate.
@@ -716,6 +717,16 @@ mod send;
 #[cfg(test)]
 mod tests;
 
+/// Counts one ordered frame sent to `dest` in `seq` (a core's `sent_seq`).
+#[inline]
+fn count_ordered(seq: &mut Vec<u64>, dest: u32) {
+    let d = dest as usize;
+    if d >= seq.len() {
+        seq.resize(d + 1, 0);
+    }
+    seq[d] += 1;
+}
+
 impl<C: LinkIo> Core<C> {
     /// The engine of rank `me` of a job of `size` ranks, at time `now`.
     pub fn new(me: u32, size: u32, limits: Limits, now: Instant) -> Core<C> {
@@ -735,7 +746,7 @@ impl<C: LinkIo> Core<C> {
             unexp: Slab::new(),
             expect: HashMap::default(),
             stalled: Vec::new(),
-            sent_seq: HashMap::default(),
+            sent_seq: Vec::new(),
             recv_seq: HashMap::default(),
             gated: Vec::new(),
             sync_local: HashMap::default(),

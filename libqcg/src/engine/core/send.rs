@@ -58,7 +58,7 @@ impl<C: LinkIo> Core<C> {
         };
         conn.last_tx = self.now;
         self.acct.moved += n as u64;
-        *self.sent_seq.entry(dest).or_default() += 1;
+        super::count_ordered(&mut self.sent_seq, dest);
         let whole = HEADER + len;
         if n < whole {
             // The rest, from the first byte the link did not take (the frame's own
@@ -242,7 +242,7 @@ impl<C: LinkIo> Core<C> {
                 req: None,
             }
         };
-        *self.sent_seq.entry(dest).or_default() += 1;
+        super::count_ordered(&mut self.sent_seq, dest);
         self.queue(c, out);
         id
     }
