@@ -28,7 +28,7 @@ use crate::seal::{Keys, Sealed};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use slab::Slab;
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -112,6 +112,13 @@ impl Write for Link {
 }
 
 impl LinkIo for Link {
+    fn write_frame(&mut self, head: &[u8; wire::HEADER], body: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Link::Shm(s) => s.write_frame(head, body),
+            _ => self.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]),
+        }
+    }
+
     fn polled(&self) -> bool {
         matches!(self, Link::Shm(_))
     }

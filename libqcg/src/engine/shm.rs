@@ -1155,6 +1155,48 @@ impl Write for ShmLink {
             pos += k as u64;
             left -= k;
         }
+        self.publish(take, room);
+        Ok(take)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl ShmLink {
+    /// Writes a frame, its header then `body`, as one record when it fits whole (the
+    /// usual small message: the header copied as a fixed-size block, no loop over
+    /// slices); otherwise as `write_vectored` of the parts. The bytes taken.
+    pub fn write_frame(&mut self, head: &[u8; HEADER], body: &[u8]) -> io::Result<usize> {
+        let want = HEADER + body.len();
+        if self.peer_gone || want > MAX_RECORD {
+            return self.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]);
+        }
+        let room = self.room_for(record_size(want))?;
+        if room < record_size(want) {
+            return self.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]);
+        }
+        // A record starts on a line, and its word and a header fit in one: the
+        // header never wraps at the ring's end.
+        const _: () = assert!(WORD + HEADER <= LINE);
+        let at = (self.head as usize + WORD) & (RING - 1);
+        // SAFETY: `at + HEADER <= RING` (above); the bytes are ours to write, between
+        // the peer's consumed position and our head (`room`).
+        unsafe {
+            std::ptr::copy_nonoverlapping(head.as_ptr(), self.data(self.side).add(at), HEADER);
+        }
+        if !body.is_empty() {
+            self.copy_in(self.head + (WORD + HEADER) as u64, body);
+        }
+        self.publish(want, room);
+        Ok(want)
+    }
+
+    /// Publishes the record of `take` bytes written after our head, with `room`
+    /// bytes free before it was written.
+    #[inline]
+    fn publish(&mut self, take: usize, room: usize) {
         let ring = self.side;
         let size = record_size(take);
         let next = self.head + size as u64;
@@ -1179,11 +1221,6 @@ impl Write for ShmLink {
         self.ring_if_sleeping();
         // After the barrier, which would wait for these stores' misses.
         self.zero_ahead();
-        Ok(take)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 
@@ -1393,6 +1430,61 @@ mod tests {
         let mut got = Vec::new();
         drain(&mut b, &mut [0u8; 64], &mut got);
         assert_eq!(got, b"next lap");
+    }
+
+    #[test]
+    fn a_frame_written_whole_reads_back_as_its_header_and_body_across_laps() {
+        let (mut a, mut b) = pair();
+        let mut want = Vec::new();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        // Bodies of every length up to a few lines, then some near a record's
+        // limit: the records' starts move around the ring, lap after lap, and
+        // bodies wrap at its end.
+        let mut sizes: Vec<usize> = (0..300).collect();
+        sizes.extend([MAX_RECORD - HEADER, MAX_RECORD - HEADER - 1, 5000, 70_000]);
+        for round in 0..12u8 {
+            for &n in &sizes {
+                let head = [round ^ n as u8; HEADER];
+                let body: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_mul(31) ^ round).collect();
+                let mut off = 0;
+                // What the ring does not take at once goes as the rest of the
+                // frame, as the engine's queue sends it.
+                let whole = [&head[..], &body[..]].concat();
+                while off < whole.len() {
+                    let r = if off == 0 {
+                        a.write_frame(&head, &body)
+                    } else {
+                        a.write(&whole[off..])
+                    };
+                    match r {
+                        Ok(k) => off += k,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            drain(&mut b, &mut buf, &mut got)
+                        }
+                        Err(e) => panic!("write: {e}"),
+                    }
+                }
+                want.extend_from_slice(&whole);
+            }
+            drain(&mut b, &mut buf, &mut got);
+        }
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "bytes differ");
+        // Nearly full: the frame is cut to what fits, as a write of its parts is.
+        let block = vec![5u8; MAX_RECORD];
+        for _ in 0..3 {
+            assert_eq!(a.write(&block).expect("write"), MAX_RECORD);
+        }
+        let big = vec![7u8; MAX_RECORD];
+        let k = a.write_frame(&[9u8; HEADER], &big).expect("cut");
+        assert!(k < HEADER + MAX_RECORD && k > HEADER, "{k}");
+        assert_eq!(
+            a.write_frame(&[9u8; HEADER], b"x")
+                .expect_err("full")
+                .kind(),
+            io::ErrorKind::WouldBlock
+        );
     }
 
     /// Bytes of an earlier lap that look like the next record's word (its number,

@@ -76,6 +76,10 @@ const IOVECS: usize = 64;
 
 /// What a link's stream offers besides reading and writing without blocking.
 pub trait LinkIo: Read + Write {
+    /// Writes a frame, `head` then `body`: the bytes taken, as `write_vectored`.
+    fn write_frame(&mut self, head: &[u8; HEADER], body: &[u8]) -> std::io::Result<usize> {
+        self.write_vectored(&[IoSlice::new(head), IoSlice::new(body)])
+    }
     /// The poller does not watch it: the shell asks it each turn ([`Core::poll_links`]).
     fn polled(&self) -> bool {
         false

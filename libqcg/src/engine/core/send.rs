@@ -47,11 +47,16 @@ impl<C: LinkIo> Core<C> {
         h.context = context;
         h.len = len as u64;
         let head = h.encode();
-        let n = match conn.io.write_vectored(&[
-            IoSlice::new(&head),
-            IoSlice::new(prefix),
-            IoSlice::new(body),
-        ]) {
+        let written = if prefix.is_empty() {
+            conn.io.write_frame(&head, body)
+        } else {
+            conn.io.write_vectored(&[
+                IoSlice::new(&head),
+                IoSlice::new(prefix),
+                IoSlice::new(body),
+            ])
+        };
+        let n = match written {
             Ok(n) if n > 0 => n,
             // Full, or failing: the usual way queues it, or fails the peer naming why.
             _ => return None,
