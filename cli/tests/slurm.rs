@@ -315,9 +315,9 @@ impl Drop for Slurm {
         while Instant::now() < deadline && !self.queue().is_empty() {
             std::thread::sleep(Duration::from_millis(100));
         }
-        // A frontal's `salloc` still giving its allocation back would spin on the
-        // stopped controller (seen after CI runs: one at 90 % of a core, orphaned),
-        // so wait for it, and end what is left, naming it, before the daemons stop.
+        // A frontal's `salloc` left running (one was seen after CI runs, orphaned,
+        // spinning at 90 % of a core) must not outlive the test: wait for it, and
+        // end what is left, naming it, before the daemons stop.
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline && !self.sallocs().is_empty() {
             std::thread::sleep(Duration::from_millis(100));

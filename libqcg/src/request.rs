@@ -376,27 +376,21 @@ pub fn test_all(reqs: &mut [Request]) -> Result<Option<Vec<Completion>>> {
 }
 
 impl Comm {
-    fn request(&self, id: usize) -> Request {
+    /// The request of engine request `id`, or with `None` a send complete at birth
+    /// (see [`Request::sent`]).
+    fn request_of(&self, id: Option<usize>) -> Request {
         Request {
             engine: self.inner.engine.clone(),
             view: self.view_arc(),
-            id: Some(id),
+            id,
             coll: None,
             user: None,
-            sent: false,
+            sent: id.is_none(),
         }
     }
 
-    /// A send request complete at birth (see [`Request::sent`]).
-    fn sent_request(&self) -> Request {
-        Request {
-            engine: self.inner.engine.clone(),
-            view: self.view_arc(),
-            id: None,
-            coll: None,
-            user: None,
-            sent: true,
-        }
+    fn request(&self, id: usize) -> Request {
+        self.request_of(Some(id))
     }
 
     /// A request that completes when the program says so, through its
@@ -473,7 +467,7 @@ impl Comm {
                 if core.send_now(g, tag, context, data).is_some() {
                     drop(core);
                     self.count_sent(g, len);
-                    return Ok(self.sent_request());
+                    return Ok(self.request_of(None));
                 }
             }
         }

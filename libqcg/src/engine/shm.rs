@@ -1170,11 +1170,13 @@ impl ShmLink {
     /// slices); otherwise as `write_vectored` of the parts. The bytes taken.
     pub fn write_frame(&mut self, head: &[u8; HEADER], body: &[u8]) -> io::Result<usize> {
         let want = HEADER + body.len();
-        if self.peer_gone || want > MAX_RECORD {
-            return self.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]);
-        }
-        let room = self.room_for(record_size(want))?;
-        if room < record_size(want) {
+        let size = record_size(want);
+        let room = if self.peer_gone || want > MAX_RECORD {
+            0
+        } else {
+            self.room_for(size)?
+        };
+        if room < size {
             return self.write_vectored(&[IoSlice::new(head), IoSlice::new(body)]);
         }
         // A record starts on a line, and its word and a header fit in one: the
@@ -1327,6 +1329,26 @@ mod tests {
     }
 
     /// Reads everything there is now.
+    /// Writes `len` bytes with `write` (given how many went already), reading `b`
+    /// into `into` whenever the ring is full.
+    fn write_draining(
+        a: &mut ShmLink,
+        b: &mut ShmLink,
+        buf: &mut [u8],
+        into: &mut Vec<u8>,
+        len: usize,
+        mut write: impl FnMut(&mut ShmLink, usize) -> io::Result<usize>,
+    ) {
+        let mut off = 0;
+        while off < len {
+            match write(a, off) {
+                Ok(n) => off += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => drain(b, buf, into),
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+    }
+
     fn drain(b: &mut ShmLink, buf: &mut [u8], into: &mut Vec<u8>) {
         loop {
             match b.read(buf) {
@@ -1388,16 +1410,9 @@ mod tests {
                         x
                     })
                     .collect();
-                let mut off = 0;
-                while off < chunk.len() {
-                    match a.write(&chunk[off..]) {
-                        Ok(n) => off += n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            drain(&mut b, &mut buf, &mut got)
-                        }
-                        Err(e) => panic!("{e}"),
-                    }
-                }
+                write_draining(&mut a, &mut b, &mut buf, &mut got, chunk.len(), |a, off| {
+                    a.write(&chunk[off..])
+                });
                 sent.extend_from_slice(&chunk);
             }
         }
@@ -1447,24 +1462,16 @@ mod tests {
             for &n in &sizes {
                 let head = [round ^ n as u8; HEADER];
                 let body: Vec<u8> = (0..n).map(|i| (i as u8).wrapping_mul(31) ^ round).collect();
-                let mut off = 0;
                 // What the ring does not take at once goes as the rest of the
                 // frame, as the engine's queue sends it.
                 let whole = [&head[..], &body[..]].concat();
-                while off < whole.len() {
-                    let r = if off == 0 {
+                write_draining(&mut a, &mut b, &mut buf, &mut got, whole.len(), |a, off| {
+                    if off == 0 {
                         a.write_frame(&head, &body)
                     } else {
                         a.write(&whole[off..])
-                    };
-                    match r {
-                        Ok(k) => off += k,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            drain(&mut b, &mut buf, &mut got)
-                        }
-                        Err(e) => panic!("write: {e}"),
                     }
-                }
+                });
                 want.extend_from_slice(&whole);
             }
             drain(&mut b, &mut buf, &mut got);
